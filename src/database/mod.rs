@@ -1,0 +1,92 @@
+//! The `Database` port: the only way this crate touches storage.
+
+mod counting;
+pub mod d1;
+mod rows;
+#[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
+mod sqlite;
+mod statement;
+mod value;
+
+use std::sync::Arc;
+
+pub use counting::{CallCounts, CountingDatabase};
+pub use rows::{FromValue, Row, Rows};
+#[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
+pub use sqlite::SqliteDatabase;
+pub use statement::Statement;
+pub(crate) use statement::query_error;
+pub use value::Value;
+
+use crate::error::Result;
+use crate::send::{BoxFuture, MaybeSend, MaybeSync};
+
+/// What one statement of a batch did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    /// Rows inserted, updated or deleted (0 for a read).
+    pub rows_affected: u64,
+    /// Rows the statement returned (`SELECT`, or `… RETURNING`).
+    pub rows: Rows,
+}
+
+/// A SQL database reached through SQLite-dialect statements.
+///
+/// # Contract
+/// Every adapter (SQLite, D1, and any other) keeps these promises, and runs
+/// the [conformance suite](crate::conformance) to show it:
+///
+/// - **Atomicity.** Each call is atomic. [`batch_atomic`](Database::batch_atomic)
+///   runs its statements in order inside one transaction: all of them commit,
+///   or none does. This is the only multi-statement atomic unit (D1 has no
+///   interactive transactions), so anything that must happen together goes
+///   into one batch.
+/// - **Visibility.** Once a call returns `Ok`, its writes are durable and
+///   visible to every later call through any handle to the same database.
+///   A call that returns `Err` wrote nothing.
+/// - **Results.** `execute` reports rows affected; `query` returns the rows
+///   of a `SELECT` or of a write with `RETURNING` (whose writes commit);
+///   `batch_atomic` returns one [`Outcome`] per statement, in order. An empty
+///   batch succeeds without touching the database.
+/// - **Values.** Values round-trip exactly. A value the backend cannot hold
+///   exactly (D1 keeps numbers as doubles: integers beyond ±2^53) is refused
+///   with [`Error::InvalidInput`](crate::Error::InvalidInput), never rounded.
+/// - **Errors.** Failures map to [`Error`](crate::Error): uniqueness
+///   violations to `Conflict` (naming the constraint as `table.column`),
+///   transient faults to `Unavailable` with the right
+///   [`Retry`](crate::Retry) advice, everything else to `Database`.
+///
+/// # `Send`
+/// JavaScript futures are not `Send`. The trait is `Send + Sync` with `Send`
+/// futures on native targets (so it works under tokio's multi-threaded
+/// runtime) and has no thread bounds on `wasm32`; see [`crate::send`].
+pub trait Database: MaybeSend + MaybeSync {
+    /// Runs one statement and returns how many rows it changed.
+    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>>;
+
+    /// Runs one statement and returns the rows it produced.
+    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>>;
+
+    /// Runs `statements` in order as one transaction: all commit or none do.
+    fn batch_atomic<'a>(
+        &'a self,
+        statements: &'a [Statement],
+    ) -> BoxFuture<'a, Result<Vec<Outcome>>>;
+}
+
+impl<T: Database + ?Sized> Database for Arc<T> {
+    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
+        (**self).execute(statement)
+    }
+
+    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
+        (**self).query(statement)
+    }
+
+    fn batch_atomic<'a>(
+        &'a self,
+        statements: &'a [Statement],
+    ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
+        (**self).batch_atomic(statements)
+    }
+}

@@ -1,0 +1,120 @@
+//! What a drain did, for logs and for callers.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::Error;
+
+/// Why a drain stopped.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "reason", content = "error")]
+pub enum StopReason {
+    /// No due message was left.
+    Drained,
+    /// Another batch would have exceeded the database query budget.
+    QueryBudget,
+    /// Another batch might not have finished before the deadline.
+    Deadline,
+    /// The message cap was reached.
+    MessageCap,
+    /// The database failed; leased messages come back when their leases
+    /// expire.
+    #[serde(serialize_with = "error_text")]
+    DatabaseError(Error),
+}
+
+fn error_text<S: serde::Serializer>(error: &Error, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(error)
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopReason::Drained => f.write_str("nothing left due"),
+            StopReason::QueryBudget => f.write_str("query budget reached"),
+            StopReason::Deadline => f.write_str("deadline reached"),
+            StopReason::MessageCap => f.write_str("message cap reached"),
+            StopReason::DatabaseError(error) => write!(f, "database error: {error}"),
+        }
+    }
+}
+
+/// Counts of one drain (or one immediate delivery).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DrainReport {
+    /// Rows leased.
+    pub claimed: u32,
+    /// Messages delivered and deleted.
+    pub delivered: u32,
+    /// Messages rescheduled after a retryable failure.
+    pub retried: u32,
+    /// Messages parked as dead (permanent failure, last attempt, or
+    /// undecodable).
+    pub dead: u32,
+    /// Settles refused because the lease had passed to someone else.
+    pub lease_lost: u32,
+    /// Messages not attempted for lack of time; due again at once.
+    pub released: u32,
+    /// Of the retried, the attempts that hit the delivery timeout.
+    pub timed_out: u32,
+    /// Claimed rows that could not be decoded (counted in `dead` once
+    /// parked).
+    pub malformed: u32,
+    /// Claim batches run.
+    pub batches: u32,
+    /// Database calls made (claims and settles; each one round trip).
+    pub queries: u32,
+    /// Wall-clock time taken, in milliseconds.
+    #[serde(rename = "elapsed_ms", serialize_with = "as_millis")]
+    pub elapsed: Duration,
+    /// Why it stopped.
+    pub stopped: StopReason,
+}
+
+fn as_millis<S: serde::Serializer>(elapsed: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u64(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl DrainReport {
+    pub(crate) fn new() -> Self {
+        DrainReport {
+            claimed: 0,
+            delivered: 0,
+            retried: 0,
+            dead: 0,
+            lease_lost: 0,
+            released: 0,
+            timed_out: 0,
+            malformed: 0,
+            batches: 0,
+            queries: 0,
+            elapsed: Duration::ZERO,
+            stopped: StopReason::Drained,
+        }
+    }
+}
+
+/// One line, for `wrangler tail` and other logs.
+impl fmt::Display for DrainReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "outbox drain: {} claimed, {} delivered, {} retried ({} timed out), {} dead, \
+             {} lease lost, {} released, {} malformed; {} batches, {} queries, {} ms; stopped: {}",
+            self.claimed,
+            self.delivered,
+            self.retried,
+            self.timed_out,
+            self.dead,
+            self.lease_lost,
+            self.released,
+            self.malformed,
+            self.batches,
+            self.queries,
+            self.elapsed.as_millis(),
+            self.stopped
+        )
+    }
+}

@@ -1,0 +1,198 @@
+//! The crate's one error type, and what a caller should do about each error.
+
+use std::fmt;
+
+/// Everything that can go wrong in this crate, in the caller's terms.
+///
+/// Every variant answers one question through [`Error::retry`]: can trying the
+/// same thing again help? Adapters keep their own error types private and
+/// convert into this one.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An argument was rejected before anything was written: a bad table
+    /// name, an empty topic, an oversized payload, a batch size out of range,
+    /// a time outside [`Timestamp`](crate::Timestamp)'s range, a value a
+    /// database cannot represent exactly.
+    #[error("invalid {what}: {reason}")]
+    InvalidInput {
+        /// The argument that was rejected, e.g. `"table name"`.
+        what: &'static str,
+        /// Why it was rejected.
+        reason: String,
+    },
+
+    /// The row named by an id does not exist (or is not in the state the
+    /// operation needs, e.g. replaying a message that is not dead).
+    #[error("{what} {id:?} not found")]
+    NotFound {
+        /// What was looked up, e.g. `"dead message"`.
+        what: &'static str,
+        /// The id that was looked up.
+        id: String,
+    },
+
+    /// A settle was refused because the caller's lease no longer holds: the
+    /// message was leased again by another drainer, settled, replayed or
+    /// erased. Nothing was changed.
+    #[error("lease lost on message {id}: it was leased again or settled by someone else")]
+    LeaseLost {
+        /// The message whose lease was lost.
+        id: String,
+    },
+
+    /// A uniqueness constraint refused a write; the whole batch it was part
+    /// of was rolled back.
+    #[error("unique constraint failed: {constraint}")]
+    Conflict {
+        /// The constraint as the database names it, e.g. `inbox.key`.
+        constraint: String,
+    },
+
+    /// A stored row could not be decoded: a missing column, a NULL where a
+    /// value is required, a value of the wrong type or out of range.
+    #[error("malformed row{}{}: column {column}: {reason}", row_suffix(.row), table_suffix(.table))]
+    MalformedRow {
+        /// The table the row was read from, when known.
+        table: Option<String>,
+        /// The row's id, when it could be read.
+        row: Option<String>,
+        /// The column that failed to decode.
+        column: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+
+    /// The database could not be reached or refused the work for now
+    /// (network loss, restart, overload, timeout). See [`Error::retry`].
+    #[error("database unavailable ({advice}): {message}")]
+    Unavailable {
+        /// What the database said.
+        message: String,
+        /// Whether to retry at once or only after backing off.
+        advice: Retry,
+    },
+
+    /// Any other database failure: bad SQL, a missing table, a constraint
+    /// other than uniqueness. Retrying the same statement fails the same way.
+    #[error("database error: {message}")]
+    Database {
+        /// What the database said.
+        message: String,
+    },
+}
+
+fn row_suffix(row: &Option<String>) -> String {
+    row.as_ref().map(|id| format!(" {id:?}")).unwrap_or_default()
+}
+
+fn table_suffix(table: &Option<String>) -> String {
+    table
+        .as_ref()
+        .map(|table| format!(" in {table}"))
+        .unwrap_or_default()
+}
+
+/// Whether, and how soon, retrying the failed operation can help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Retry {
+    /// Retrying the same input fails the same way.
+    Never,
+    /// A transient fault: retrying now is reasonable.
+    Now,
+    /// The database is overloaded or timed out: retry only after a backoff.
+    AfterBackoff,
+}
+
+impl fmt::Display for Retry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Retry::Never => "do not retry",
+            Retry::Now => "retry now",
+            Retry::AfterBackoff => "retry after backoff",
+        })
+    }
+}
+
+impl Error {
+    /// Whether, and how soon, retrying can help.
+    pub fn retry(&self) -> Retry {
+        match self {
+            Error::Unavailable { advice, .. } => *advice,
+            Error::InvalidInput { .. }
+            | Error::NotFound { .. }
+            | Error::LeaseLost { .. }
+            | Error::Conflict { .. }
+            | Error::MalformedRow { .. }
+            | Error::Database { .. } => Retry::Never,
+        }
+    }
+
+    /// Shorthand for `self.retry() != Retry::Never`.
+    pub fn is_retryable(&self) -> bool {
+        self.retry() != Retry::Never
+    }
+
+    pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidInput {
+            what,
+            reason: reason.into(),
+        }
+    }
+
+    /// Places a [`Error::MalformedRow`] in its table and row; other errors
+    /// pass through unchanged.
+    pub(crate) fn in_row(self, in_table: &str, row_id: Option<&str>) -> Self {
+        match self {
+            Error::MalformedRow {
+                table,
+                row,
+                column,
+                reason,
+            } => Error::MalformedRow {
+                table: table.or_else(|| Some(in_table.to_owned())),
+                row: row.or_else(|| row_id.map(str::to_owned)),
+                column,
+                reason,
+            },
+            other => other,
+        }
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_unavailable_errors_are_retryable() {
+        let transient = Error::Unavailable {
+            message: "Network connection lost.".into(),
+            advice: Retry::Now,
+        };
+        assert_eq!(transient.retry(), Retry::Now);
+        assert!(transient.is_retryable());
+        let permanent = Error::Database {
+            message: "no such table: x".into(),
+        };
+        assert_eq!(permanent.retry(), Retry::Never);
+        assert!(!Error::LeaseLost { id: "m".into() }.is_retryable());
+    }
+
+    #[test]
+    fn malformed_row_names_the_row_when_known() {
+        let error = Error::MalformedRow {
+            table: Some("outbox".into()),
+            row: Some("01J".into()),
+            column: "payload".into(),
+            reason: "NULL where text is required".into(),
+        };
+        assert_eq!(
+            error.to_string(),
+            "malformed row \"01J\" in outbox: column payload: NULL where text is required"
+        );
+    }
+}

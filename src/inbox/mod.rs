@@ -1,0 +1,256 @@
+//! The inbox: inbound messages whose effects must happen exactly once.
+//!
+//! A message's key is inserted in the same atomic batch as its effect. The
+//! key is the table's primary key, so the first writer wins: a redelivered
+//! message's batch fails on the key and rolls back whole, changing nothing.
+
+use std::sync::Arc;
+
+use sea_query::{Expr, ExprTrait, Order, Query};
+use serde::Serialize;
+
+use crate::database::{Database, Outcome, Statement, query_error};
+use crate::error::{Error, Result};
+use crate::identifier::TableName;
+use crate::outbox::check_key as check;
+use crate::schema;
+use crate::time::{Clock, SystemClock, Timestamp};
+
+const SCHEMA_TEMPLATE: &str = include_str!("schema.sql");
+const KEY: &str = "key";
+const SUBJECT: &str = "subject";
+const SEEN_AT: &str = "seen_at";
+
+/// First-writer-wins keys, in one table of a [`Database`].
+#[derive(Clone)]
+pub struct Inbox {
+    db: Arc<dyn Database>,
+    table: TableName,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbox")
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An inbox key's row, ready to join the effect's batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboxClaim {
+    statement: Statement,
+    constraint: String,
+}
+
+impl InboxClaim {
+    /// The `INSERT` to put **first** in the effect's
+    /// [`batch_atomic`](Database::batch_atomic).
+    pub fn statement(&self) -> &Statement {
+        &self.statement
+    }
+
+    /// Whether `error` (from running the batch) means the key was already
+    /// present: the message was processed before, and the batch changed
+    /// nothing.
+    pub fn is_duplicate(&self, error: &Error) -> bool {
+        matches!(error, Error::Conflict { constraint } if *constraint == self.constraint)
+    }
+}
+
+/// What [`Inbox::process_once`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Processed {
+    /// The key was new: the effects ran; their outcomes, in order.
+    Applied(Vec<Outcome>),
+    /// The key was already present: nothing changed.
+    AlreadyProcessed,
+}
+
+/// A stored inbox key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InboxEntry {
+    /// The message key.
+    pub key: String,
+    /// The subject it was recorded for.
+    pub subject: Option<String>,
+    /// When it was first processed.
+    pub seen_at: Timestamp,
+}
+
+impl Inbox {
+    /// An inbox in `table` of `db`, on the system clock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad table name.
+    pub fn new(db: Arc<dyn Database>, table: &str) -> Result<Self> {
+        Ok(Inbox {
+            db,
+            table: TableName::new(table)?,
+            clock: Arc::new(SystemClock),
+        })
+    }
+
+    /// The same inbox on another clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The table this inbox lives in.
+    pub fn table(&self) -> &TableName {
+        &self.table
+    }
+
+    /// The DDL of the inbox table, as a migration file holds it.
+    pub fn schema_sql(&self) -> String {
+        schema::render(SCHEMA_TEMPLATE, &self.table)
+    }
+
+    /// The DDL as separate statements.
+    pub fn schema_statements(&self) -> Vec<Statement> {
+        schema::statements(&self.schema_sql())
+    }
+
+    /// Creates the table and indexes if missing, atomically.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn create_schema(&self) -> Result<()> {
+        self.db
+            .batch_atomic(&self.schema_statements())
+            .await
+            .map(drop)
+    }
+
+    /// The key's `INSERT`, to put first in the batch that applies the
+    /// message's effect. If the key exists, the batch fails with an error
+    /// [`InboxClaim::is_duplicate`] recognises, and nothing in it applies.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an empty key or subject, or one over 256
+    /// bytes.
+    pub fn claim_statement(&self, key: &str, subject: Option<&str>) -> Result<InboxClaim> {
+        check("inbox key", Some(key))?;
+        check("subject", subject)?;
+        let mut insert = Query::insert();
+        insert
+            .into_table(self.table.as_str().to_owned())
+            .columns([KEY, SUBJECT, SEEN_AT])
+            .values([
+                key.into(),
+                subject.map(str::to_owned).into(),
+                self.clock.now().as_unix_millis().into(),
+            ])
+            .map_err(query_error)?;
+        Ok(InboxClaim {
+            statement: Statement::from_query(&insert)?,
+            constraint: format!("{}.{KEY}", self.table),
+        })
+    }
+
+    /// Runs `effects` exactly once for `key`: in one atomic batch behind the
+    /// key's insert.
+    ///
+    /// # Errors
+    /// Input errors as [`claim_statement`](Inbox::claim_statement); any
+    /// database error other than the key's own conflict (then nothing
+    /// changed).
+    pub async fn process_once(
+        &self,
+        key: &str,
+        subject: Option<&str>,
+        effects: &[Statement],
+    ) -> Result<Processed> {
+        let claim = self.claim_statement(key, subject)?;
+        let mut batch = Vec::with_capacity(effects.len() + 1);
+        batch.push(claim.statement().clone());
+        batch.extend_from_slice(effects);
+        match self.db.batch_atomic(&batch).await {
+            Ok(mut outcomes) => {
+                outcomes.remove(0);
+                Ok(Processed::Applied(outcomes))
+            }
+            Err(error) if claim.is_duplicate(&error) => Ok(Processed::AlreadyProcessed),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Whether `key` was processed (and not yet purged).
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn seen(&self, key: &str) -> Result<bool> {
+        let mut select = Query::select();
+        select
+            .expr(Expr::val(1))
+            .from(self.table.as_str().to_owned())
+            .and_where(Expr::col(KEY).eq(key));
+        Ok(!self.db.query(&Statement::from_query(&select)?).await?.is_empty())
+    }
+
+    /// Forgets keys first processed before `older_than`; returns how many.
+    /// A message redelivered after its key was purged is processed again:
+    /// keep keys longer than any sender retries.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn purge(&self, older_than: Timestamp) -> Result<u64> {
+        let mut delete = Query::delete();
+        delete
+            .from_table(self.table.as_str().to_owned())
+            .and_where(Expr::col(SEEN_AT).lt(older_than.as_unix_millis()));
+        self.db.execute(&Statement::from_query(&delete)?).await
+    }
+
+    /// Every key recorded for `subject`.
+    ///
+    /// # Errors
+    /// [`Error::MalformedRow`] naming an undecodable row; database errors.
+    pub async fn export_subject(&self, subject: &str) -> Result<Vec<InboxEntry>> {
+        let mut select = Query::select();
+        select
+            .columns([KEY, SUBJECT, SEEN_AT])
+            .from(self.table.as_str().to_owned())
+            .and_where(Expr::col(SUBJECT).eq(subject))
+            .order_by(SEEN_AT, Order::Asc);
+        let rows = self.db.query(&Statement::from_query(&select)?).await?;
+        rows.iter()
+            .map(|row| {
+                let in_row = |error: Error| error.in_row(self.table.as_str(), None);
+                Ok(InboxEntry {
+                    key: row.get(KEY).map_err(in_row)?,
+                    subject: row.get(SUBJECT).map_err(in_row)?,
+                    seen_at: row.get(SEEN_AT).map_err(in_row)?,
+                })
+            })
+            .collect()
+    }
+
+    /// The `DELETE` of every key recorded for `subject`.
+    ///
+    /// # Errors
+    /// If the statement cannot be built.
+    pub fn erase_subject_statement(&self, subject: &str) -> Result<Statement> {
+        let mut delete = Query::delete();
+        delete
+            .from_table(self.table.as_str().to_owned())
+            .and_where(Expr::col(SUBJECT).eq(subject));
+        Statement::from_query(&delete)
+    }
+
+    /// Deletes every key recorded for `subject`; returns how many.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn erase_subject(&self, subject: &str) -> Result<u64> {
+        self.db
+            .execute(&self.erase_subject_statement(subject)?)
+            .await
+    }
+
+    pub(crate) fn database(&self) -> &Arc<dyn Database> {
+        &self.db
+    }
+}

@@ -1,0 +1,75 @@
+//! Durable delivery for Cloudflare Workers on D1: an **outbox** for
+//! outbound work (at least once) and an **inbox** for inbound effects
+//! (exactly once), over a small [`Database`] port with adapters for D1
+//! (`workers` feature, `wasm32`) and native SQLite (`sqlite` feature).
+//!
+//! `ctx.wait_until` is an opportunity, not a promise: eviction, a deadline or
+//! a failing downstream loses the work after the database write committed.
+//! The outbox closes that gap:
+//!
+//! 1. The handler adds [`Outbox::enqueue`]'s statement to the **same**
+//!    [`Database::batch_atomic`] as its state change, so the message exists
+//!    exactly when the change does.
+//! 2. A [`Defer`](defer::Defer) (Workers `wait_until`, or `tokio::spawn`)
+//!    tries delivery at once.
+//! 3. A scheduled [`Drainer`](drain::Drainer) delivers whatever was missed:
+//!    it leases due rows, delivers, and completes, retries with backoff or
+//!    parks them as dead, within Workers' time and query limits.
+//!
+//! ```
+//! # #[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
+//! # fn main() -> workers_outbox::Result<()> {
+//! # futures_util::FutureExt::now_or_never(async {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use workers_outbox::{Database, Message, Outbox, SqliteDatabase, Statement};
+//!
+//! let db: Arc<dyn Database> = Arc::new(SqliteDatabase::open_in_memory()?);
+//! let outbox = Outbox::new(db.clone(), "outbox")?;
+//! outbox.create_schema().await?;
+//! db.execute(&Statement::new("CREATE TABLE accounts (email TEXT PRIMARY KEY)", vec![])).await?;
+//!
+//! // The state change and the message commit together, or neither does.
+//! let signup = Statement::new("INSERT INTO accounts (email) VALUES (?)", vec!["ada@example.com".into()]);
+//! let mail = outbox.enqueue(Message::json("welcome-mail", &serde_json::json!({"to": "ada@example.com"}))?)?;
+//! db.batch_atomic(&[signup, mail.statement().clone()]).await?;
+//!
+//! // Later, a drain leases due messages, delivers them, and settles.
+//! let claim = outbox.claim(10, Duration::from_secs(60)).await?;
+//! assert_eq!(claim.messages[0].id, mail.id());
+//! outbox.complete(claim.messages[0].lease()).await?;
+//! assert_eq!(outbox.stats().await?.pending, 0);
+//! # Ok(()) }).expect("SQLite futures complete at once")
+//! # }
+//! # #[cfg(not(all(feature = "sqlite", not(target_arch = "wasm32"))))]
+//! # fn main() {}
+//! ```
+
+pub mod database;
+pub mod defer;
+pub mod drain;
+mod error;
+mod identifier;
+pub mod inbox;
+pub mod outbox;
+mod random;
+mod retry;
+mod schema;
+pub mod send;
+pub mod subject;
+mod time;
+
+pub use database::{Database, Outcome, Row, Rows, Statement, Value};
+#[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
+pub use database::SqliteDatabase;
+pub use error::{Error, Result, Retry};
+pub use identifier::TableName;
+pub use inbox::{Inbox, InboxClaim, Processed};
+pub use outbox::{ClaimedMessage, LeaseHandle, Message, Outbox, Delivery};
+pub use random::{FastRandom, RandomSource};
+pub use retry::{Backoff, ExponentialBackoff, RetryPolicy};
+#[cfg(all(feature = "tokio", not(target_arch = "wasm32")))]
+pub use time::TokioTimer;
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
+pub use time::WorkersTimer;
+pub use time::{Clock, ManualClock, SystemClock, Timer, Timestamp};

@@ -1,0 +1,328 @@
+//! Claiming: one statement that leases up to `n` due rows and returns them.
+
+use std::time::Duration;
+
+use sea_query::{
+    BinOper, CommonTableExpression, Expr, ExprTrait, Order, Query, WithClause,
+};
+use serde::de::DeserializeOwned;
+
+use super::{Outbox, col, state};
+use crate::database::{Row, Rows, Statement};
+use crate::error::{Error, Result};
+use crate::time::Timestamp;
+
+/// What a lease holder needs to settle a message, and nothing more.
+///
+/// The token is fresh for every lease; settling with a lease that no longer
+/// holds is refused with [`Error::LeaseLost`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseHandle {
+    pub(crate) id: String,
+    pub(crate) token: String,
+    pub(crate) until: Timestamp,
+    pub(crate) attempt: u32,
+    pub(crate) ordering_key: Option<String>,
+}
+
+impl LeaseHandle {
+    /// The leased message's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// When the lease expires; after that another drainer may take it.
+    pub fn until(&self) -> Timestamp {
+        self.until
+    }
+
+    /// Which attempt this lease is (1 for the first).
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+}
+
+/// A message leased to the caller for delivery.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedMessage {
+    /// The message id: pass it on as an idempotency key.
+    pub id: String,
+    /// The topic the message was enqueued with.
+    pub topic: String,
+    /// The payload's JSON text.
+    pub payload: String,
+    /// The subject the message is about, if any.
+    pub subject: Option<String>,
+    /// When the message was enqueued.
+    pub created_at: Timestamp,
+    pub(crate) lease: LeaseHandle,
+}
+
+impl ClaimedMessage {
+    /// The lease to settle with.
+    pub fn lease(&self) -> &LeaseHandle {
+        &self.lease
+    }
+
+    /// Which attempt this delivery is (1 for the first).
+    pub fn attempt(&self) -> u32 {
+        self.lease.attempt
+    }
+
+    /// The payload decoded as `T`.
+    ///
+    /// # Errors
+    /// [`Error::MalformedRow`] naming the message if the payload does not
+    /// decode as `T`.
+    pub fn payload_as<T: DeserializeOwned>(&self) -> Result<T> {
+        serde_json::from_str(&self.payload).map_err(|error| Error::MalformedRow {
+            table: None,
+            row: Some(self.id.clone()),
+            column: col::PAYLOAD.into(),
+            reason: error.to_string(),
+        })
+    }
+}
+
+/// A claimed row that could not be decoded. It is leased like the others;
+/// settle it dead through its lease (when the row's key columns were
+/// readable) so it stops coming back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MalformedMessage {
+    /// What was wrong, naming the row.
+    pub error: Error,
+    /// The lease, when the row's id was readable.
+    pub lease: Option<LeaseHandle>,
+}
+
+/// What one claim returned.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Claim {
+    /// Messages now leased to the caller, oldest due first.
+    pub messages: Vec<ClaimedMessage>,
+    /// Ids of rows whose attempts were used up by leases that expired
+    /// without a settle; the claim parked them as dead instead of leasing.
+    pub exhausted: Vec<String>,
+    /// Rows leased but undecodable.
+    pub malformed: Vec<MalformedMessage>,
+}
+
+impl Claim {
+    /// Whether the claim found no due rows at all.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty() && self.exhausted.is_empty() && self.malformed.is_empty()
+    }
+
+    /// How many rows the claim touched.
+    pub fn len(&self) -> usize {
+        self.messages.len() + self.exhausted.len() + self.malformed.len()
+    }
+}
+
+/// A prepared claim: the statement, and how to read what it returns. Lets a
+/// caller send the claim in the same batch as other statements (for
+/// example the previous batch's settle).
+#[derive(Debug, Clone)]
+pub struct ClaimStatement {
+    statement: Statement,
+    token: String,
+    until: Timestamp,
+    table: String,
+}
+
+impl ClaimStatement {
+    /// The statement.
+    pub fn statement(&self) -> &Statement {
+        &self.statement
+    }
+
+    /// Reads the rows the statement returned.
+    pub fn read(&self, rows: &Rows) -> Claim {
+        let mut claim = Claim::default();
+        for row in rows.iter() {
+            match self.read_row(row) {
+                Ok(Returned::Leased(message)) => claim.messages.push(message),
+                Ok(Returned::Exhausted(id)) => claim.exhausted.push(id),
+                Err((error, lease)) => claim.malformed.push(MalformedMessage { error, lease }),
+            }
+        }
+        claim
+    }
+
+    fn read_row(&self, row: Row<'_>) -> Result<Returned, (Error, Option<LeaseHandle>)> {
+        let id = row
+            .get::<String>(col::ID)
+            .map_err(|error| (error.in_row(&self.table, None), None))?;
+        let lease = |attempt, ordering_key| LeaseHandle {
+            id: id.clone(),
+            token: self.token.clone(),
+            until: self.until,
+            attempt,
+            ordering_key,
+        };
+        let decoded = (|| {
+            if row.get::<String>(col::STATE)? == state::DEAD {
+                return Ok(Returned::Exhausted(id.clone()));
+            }
+            Ok(Returned::Leased(ClaimedMessage {
+                id: id.clone(),
+                topic: row.get(col::TOPIC)?,
+                payload: row.get(col::PAYLOAD)?,
+                subject: row.get(col::SUBJECT)?,
+                created_at: row.get(col::CREATED_AT)?,
+                lease: lease(row.get(col::ATTEMPTS)?, row.get(col::ORDERING_KEY)?),
+            }))
+        })();
+        decoded.map_err(|error: Error| {
+            let attempt = row.get::<u32>(col::ATTEMPTS).unwrap_or(u32::MAX);
+            (
+                error.in_row(&self.table, Some(&id)),
+                Some(lease(attempt, None)),
+            )
+        })
+    }
+}
+
+enum Returned {
+    Leased(ClaimedMessage),
+    Exhausted(String),
+}
+
+/// The longest lease accepted: a day.
+pub(crate) const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
+
+pub(crate) fn check_lease(lease: Duration) -> Result<()> {
+    if lease.is_zero() || lease > MAX_LEASE {
+        return Err(Error::invalid(
+            "lease",
+            format!(
+                "{} ms is outside 1 ms ..= {} ms",
+                lease.as_millis(),
+                MAX_LEASE.as_millis()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl Outbox {
+    /// The most rows one claim may lease (D1 returns at most 50 MB; this
+    /// many 64 KiB payloads stay under it).
+    pub const MAX_CLAIM: u32 = 500;
+
+    /// Leases up to `limit` due rows for `lease` and returns them, in one
+    /// statement: one database round trip whatever `limit` is.
+    ///
+    /// Only rows that are due are read: leased, waiting, dead and future
+    /// rows sit outside the primary-key range the claim scans.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] unless `1 <= limit <= MAX_CLAIM` and the lease
+    /// is 1 ms to 24 h; any database error (nothing was leased then).
+    pub async fn claim(&self, limit: u32, lease: Duration) -> Result<Claim> {
+        let claim = self.claim_statement(limit, lease)?;
+        let rows = self.inner.db.query(claim.statement()).await?;
+        Ok(claim.read(&rows))
+    }
+
+    /// The claim as a statement, to send in a batch of the caller's choosing.
+    ///
+    /// # Errors
+    /// As [`claim`](Outbox::claim), without the database errors.
+    pub fn claim_statement(&self, limit: u32, lease: Duration) -> Result<ClaimStatement> {
+        if !(1..=Self::MAX_CLAIM).contains(&limit) {
+            return Err(Error::invalid(
+                "batch size",
+                format!("{limit} is outside 1 ..= {}", Self::MAX_CLAIM),
+            ));
+        }
+        check_lease(lease)?;
+        let now = self.now();
+        let until = now.checked_add(lease)?;
+        let token = self.new_ulid(now);
+        let table = self.table_name();
+        let max_attempts = i64::from(self.inner.retry.max_attempts());
+
+        // The `limit`-th due row in claim order, if there are that many: the
+        // claim takes every due row up to and including it. Computing the
+        // bound first lets the update walk the primary key once, reading
+        // only the rows it leases.
+        let mut last = Query::select();
+        last.columns([col::DUE_AT, col::ID])
+            .from(table.clone())
+            .and_where(Expr::col(col::STATE).eq(state::READY))
+            .and_where(Expr::col(col::DUE_AT).lte(now.as_unix_millis()))
+            .order_by(col::DUE_AT, Order::Asc)
+            .order_by(col::ID, Order::Asc)
+            .limit(1)
+            .offset(u64::from(limit - 1));
+        let boundary = CommonTableExpression::new()
+            .query(last)
+            .columns(["last_due", "last_id"])
+            .table_name("boundary")
+            .materialized(true)
+            .to_owned();
+        let from_boundary = |column: &'static str| -> Expr {
+            Query::select().column(column).from("boundary").to_owned().into()
+        };
+
+        let exhausted = || Expr::col(col::ATTEMPTS).gte(max_attempts);
+        let when_exhausted =
+            |dead: Expr, leased: Expr| -> Expr { Expr::case(exhausted(), dead).finally(leased).into() };
+        let exhausted_error = Expr::val(format!(
+            "attempts exhausted: the lease of attempt {max_attempts} of {max_attempts} expired without a settle; previous error: "
+        ))
+        .binary(
+            BinOper::Custom("||"),
+            Expr::col(col::LAST_ERROR).if_null("none"),
+        );
+
+        let mut update = Query::update();
+        update
+            .table(table.clone())
+            .value(col::STATE, when_exhausted(state::DEAD.into(), state::READY.into()))
+            .value(
+                col::DUE_AT,
+                when_exhausted(now.as_unix_millis().into(), until.as_unix_millis().into()),
+            )
+            .value(
+                col::LEASE_TOKEN,
+                when_exhausted(Expr::val(Option::<String>::None), token.as_str().into()),
+            )
+            .value(
+                col::ATTEMPTS,
+                when_exhausted(Expr::col(col::ATTEMPTS), Expr::col(col::ATTEMPTS).add(1)),
+            )
+            .value(
+                col::LAST_ERROR,
+                when_exhausted(exhausted_error, Expr::col(col::LAST_ERROR)),
+            )
+            .and_where(Expr::col(col::STATE).eq(state::READY))
+            .and_where(
+                Expr::col(col::DUE_AT).lte(from_boundary("last_due").if_null(now.as_unix_millis())),
+            )
+            .and_where(
+                Expr::col(col::DUE_AT)
+                    .eq(from_boundary("last_due").if_null(-1))
+                    .and(Expr::col(col::ID).gt(from_boundary("last_id")))
+                    .not(),
+            )
+            .returning(Query::returning().columns([
+                col::STATE,
+                col::ID,
+                col::TOPIC,
+                col::PAYLOAD,
+                col::SUBJECT,
+                col::ORDERING_KEY,
+                col::ATTEMPTS,
+                col::CREATED_AT,
+            ]))
+            .with_cte(WithClause::new().cte(boundary).to_owned());
+        Ok(ClaimStatement {
+            statement: Statement::from_query(&update)?,
+            token,
+            until,
+            table,
+        })
+    }
+}

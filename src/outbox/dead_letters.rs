@@ -1,0 +1,114 @@
+//! Dead letters: listing, replaying and purging parked messages.
+
+use sea_query::{Expr, ExprTrait, Order, Query};
+
+use super::records::{COLUMNS, StoredMessage, decode};
+use super::{Outbox, col, state};
+use crate::database::Statement;
+use crate::error::{Error, Result};
+use crate::time::Timestamp;
+
+impl Outbox {
+    /// Up to `limit` dead messages in the order they died, starting after
+    /// `after` (the last message of the previous page), with their last
+    /// error.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] unless `1 <= limit <= MAX_CLAIM`;
+    /// [`Error::MalformedRow`] naming an undecodable row; database errors.
+    pub async fn list_dead(
+        &self,
+        limit: u32,
+        after: Option<&StoredMessage>,
+    ) -> Result<Vec<StoredMessage>> {
+        if !(1..=Self::MAX_CLAIM).contains(&limit) {
+            return Err(Error::invalid(
+                "page size",
+                format!("{limit} is outside 1 ..= {}", Self::MAX_CLAIM),
+            ));
+        }
+        let mut select = Query::select();
+        select
+            .columns(COLUMNS)
+            .from(self.table_name())
+            .and_where(Expr::col(col::STATE).eq(state::DEAD))
+            .order_by(col::DUE_AT, Order::Asc)
+            .order_by(col::ID, Order::Asc)
+            .limit(u64::from(limit));
+        if let Some(after) = after {
+            let died = after.due_at.as_unix_millis();
+            select.and_where(
+                Expr::col(col::DUE_AT).gt(died).or(Expr::col(col::DUE_AT)
+                    .eq(died)
+                    .and(Expr::col(col::ID).gt(after.id.as_str()))),
+            );
+        }
+        let rows = self.inner.db.query(&Statement::from_query(&select)?).await?;
+        let now = self.now();
+        rows.iter()
+            .map(|row| decode(row, self.table().as_str(), now))
+            .collect()
+    }
+
+    /// Makes the dead message `id` deliverable again now, with a fresh count
+    /// of attempts.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if no dead message has that id; database errors.
+    pub async fn replay(&self, id: &str) -> Result<()> {
+        let replayed = self
+            .inner
+            .db
+            .execute(&self.replay_statement(Some(id))?)
+            .await?;
+        if replayed == 0 {
+            return Err(Error::NotFound {
+                what: "dead message",
+                id: id.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Makes every dead message deliverable again; returns how many.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn replay_all(&self) -> Result<u64> {
+        self.inner.db.execute(&self.replay_statement(None)?).await
+    }
+
+    /// Deletes dead messages that died before `older_than`; returns how
+    /// many. Rows their ordering keys held back become ready.
+    ///
+    /// # Errors
+    /// Database errors; then nothing was deleted.
+    pub async fn purge_dead(&self, older_than: Timestamp) -> Result<u64> {
+        let mut delete = Query::delete();
+        delete
+            .from_table(self.table_name())
+            .and_where(Expr::col(col::STATE).eq(state::DEAD))
+            .and_where(Expr::col(col::DUE_AT).lt(older_than.as_unix_millis()));
+        let outcomes = self
+            .inner
+            .db
+            .batch_atomic(&[Statement::from_query(&delete)?, self.promote_all_heads()?])
+            .await?;
+        Ok(outcomes.first().map_or(0, |outcome| outcome.rows_affected))
+    }
+
+    fn replay_statement(&self, id: Option<&str>) -> Result<Statement> {
+        let mut update = Query::update();
+        update
+            .table(self.table_name())
+            .value(col::STATE, state::READY)
+            .value(col::DUE_AT, self.now().as_unix_millis())
+            .value(col::ATTEMPTS, 0)
+            .value(col::LEASE_TOKEN, Option::<String>::None)
+            .and_where(Expr::col(col::STATE).eq(state::DEAD));
+        if let Some(id) = id {
+            update.and_where(Expr::col(col::ID).eq(id));
+        }
+        Statement::from_query(&update)
+    }
+}

@@ -1,0 +1,258 @@
+//! Enqueueing: an `INSERT` the caller adds to its own atomic batch.
+
+use std::time::Duration;
+
+use sea_query::{Expr, ExprTrait, OnConflict, Query};
+
+use super::claim::{ClaimedMessage, LeaseHandle, check_lease};
+use super::message::Message;
+use super::{Outbox, col, state};
+use crate::database::{Outcome, Statement, query_error};
+use crate::error::{Error, Result};
+use crate::time::Timestamp;
+
+/// An enqueue, ready to join the caller's batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Enqueue {
+    id: String,
+    statement: Statement,
+}
+
+impl Enqueue {
+    /// The message's id (generated ULID, or the caller's).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The `INSERT` to put into the same
+    /// [`batch_atomic`](crate::Database::batch_atomic) as the state change.
+    pub fn statement(&self) -> &Statement {
+        &self.statement
+    }
+
+    /// Whether the row was written, judged from this statement's outcome in
+    /// the batch. `false` means a row with the same dedup key was already
+    /// in the outbox, and nothing was written.
+    pub fn inserted(&self, outcome: &Outcome) -> bool {
+        outcome.rows_affected > 0
+    }
+}
+
+/// An enqueue whose row is written already leased to the caller, so the
+/// caller can deliver it right after its batch commits without a claim.
+///
+/// If the caller never settles (the isolate is evicted, the deadline hits),
+/// the lease expires and the next drain delivers the message as usual.
+#[derive(Debug, Clone)]
+pub struct LeasedEnqueue {
+    enqueue: Enqueue,
+    claimed: ClaimedMessage,
+}
+
+impl LeasedEnqueue {
+    /// The message's id.
+    pub fn id(&self) -> &str {
+        self.enqueue.id()
+    }
+
+    /// The `INSERT` to put into the caller's batch.
+    pub fn statement(&self) -> &Statement {
+        self.enqueue.statement()
+    }
+
+    /// The leased message, once `outcome` (this statement's result in the
+    /// committed batch) shows the row was written; `None` if a row with the
+    /// same dedup key already existed, in which case there is nothing to
+    /// deliver.
+    pub fn confirm(self, outcome: &Outcome) -> Option<ClaimedMessage> {
+        self.enqueue.inserted(outcome).then_some(self.claimed)
+    }
+}
+
+/// Values of a new row, before they become an `INSERT`.
+struct NewRow<'a> {
+    message: &'a Message,
+    id: &'a str,
+    due_at: Timestamp,
+    attempts: u32,
+    lease_token: Option<&'a str>,
+    created_at: Timestamp,
+}
+
+impl Outbox {
+    /// The `INSERT` that enqueues `message`. Add it to the same
+    /// [`batch_atomic`](crate::Database::batch_atomic) as the state change,
+    /// so the message exists exactly when the change does.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the first bad field (see [`Message`]).
+    pub fn enqueue(&self, message: Message) -> Result<Enqueue> {
+        message.validate(&self.inner.limits)?;
+        let now = self.now();
+        let id = match &message.id {
+            Some(id) => id.clone(),
+            None => self.new_ulid(now),
+        };
+        let due_at = message.not_before.map_or(now, |at| at.max(now));
+        let statement = self.insert_statement(&NewRow {
+            message: &message,
+            id: &id,
+            due_at,
+            attempts: 0,
+            lease_token: None,
+            created_at: now,
+        })?;
+        Ok(Enqueue { id, statement })
+    }
+
+    /// Like [`enqueue`](Outbox::enqueue), but the row is written leased to
+    /// the caller for `lease` (its first attempt), so that delivering it
+    /// right after the batch commits costs one database call: the settle.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad field, a lease out of range, or an
+    /// ordering key (an ordered message must wait its turn, so it cannot be
+    /// delivered at once).
+    pub fn enqueue_leased(&self, message: Message, lease: Duration) -> Result<LeasedEnqueue> {
+        message.validate(&self.inner.limits)?;
+        check_lease(lease)?;
+        if message.ordering_key.is_some() {
+            return Err(Error::invalid(
+                "ordering key",
+                "a message with an ordering key must wait for its turn; enqueue it without a lease",
+            ));
+        }
+        if message.not_before.is_some() {
+            return Err(Error::invalid(
+                "not before",
+                "a delayed message cannot be delivered at once; enqueue it without a lease",
+            ));
+        }
+        let now = self.now();
+        let id = match &message.id {
+            Some(id) => id.clone(),
+            None => self.new_ulid(now),
+        };
+        let until = now.checked_add(lease)?;
+        let token = self.new_ulid(now);
+        let statement = self.insert_statement(&NewRow {
+            message: &message,
+            id: &id,
+            due_at: until,
+            attempts: 1,
+            lease_token: Some(&token),
+            created_at: now,
+        })?;
+        let claimed = ClaimedMessage {
+            id: id.clone(),
+            topic: message.topic,
+            payload: message.payload,
+            subject: message.subject,
+            created_at: now,
+            lease: LeaseHandle {
+                id: id.clone(),
+                token,
+                until,
+                attempt: 1,
+                ordering_key: None,
+            },
+        };
+        Ok(LeasedEnqueue {
+            enqueue: Enqueue { id, statement },
+            claimed,
+        })
+    }
+
+    /// Enqueues `message` on its own, for work that changes no other state.
+    /// Returns the enqueue and whether it wrote a row (see
+    /// [`Enqueue::inserted`]).
+    ///
+    /// # Errors
+    /// As [`enqueue`](Outbox::enqueue), plus any database error.
+    pub async fn enqueue_alone(&self, message: Message) -> Result<(Enqueue, bool)> {
+        let enqueue = self.enqueue(message)?;
+        let written = self.inner.db.execute(enqueue.statement()).await?;
+        Ok((enqueue, written > 0))
+    }
+
+    fn insert_statement(&self, row: &NewRow<'_>) -> Result<Statement> {
+        let message = row.message;
+        let columns = [
+            col::STATE,
+            col::DUE_AT,
+            col::ID,
+            col::TOPIC,
+            col::PAYLOAD,
+            col::SUBJECT,
+            col::DEDUP_KEY,
+            col::ORDERING_KEY,
+            col::SEQ,
+            col::ID_GIVEN,
+            col::ATTEMPTS,
+            col::LEASE_TOKEN,
+            col::CREATED_AT,
+        ];
+        let fixed = |seq: Expr, state: Expr| -> Vec<Expr> {
+            vec![
+                state,
+                Expr::val(row.due_at.as_unix_millis()),
+                Expr::val(row.id),
+                Expr::val(message.topic.as_str()),
+                Expr::val(message.payload.as_str()),
+                Expr::val(message.subject.clone()),
+                Expr::val(message.dedup_key.clone()),
+                Expr::val(message.ordering_key.clone()),
+                seq,
+                Expr::val(message.id.is_some()),
+                Expr::val(i64::from(row.attempts)),
+                Expr::val(row.lease_token.map(str::to_owned)),
+                Expr::val(row.created_at.as_unix_millis()),
+            ]
+        };
+        let mut insert = Query::insert();
+        insert.into_table(self.table_name()).columns(columns);
+        match &message.ordering_key {
+            None => {
+                insert
+                    .values(fixed(Expr::val(Option::<i64>::None), Expr::val(state::READY)))
+                    .map_err(query_error)?;
+            }
+            Some(key) => {
+                // The new row takes the next sequence number of its key, and
+                // waits if any earlier row of the key is still present.
+                let mut latest = Query::select();
+                latest
+                    .expr_as(Expr::col(col::SEQ).max(), "latest")
+                    .from(self.table_name())
+                    .and_where(Expr::col(col::ORDERING_KEY).eq(key.as_str()));
+                let latest_seq = || Expr::col(("key_state", "latest"));
+                let state = Expr::case(latest_seq().is_null(), state::READY).finally(state::WAITING);
+                let mut select = Query::select();
+                select
+                    .exprs(fixed(
+                        latest_seq().if_null(0).add(1),
+                        state.into(),
+                    ))
+                    .from_subquery(latest, "key_state")
+                    // `WHERE` keeps SQLite from reading `ON CONFLICT` as a join.
+                    .and_where(Expr::cust("TRUE"));
+                insert.select_from(select).map_err(query_error)?;
+            }
+        }
+        insert.on_conflict(
+            OnConflict::column(col::DEDUP_KEY)
+                .target_and_where(Expr::col(col::DEDUP_KEY).is_not_null())
+                .do_nothing()
+                .to_owned(),
+        );
+        Statement::from_query(&insert)
+    }
+
+    /// A new ULID: the time, then 80 random bits.
+    pub(crate) fn new_ulid(&self, now: Timestamp) -> String {
+        let high = u128::from(self.inner.random.next_u64());
+        let low = u128::from(self.inner.random.next_u64());
+        let millis = u64::try_from(now.as_unix_millis()).unwrap_or(0);
+        ulid::Ulid::from_parts(millis, (high << 64) | low).to_string()
+    }
+}

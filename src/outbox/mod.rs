@@ -1,0 +1,238 @@
+//! The outbox: outbound work, recorded in the same atomic batch as the state
+//! change that caused it, delivered at least once.
+//!
+//! # Life of a message
+//! ```text
+//!  enqueue ──► ready ──claim──► leased ──complete──► (deleted)
+//!   │            ▲               │  │
+//!   │            └────retry──────┘  └──dead / last attempt──► dead ──replay──► ready
+//!   │                                                           └──purge──► (deleted)
+//!   └─(ordering key taken)─► waiting ──(previous row of the key deleted)──► ready
+//! ```
+//! - **ready**: deliverable once `due_at` has passed. A claim leases it:
+//!   `due_at` moves to the lease's end and a fresh lease token is written, so
+//!   later claims skip it until the lease expires. An expired lease makes the
+//!   row due again: a crashed drainer loses nothing.
+//! - **Fencing**: `complete`, `retry` and `dead` name the lease they hold and
+//!   apply only while it still holds; otherwise they return
+//!   [`Error::LeaseLost`](crate::Error::LeaseLost) and change nothing.
+//! - **Attempts** are counted when a lease is taken (a drainer that dies
+//!   mid-delivery used an attempt). A claim never leases a row that has used
+//!   all its attempts; it parks it as dead instead.
+//! - **Ordering keys**: rows sharing a key are delivered one at a time in
+//!   enqueue order. Only the oldest row of a key is ever `ready`; the rest
+//!   wait. A dead row keeps blocking its key until it is replayed (and then
+//!   delivered) or purged: ordering is never silently broken.
+//! - **Dedup keys**: while a row with a dedup key is in the table (pending,
+//!   leased or dead), enqueueing another message with that key does nothing.
+//!
+//! Delivery is at least once: a delivery whose settle was lost (crash,
+//! timeout, expired lease) is repeated. Receivers should be idempotent, e.g.
+//! with an [`Inbox`](crate::Inbox) key or the message id as idempotency key.
+
+mod claim;
+mod dead_letters;
+mod enqueue;
+mod message;
+mod records;
+mod settle;
+mod stats;
+mod subject;
+
+use std::sync::Arc;
+
+pub(crate) use claim::check_lease;
+pub use claim::{Claim, ClaimStatement, ClaimedMessage, LeaseHandle, MalformedMessage};
+pub use enqueue::{Enqueue, LeasedEnqueue};
+pub(crate) use message::check_key;
+pub use message::{Message, MessageLimits};
+pub use records::{MessageState, StoredMessage};
+pub use settle::{PreparedSettle, SettleReport, Delivery};
+pub use stats::OutboxStats;
+
+use crate::database::{Database, Statement};
+use crate::error::Result;
+use crate::identifier::TableName;
+use crate::random::{FastRandom, RandomSource};
+use crate::retry::RetryPolicy;
+use crate::schema;
+use crate::time::{Clock, SystemClock};
+
+/// Column names, shared by every statement.
+pub(crate) mod col {
+    pub(crate) const STATE: &str = "state";
+    pub(crate) const DUE_AT: &str = "due_at";
+    pub(crate) const ID: &str = "id";
+    pub(crate) const TOPIC: &str = "topic";
+    pub(crate) const PAYLOAD: &str = "payload";
+    pub(crate) const SUBJECT: &str = "subject";
+    pub(crate) const DEDUP_KEY: &str = "dedup_key";
+    pub(crate) const ORDERING_KEY: &str = "ordering_key";
+    pub(crate) const SEQ: &str = "seq";
+    pub(crate) const ID_GIVEN: &str = "id_given";
+    pub(crate) const ATTEMPTS: &str = "attempts";
+    pub(crate) const LEASE_TOKEN: &str = "lease_token";
+    pub(crate) const LAST_ERROR: &str = "last_error";
+    pub(crate) const CREATED_AT: &str = "created_at";
+}
+
+/// The values of the `state` column.
+pub(crate) mod state {
+    pub(crate) const READY: &str = "ready";
+    pub(crate) const WAITING: &str = "waiting";
+    pub(crate) const DEAD: &str = "dead";
+}
+
+const SCHEMA_TEMPLATE: &str = include_str!("schema.sql");
+
+/// A durable outbox in one table of a [`Database`].
+///
+/// Cheap to clone; clones share the database handle, clock and randomness.
+#[derive(Clone)]
+pub struct Outbox {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Arc<dyn Database>,
+    table: TableName,
+    clock: Arc<dyn Clock>,
+    random: Arc<dyn RandomSource>,
+    retry: RetryPolicy,
+    limits: MessageLimits,
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox")
+            .field("table", &self.inner.table)
+            .field("retry", &self.inner.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures an [`Outbox`]. Made by [`Outbox::builder`].
+pub struct OutboxBuilder {
+    db: Arc<dyn Database>,
+    table: String,
+    clock: Arc<dyn Clock>,
+    random: Option<Arc<dyn RandomSource>>,
+    retry: RetryPolicy,
+    limits: MessageLimits,
+}
+
+impl OutboxBuilder {
+    /// Where "now" comes from (default: [`SystemClock`]).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Where ids, lease tokens and jitter come from (default: a
+    /// [`FastRandom`] seeded from the platform).
+    pub fn random(mut self, random: Arc<dyn RandomSource>) -> Self {
+        self.random = Some(random);
+        self
+    }
+
+    /// Attempts and backoff (default: [`RetryPolicy::default`]).
+    pub fn retry_policy(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Size limits on messages (default: [`MessageLimits::default`]).
+    pub fn limits(mut self, limits: MessageLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The outbox.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) if the table name
+    /// is not a plain identifier (see [`TableName`]).
+    pub fn build(self) -> Result<Outbox> {
+        Ok(Outbox {
+            inner: Arc::new(Inner {
+                db: self.db,
+                table: TableName::new(&self.table)?,
+                clock: self.clock,
+                random: self
+                    .random
+                    .unwrap_or_else(|| Arc::new(FastRandom::from_entropy())),
+                retry: self.retry,
+                limits: self.limits,
+            }),
+        })
+    }
+}
+
+impl Outbox {
+    /// Starts configuring an outbox in `table` of `db`.
+    pub fn builder(db: Arc<dyn Database>, table: &str) -> OutboxBuilder {
+        OutboxBuilder {
+            db,
+            table: table.to_owned(),
+            clock: Arc::new(SystemClock),
+            random: None,
+            retry: RetryPolicy::default(),
+            limits: MessageLimits::default(),
+        }
+    }
+
+    /// An outbox in `table` of `db` with default settings.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) for a bad table name.
+    pub fn new(db: Arc<dyn Database>, table: &str) -> Result<Self> {
+        Self::builder(db, table).build()
+    }
+
+    /// The table this outbox lives in.
+    pub fn table(&self) -> &TableName {
+        &self.inner.table
+    }
+
+    /// The retry policy in force.
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.inner.retry
+    }
+
+    /// The database this outbox uses.
+    pub fn database(&self) -> &Arc<dyn Database> {
+        &self.inner.db
+    }
+
+    /// The DDL of this outbox's table and indexes, as a migration file holds
+    /// it. `migrations/` ships it for the table `outbox`.
+    pub fn schema_sql(&self) -> String {
+        schema::render(SCHEMA_TEMPLATE, &self.inner.table)
+    }
+
+    /// The DDL as separate statements, for [`Database::batch_atomic`].
+    pub fn schema_statements(&self) -> Vec<Statement> {
+        schema::statements(&self.schema_sql())
+    }
+
+    /// Creates the table and indexes if they do not exist, atomically.
+    ///
+    /// # Errors
+    /// Any database error.
+    pub async fn create_schema(&self) -> Result<()> {
+        self.inner
+            .db
+            .batch_atomic(&self.schema_statements())
+            .await
+            .map(drop)
+    }
+
+    /// "Now" on the outbox's clock.
+    pub(crate) fn now(&self) -> crate::time::Timestamp {
+        self.inner.clock.now()
+    }
+
+    fn table_name(&self) -> String {
+        self.inner.table.as_str().to_owned()
+    }
+}

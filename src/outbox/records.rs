@@ -1,0 +1,104 @@
+//! Stored rows as callers see them: for dead-letter listings and exports.
+
+use serde::Serialize;
+
+use super::{col, state};
+use crate::database::Row;
+use crate::error::{Error, Result};
+use crate::time::Timestamp;
+
+/// Where a stored message is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageState {
+    /// Waiting for delivery (due now or later).
+    Pending,
+    /// Leased to a drainer whose lease has not expired.
+    Leased,
+    /// Queued behind an earlier message with the same ordering key.
+    Waiting,
+    /// Parked after a permanent failure or its last attempt.
+    Dead,
+}
+
+/// A message as stored in the outbox.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredMessage {
+    /// The message id.
+    pub id: String,
+    /// Where it is in its life.
+    pub state: MessageState,
+    /// Its topic.
+    pub topic: String,
+    /// Its payload's JSON text.
+    pub payload: String,
+    /// The subject it is about.
+    pub subject: Option<String>,
+    /// Its dedup key.
+    pub dedup_key: Option<String>,
+    /// Its ordering key.
+    pub ordering_key: Option<String>,
+    /// Delivery attempts started so far.
+    pub attempts: u32,
+    /// The latest failure, if any.
+    pub last_error: Option<String>,
+    /// Pending: when it is next due. Leased: when the lease ends. Dead: when
+    /// it died. Waiting: the earliest it may be delivered.
+    pub due_at: Timestamp,
+    /// When it was enqueued.
+    pub created_at: Timestamp,
+}
+
+/// The columns [`decode`] reads.
+pub(crate) const COLUMNS: [&str; 12] = [
+    col::STATE,
+    col::DUE_AT,
+    col::ID,
+    col::TOPIC,
+    col::PAYLOAD,
+    col::SUBJECT,
+    col::DEDUP_KEY,
+    col::ORDERING_KEY,
+    col::ATTEMPTS,
+    col::LEASE_TOKEN,
+    col::LAST_ERROR,
+    col::CREATED_AT,
+];
+
+/// Decodes a row read with [`COLUMNS`]; errors name the table and row.
+pub(crate) fn decode(row: Row<'_>, table: &str, now: Timestamp) -> Result<StoredMessage> {
+    let id = row.get::<String>(col::ID).map_err(|e| e.in_row(table, None))?;
+    let decoded = (|| {
+        let due_at: Timestamp = row.get(col::DUE_AT)?;
+        let stored_state: String = row.get(col::STATE)?;
+        let leased = row.get::<Option<String>>(col::LEASE_TOKEN)?.is_some();
+        let state = match stored_state.as_str() {
+            state::DEAD => MessageState::Dead,
+            state::WAITING => MessageState::Waiting,
+            state::READY if leased && due_at > now => MessageState::Leased,
+            state::READY => MessageState::Pending,
+            other => {
+                return Err(Error::MalformedRow {
+                    table: None,
+                    row: None,
+                    column: col::STATE.into(),
+                    reason: format!("unknown state {other:?}"),
+                });
+            }
+        };
+        Ok(StoredMessage {
+            id: id.clone(),
+            state,
+            topic: row.get(col::TOPIC)?,
+            payload: row.get(col::PAYLOAD)?,
+            subject: row.get(col::SUBJECT)?,
+            dedup_key: row.get(col::DEDUP_KEY)?,
+            ordering_key: row.get(col::ORDERING_KEY)?,
+            attempts: row.get(col::ATTEMPTS)?,
+            last_error: row.get(col::LAST_ERROR)?,
+            due_at,
+            created_at: row.get(col::CREATED_AT)?,
+        })
+    })();
+    decoded.map_err(|e| e.in_row(table, Some(&id)))
+}

@@ -1,0 +1,79 @@
+//! Counts for dashboards and alerts.
+
+use std::time::Duration;
+
+use sea_query::{Expr, ExprTrait, Query};
+use serde::Serialize;
+
+use super::{Outbox, col, state};
+use crate::database::Statement;
+use crate::error::{Error, Result};
+use crate::time::Timestamp;
+
+/// The outbox at a glance.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct OutboxStats {
+    /// Messages awaiting delivery and not in flight: due, scheduled for
+    /// later, or waiting behind their ordering key.
+    pub pending: u64,
+    /// Of those, the ones deliverable now (including expired leases).
+    pub due: u64,
+    /// Messages leased to a drainer right now.
+    pub leased: u64,
+    /// Parked messages.
+    pub dead: u64,
+    /// How far behind schedule the most overdue message is; `None` when
+    /// nothing is due. Alert on this: it grows when drains fall behind.
+    #[serde(rename = "oldest_due_age_ms", serialize_with = "as_millis")]
+    pub oldest_due_age: Option<Duration>,
+}
+
+fn as_millis<S: serde::Serializer>(age: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
+    match age {
+        Some(age) => serializer.serialize_u64(u64::try_from(age.as_millis()).unwrap_or(u64::MAX)),
+        None => serializer.serialize_none(),
+    }
+}
+
+impl Outbox {
+    /// Counts by state, in one query (it reads the whole table).
+    ///
+    /// # Errors
+    /// Database errors; [`Error::MalformedRow`] if the counts are not
+    /// integers.
+    pub async fn stats(&self) -> Result<OutboxStats> {
+        let now = self.now().as_unix_millis();
+        let ready = || Expr::col(col::STATE).eq(state::READY);
+        let due = || ready().and(Expr::col(col::DUE_AT).lte(now));
+        let leased = || {
+            ready()
+                .and(Expr::col(col::LEASE_TOKEN).is_not_null())
+                .and(Expr::col(col::DUE_AT).gt(now))
+        };
+        let count = |condition: Expr| Expr::case(condition, 1).finally(0).sum().if_null(0);
+        let mut select = Query::select();
+        select
+            .expr_as(count(leased().not().and(Expr::col(col::STATE).ne(state::DEAD))), "pending")
+            .expr_as(count(due()), "due")
+            .expr_as(count(leased()), "leased")
+            .expr_as(count(Expr::col(col::STATE).eq(state::DEAD)), "dead")
+            .expr_as(
+                Expr::case(due(), Expr::col(col::DUE_AT)).min(),
+                "oldest_due_at",
+            )
+            .from(self.table_name());
+        let rows = self.inner.db.query(&Statement::from_query(&select)?).await?;
+        let row = rows.first().ok_or_else(|| Error::Database {
+            message: "an aggregate query returned no row".into(),
+        })?;
+        let in_table = |error: Error| error.in_row(self.table().as_str(), None);
+        let oldest: Option<Timestamp> = row.get("oldest_due_at").map_err(in_table)?;
+        Ok(OutboxStats {
+            pending: row.get("pending").map_err(in_table)?,
+            due: row.get("due").map_err(in_table)?,
+            leased: row.get("leased").map_err(in_table)?,
+            dead: row.get("dead").map_err(in_table)?,
+            oldest_due_age: oldest.map(|at| self.now().duration_since(at)),
+        })
+    }
+}

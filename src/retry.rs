@@ -1,0 +1,153 @@
+//! How failed deliveries are retried: how many attempts, and how long to wait
+//! between them.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::random::RandomSource;
+use crate::send::{MaybeSend, MaybeSync};
+
+/// The wait before the next attempt after a retryable failure.
+pub trait Backoff: Debug + MaybeSend + MaybeSync {
+    /// The delay after failed attempt number `attempt` (1 for the first).
+    /// Jitter must come from `random`, so seeded runs repeat exactly.
+    fn delay(&self, attempt: u32, random: &dyn RandomSource) -> Duration;
+}
+
+/// Exponential backoff with full jitter: after attempt `n`, wait a uniformly
+/// random time in `0 ..= min(cap, base × 2^(n-1))`.
+///
+/// Full jitter spreads the retries of many messages that failed together
+/// (a provider outage) instead of sending them back in waves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExponentialBackoff {
+    /// The ceiling of the first wait.
+    pub base: Duration,
+    /// No wait exceeds this.
+    pub cap: Duration,
+}
+
+impl Default for ExponentialBackoff {
+    /// 1 s base, 1 h cap.
+    fn default() -> Self {
+        ExponentialBackoff {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl ExponentialBackoff {
+    /// The ceiling of the wait after `attempt`, before jitter.
+    pub fn ceiling(&self, attempt: u32) -> Duration {
+        let doublings = attempt.saturating_sub(1).min(63);
+        let base = u64::try_from(self.base.as_millis()).unwrap_or(u64::MAX);
+        let cap = u64::try_from(self.cap.as_millis()).unwrap_or(u64::MAX);
+        Duration::from_millis(base.saturating_mul(1u64 << doublings).min(cap))
+    }
+}
+
+impl Backoff for ExponentialBackoff {
+    fn delay(&self, attempt: u32, random: &dyn RandomSource) -> Duration {
+        let ceiling = u64::try_from(self.ceiling(attempt).as_millis()).unwrap_or(u64::MAX);
+        Duration::from_millis(random.below_or_equal(ceiling))
+    }
+}
+
+/// How many attempts a message gets, and the backoff between them.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    max_attempts: u32,
+    backoff: Arc<dyn Backoff>,
+}
+
+impl RetryPolicy {
+    /// The most attempts a policy may allow.
+    pub const MAX_ATTEMPTS: u32 = 1_000;
+
+    /// A policy of at most `max_attempts` delivery attempts per message.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] unless `1 <= max_attempts <= 1000`.
+    pub fn new(max_attempts: u32, backoff: impl Backoff + 'static) -> Result<Self> {
+        if !(1..=Self::MAX_ATTEMPTS).contains(&max_attempts) {
+            return Err(Error::invalid(
+                "max attempts",
+                format!("{max_attempts} is outside 1 ..= {}", Self::MAX_ATTEMPTS),
+            ));
+        }
+        Ok(RetryPolicy {
+            max_attempts,
+            backoff: Arc::new(backoff),
+        })
+    }
+
+    /// The most delivery attempts a message gets before it is dead.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// The wait after failed attempt `attempt`.
+    pub fn delay(&self, attempt: u32, random: &dyn RandomSource) -> Duration {
+        self.backoff.delay(attempt, random)
+    }
+}
+
+impl Default for RetryPolicy {
+    /// 16 attempts with [`ExponentialBackoff::default`]: about 2.5 hours of
+    /// retrying on average before a message is dead.
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 16,
+            backoff: Arc::new(ExponentialBackoff::default()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::random::FastRandom;
+
+    #[test]
+    fn ceilings_double_until_the_cap() {
+        let backoff = ExponentialBackoff {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(10),
+        };
+        let ceilings: Vec<u64> = (1..=6).map(|n| backoff.ceiling(n).as_secs()).collect();
+        assert_eq!(ceilings, [1, 2, 4, 8, 10, 10]);
+        assert_eq!(backoff.ceiling(u32::MAX), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn jittered_delays_stay_under_the_ceiling_and_repeat_with_a_seed() {
+        let backoff = ExponentialBackoff::default();
+        let run = |seed| {
+            let random = FastRandom::seeded(seed);
+            (1..=20)
+                .map(|attempt| backoff.delay(attempt, &random))
+                .collect::<Vec<_>>()
+        };
+        let delays = run(3);
+        for (attempt, delay) in (1..).zip(&delays) {
+            assert!(*delay <= backoff.ceiling(attempt));
+        }
+        assert_eq!(delays, run(3));
+        assert_ne!(delays, run(4));
+    }
+
+    #[test]
+    fn attempts_must_be_in_range() {
+        assert!(RetryPolicy::new(0, ExponentialBackoff::default()).is_err());
+        assert!(RetryPolicy::new(1001, ExponentialBackoff::default()).is_err());
+        assert_eq!(
+            RetryPolicy::new(3, ExponentialBackoff::default())
+                .unwrap()
+                .max_attempts(),
+            3
+        );
+    }
+}
