@@ -83,7 +83,9 @@ pub enum Error {
 }
 
 fn row_suffix(row: &Option<String>) -> String {
-    row.as_ref().map(|id| format!(" {id:?}")).unwrap_or_default()
+    row.as_ref()
+        .map(|id| format!(" {id:?}"))
+        .unwrap_or_default()
 }
 
 fn table_suffix(table: &Option<String>) -> String {

@@ -45,6 +45,12 @@
 //! # fn main() {}
 //! ```
 
+// One `Send` story for both targets (see `send`): on wasm32, `Arc`s hold
+// JavaScript handles that are neither `Send` nor `Sync`, by design.
+#![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod database;
 pub mod defer;
 pub mod drain;
@@ -59,13 +65,13 @@ pub mod send;
 pub mod subject;
 mod time;
 
-pub use database::{Database, Outcome, Row, Rows, Statement, Value};
 #[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
 pub use database::SqliteDatabase;
+pub use database::{Database, Outcome, Row, Rows, Statement, Value};
 pub use error::{Error, Result, Retry};
 pub use identifier::TableName;
 pub use inbox::{Inbox, InboxClaim, Processed};
-pub use outbox::{ClaimedMessage, LeaseHandle, Message, Outbox, Delivery};
+pub use outbox::{ClaimedMessage, Delivery, LeaseHandle, Message, Outbox};
 pub use random::{FastRandom, RandomSource};
 pub use retry::{Backoff, ExponentialBackoff, RetryPolicy};
 #[cfg(all(feature = "tokio", not(target_arch = "wasm32")))]

@@ -35,7 +35,11 @@ pub struct Erased {
 ///
 /// # Errors
 /// [`Error::MalformedRow`] naming an undecodable row; database errors.
-pub async fn export_subject(outbox: &Outbox, inbox: &Inbox, subject: &str) -> Result<SubjectExport> {
+pub async fn export_subject(
+    outbox: &Outbox,
+    inbox: &Inbox,
+    subject: &str,
+) -> Result<SubjectExport> {
     Ok(SubjectExport {
         subject: subject.to_owned(),
         outbox: outbox.export_subject(subject).await?,

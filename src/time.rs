@@ -235,7 +235,11 @@ mod tests {
     fn timestamps_outside_the_range_are_rejected() {
         assert!(Timestamp::from_unix_millis(-1).is_err());
         assert!(Timestamp::from_unix_millis(Timestamp::MAX.as_unix_millis() + 1).is_err());
-        assert!(Timestamp::MAX.checked_add(Duration::from_millis(1)).is_err());
+        assert!(
+            Timestamp::MAX
+                .checked_add(Duration::from_millis(1))
+                .is_err()
+        );
         assert_eq!(
             Timestamp::EPOCH.saturating_sub(Duration::from_secs(5)),
             Timestamp::EPOCH

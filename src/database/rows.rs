@@ -214,7 +214,11 @@ mod tests {
     fn rows() -> Rows {
         Rows::new(
             vec!["id".into(), "n".into(), "note".into()],
-            vec![vec![Value::Text("a".into()), Value::Integer(-1), Value::Null]],
+            vec![vec![
+                Value::Text("a".into()),
+                Value::Integer(-1),
+                Value::Null,
+            ]],
         )
         .unwrap()
     }

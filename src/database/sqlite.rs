@@ -125,7 +125,7 @@ fn run(connection: &Connection, statement: &Statement) -> Result<Outcome> {
             .raw_bind_parameter(index + 1, to_sqlite(value))
             .map_err(map_error)?;
     }
-    let columns: Vec<String> = prepared.column_names().into_iter().map(str::to_owned).collect();
+    let columns: Vec<String> = prepared.column_names().map(str::to_owned).collect();
     let writes = !prepared.readonly();
     let mut collected = Vec::new();
     {
@@ -158,14 +158,16 @@ fn from_sqlite(value: ValueRef<'_>) -> Result<Value> {
         ValueRef::Null => Value::Null,
         ValueRef::Integer(integer) => Value::Integer(integer),
         ValueRef::Real(real) => Value::Real(real),
-        ValueRef::Text(bytes) => Value::Text(
-            String::from_utf8(bytes.to_vec()).map_err(|_| Error::MalformedRow {
-                table: None,
-                row: None,
-                column: "?".into(),
-                reason: "text is not valid UTF-8".into(),
-            })?,
-        ),
+        ValueRef::Text(bytes) => {
+            Value::Text(
+                String::from_utf8(bytes.to_vec()).map_err(|_| Error::MalformedRow {
+                    table: None,
+                    row: None,
+                    column: "?".into(),
+                    reason: "text is not valid UTF-8".into(),
+                })?,
+            )
+        }
         ValueRef::Blob(bytes) => Value::Blob(bytes.to_vec()),
     })
 }

@@ -146,7 +146,10 @@ mod tests {
     #[test]
     fn sea_query_values_map_to_storage_classes() {
         use sea_query::Value as Sea;
-        assert_eq!(from_sea_query(Sea::Bool(Some(true))).unwrap(), Value::Integer(1));
+        assert_eq!(
+            from_sea_query(Sea::Bool(Some(true))).unwrap(),
+            Value::Integer(1)
+        );
         assert_eq!(from_sea_query(Sea::Int(None)).unwrap(), Value::Null);
         assert_eq!(
             from_sea_query(Sea::String(Some("x".into()))).unwrap(),

@@ -234,10 +234,10 @@ impl Drainer {
             messages,
             ..Claim::default()
         };
-        if !claim.is_empty() {
-            if let Err(error) = self.deliver_batch(claim, deadline, &mut report).await {
-                report.stopped = StopReason::DatabaseError(error);
-            }
+        if !claim.is_empty()
+            && let Err(error) = self.deliver_batch(claim, deadline, &mut report).await
+        {
+            report.stopped = StopReason::DatabaseError(error);
         }
         report.elapsed = self.outbox.now().duration_since(started);
         log::info!("{report}");

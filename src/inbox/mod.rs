@@ -187,7 +187,11 @@ impl Inbox {
             .expr(Expr::val(1))
             .from(self.table.as_str().to_owned())
             .and_where(Expr::col(KEY).eq(key));
-        Ok(!self.db.query(&Statement::from_query(&select)?).await?.is_empty())
+        Ok(!self
+            .db
+            .query(&Statement::from_query(&select)?)
+            .await?
+            .is_empty())
     }
 
     /// Forgets keys first processed before `older_than`; returns how many.

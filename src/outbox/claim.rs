@@ -2,9 +2,7 @@
 
 use std::time::Duration;
 
-use sea_query::{
-    BinOper, CommonTableExpression, Expr, ExprTrait, Order, Query, WithClause,
-};
+use sea_query::{BinOper, CommonTableExpression, Expr, ExprTrait, Order, Query, WithClause};
 use serde::de::DeserializeOwned;
 
 use super::{Outbox, col, state};
@@ -143,16 +141,19 @@ impl ClaimStatement {
             match self.read_row(row) {
                 Ok(Returned::Leased(message)) => claim.messages.push(message),
                 Ok(Returned::Exhausted(id)) => claim.exhausted.push(id),
-                Err((error, lease)) => claim.malformed.push(MalformedMessage { error, lease }),
+                Err(malformed) => claim.malformed.push(*malformed),
             }
         }
         claim
     }
 
-    fn read_row(&self, row: Row<'_>) -> Result<Returned, (Error, Option<LeaseHandle>)> {
-        let id = row
-            .get::<String>(col::ID)
-            .map_err(|error| (error.in_row(&self.table, None), None))?;
+    fn read_row(&self, row: Row<'_>) -> Result<Returned, Box<MalformedMessage>> {
+        let id = row.get::<String>(col::ID).map_err(|error| {
+            Box::new(MalformedMessage {
+                error: error.in_row(&self.table, None),
+                lease: None,
+            })
+        })?;
         let lease = |attempt, ordering_key| LeaseHandle {
             id: id.clone(),
             token: self.token.clone(),
@@ -174,11 +175,13 @@ impl ClaimStatement {
             }))
         })();
         decoded.map_err(|error: Error| {
+            // Only good for burying the row: an unreadable attempt count
+            // counts as the last, so even a retry parks it.
             let attempt = row.get::<u32>(col::ATTEMPTS).unwrap_or(u32::MAX);
-            (
-                error.in_row(&self.table, Some(&id)),
-                Some(lease(attempt, None)),
-            )
+            Box::new(MalformedMessage {
+                error: error.in_row(&self.table, Some(&id)),
+                lease: Some(lease(attempt, None)),
+            })
         })
     }
 }
@@ -263,12 +266,17 @@ impl Outbox {
             .materialized(true)
             .to_owned();
         let from_boundary = |column: &'static str| -> Expr {
-            Query::select().column(column).from("boundary").to_owned().into()
+            Query::select()
+                .column(column)
+                .from("boundary")
+                .to_owned()
+                .into()
         };
 
         let exhausted = || Expr::col(col::ATTEMPTS).gte(max_attempts);
-        let when_exhausted =
-            |dead: Expr, leased: Expr| -> Expr { Expr::case(exhausted(), dead).finally(leased).into() };
+        let when_exhausted = |dead: Expr, leased: Expr| -> Expr {
+            Expr::case(exhausted(), dead).finally(leased).into()
+        };
         let exhausted_error = Expr::val(format!(
             "attempts exhausted: the lease of attempt {max_attempts} of {max_attempts} expired without a settle; previous error: "
         ))
@@ -280,7 +288,10 @@ impl Outbox {
         let mut update = Query::update();
         update
             .table(table.clone())
-            .value(col::STATE, when_exhausted(state::DEAD.into(), state::READY.into()))
+            .value(
+                col::STATE,
+                when_exhausted(state::DEAD.into(), state::READY.into()),
+            )
             .value(
                 col::DUE_AT,
                 when_exhausted(now.as_unix_millis().into(), until.as_unix_millis().into()),

@@ -43,7 +43,11 @@ impl Outbox {
                     .and(Expr::col(col::ID).gt(after.id.as_str()))),
             );
         }
-        let rows = self.inner.db.query(&Statement::from_query(&select)?).await?;
+        let rows = self
+            .inner
+            .db
+            .query(&Statement::from_query(&select)?)
+            .await?;
         let now = self.now();
         rows.iter()
             .map(|row| decode(row, self.table().as_str(), now))

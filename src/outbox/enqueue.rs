@@ -214,7 +214,10 @@ impl Outbox {
         match &message.ordering_key {
             None => {
                 insert
-                    .values(fixed(Expr::val(Option::<i64>::None), Expr::val(state::READY)))
+                    .values(fixed(
+                        Expr::val(Option::<i64>::None),
+                        Expr::val(state::READY),
+                    ))
                     .map_err(query_error)?;
             }
             Some(key) => {
@@ -226,13 +229,11 @@ impl Outbox {
                     .from(self.table_name())
                     .and_where(Expr::col(col::ORDERING_KEY).eq(key.as_str()));
                 let latest_seq = || Expr::col(("key_state", "latest"));
-                let state = Expr::case(latest_seq().is_null(), state::READY).finally(state::WAITING);
+                let state =
+                    Expr::case(latest_seq().is_null(), state::READY).finally(state::WAITING);
                 let mut select = Query::select();
                 select
-                    .exprs(fixed(
-                        latest_seq().if_null(0).add(1),
-                        state.into(),
-                    ))
+                    .exprs(fixed(latest_seq().if_null(0).add(1), state.into()))
                     .from_subquery(latest, "key_state")
                     // `WHERE` keeps SQLite from reading `ON CONFLICT` as a join.
                     .and_where(Expr::cust("TRUE"));

@@ -238,6 +238,10 @@ mod tests {
         assert!(MessageLimits::with_max_payload_bytes(0).is_err());
         assert!(MessageLimits::with_max_payload_bytes(MessageLimits::PAYLOAD_CEILING + 1).is_err());
         let small = MessageLimits::with_max_payload_bytes(8).unwrap();
-        assert!(Message::raw_json("t", "[1,2,3,4,5]").validate(&small).is_err());
+        assert!(
+            Message::raw_json("t", "[1,2,3,4,5]")
+                .validate(&small)
+                .is_err()
+        );
     }
 }

@@ -47,7 +47,7 @@ pub use enqueue::{Enqueue, LeasedEnqueue};
 pub(crate) use message::check_key;
 pub use message::{Message, MessageLimits};
 pub use records::{MessageState, StoredMessage};
-pub use settle::{PreparedSettle, SettleReport, Delivery};
+pub use settle::{Delivery, PreparedSettle, SettleReport};
 pub use stats::OutboxStats;
 
 use crate::database::{Database, Statement};

@@ -67,7 +67,9 @@ pub(crate) const COLUMNS: [&str; 12] = [
 
 /// Decodes a row read with [`COLUMNS`]; errors name the table and row.
 pub(crate) fn decode(row: Row<'_>, table: &str, now: Timestamp) -> Result<StoredMessage> {
-    let id = row.get::<String>(col::ID).map_err(|e| e.in_row(table, None))?;
+    let id = row
+        .get::<String>(col::ID)
+        .map_err(|e| e.in_row(table, None))?;
     let decoded = (|| {
         let due_at: Timestamp = row.get(col::DUE_AT)?;
         let stored_state: String = row.get(col::STATE)?;

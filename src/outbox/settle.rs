@@ -138,7 +138,10 @@ impl Outbox {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] if a statement cannot be built.
-    pub fn prepare_settle(&self, deliveries: &[(&LeaseHandle, Delivery)]) -> Result<PreparedSettle> {
+    pub fn prepare_settle(
+        &self,
+        deliveries: &[(&LeaseHandle, Delivery)],
+    ) -> Result<PreparedSettle> {
         let now = self.now();
         let mut prepared = PreparedSettle {
             statements: Vec::with_capacity(deliveries.len()),
@@ -151,7 +154,9 @@ impl Outbox {
                 Delivery::RetryAfter { error, delay } => {
                     self.retry_or_dead(lease, error, Some((*delay).min(MAX_RETRY_AFTER)))?
                 }
-                Delivery::Permanent { error } => (Effect::Dead, self.bury(lease, &clip(error), now)?),
+                Delivery::Permanent { error } => {
+                    (Effect::Dead, self.bury(lease, &clip(error), now)?)
+                }
                 Delivery::NotAttempted => (Effect::Released, self.release(lease, now)?),
             };
             prepared.plan.push(Planned {
@@ -160,10 +165,10 @@ impl Outbox {
                 statement: prepared.statements.len(),
             });
             prepared.statements.push(statement);
-            if effect == Effect::Completed {
-                if let Some(key) = &lease.ordering_key {
-                    prepared.statements.push(self.promote_next(key)?);
-                }
+            if effect == Effect::Completed
+                && let Some(key) = &lease.ordering_key
+            {
+                prepared.statements.push(self.promote_next(key)?);
             }
         }
         Ok(prepared)

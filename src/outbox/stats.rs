@@ -28,7 +28,10 @@ pub struct OutboxStats {
     pub oldest_due_age: Option<Duration>,
 }
 
-fn as_millis<S: serde::Serializer>(age: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
+fn as_millis<S: serde::Serializer>(
+    age: &Option<Duration>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     match age {
         Some(age) => serializer.serialize_u64(u64::try_from(age.as_millis()).unwrap_or(u64::MAX)),
         None => serializer.serialize_none(),
@@ -53,7 +56,10 @@ impl Outbox {
         let count = |condition: Expr| Expr::case(condition, 1).finally(0).sum().if_null(0);
         let mut select = Query::select();
         select
-            .expr_as(count(leased().not().and(Expr::col(col::STATE).ne(state::DEAD))), "pending")
+            .expr_as(
+                count(leased().not().and(Expr::col(col::STATE).ne(state::DEAD))),
+                "pending",
+            )
             .expr_as(count(due()), "due")
             .expr_as(count(leased()), "leased")
             .expr_as(count(Expr::col(col::STATE).eq(state::DEAD)), "dead")
@@ -62,7 +68,11 @@ impl Outbox {
                 "oldest_due_at",
             )
             .from(self.table_name());
-        let rows = self.inner.db.query(&Statement::from_query(&select)?).await?;
+        let rows = self
+            .inner
+            .db
+            .query(&Statement::from_query(&select)?)
+            .await?;
         let row = rows.first().ok_or_else(|| Error::Database {
             message: "an aggregate query returned no row".into(),
         })?;

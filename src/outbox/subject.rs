@@ -26,7 +26,11 @@ impl Outbox {
             .and_where(Expr::col(col::SUBJECT).eq(subject))
             .order_by(col::CREATED_AT, Order::Asc)
             .order_by(col::ID, Order::Asc);
-        let rows = self.inner.db.query(&Statement::from_query(&select)?).await?;
+        let rows = self
+            .inner
+            .db
+            .query(&Statement::from_query(&select)?)
+            .await?;
         let now = self.now();
         rows.iter()
             .map(|row| decode(row, self.table().as_str(), now))

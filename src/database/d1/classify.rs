@@ -80,7 +80,10 @@ mod tests {
 
     /// Every message in Cloudflare's list of D1 errors, with its class.
     pub(crate) const DOCUMENTED: &[(&str, Retry)] = &[
-        ("D1_ERROR: D1 DB reset because its code was updated.", Retry::Now),
+        (
+            "D1_ERROR: D1 DB reset because its code was updated.",
+            Retry::Now,
+        ),
         (
             "D1_ERROR: Internal error while starting up D1 DB storage caused object to be reset.",
             Retry::Now,
@@ -142,9 +145,8 @@ mod tests {
 
     #[test]
     fn unique_violations_name_their_constraint() {
-        let error = classify_message(
-            "D1_ERROR: UNIQUE constraint failed: inbox.key: SQLITE_CONSTRAINT",
-        );
+        let error =
+            classify_message("D1_ERROR: UNIQUE constraint failed: inbox.key: SQLITE_CONSTRAINT");
         assert_eq!(
             error,
             Error::Conflict {

@@ -12,4 +12,4 @@ mod values;
 pub use adapter::{D1Database, D1Usage};
 pub use classify::classify_message;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
-pub use values::{from_js, to_js};
+pub use values::{MAX_SAFE_INTEGER, from_js, to_js};

@@ -1,0 +1,215 @@
+//! Claiming: one statement, due rows only, oldest first, never shared.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures_util::future::join3;
+
+use super::{
+    CaseResult, Failure, Harness, LEASE, enqueue, enqueue_message, ensure, ensure_eq, ids,
+};
+use crate::database::Statement;
+use crate::error::Error;
+use crate::outbox::{Delivery, Message, Outbox};
+
+pub(crate) async fn one_round_trip_per_claim_whatever_the_batch(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    for _ in 0..60 {
+        enqueue(&outbox, "mail").await?;
+    }
+    for limit in [1u32, 10, 49] {
+        let before = h.counts();
+        let claim = outbox.claim(limit, LEASE).await?;
+        let after = h.counts();
+        ensure_eq!(claim.messages.len(), limit as usize);
+        ensure_eq!(after.round_trips - before.round_trips, 1);
+        ensure_eq!(after.statements - before.statements, 1);
+    }
+    Ok(())
+}
+
+pub(crate) async fn takes_due_rows_oldest_first_up_to_the_limit(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let at = |seconds| h.later(Duration::from_secs(seconds));
+    let message = |seconds| -> Result<Message, Failure> {
+        Ok(Message::raw_json("mail", "{}").not_before(at(seconds)?))
+    };
+    let third = enqueue_message(&outbox, message(3)?).await?;
+    let mut tied = vec![enqueue_message(&outbox, message(1)?).await?];
+    let second = enqueue_message(&outbox, message(2)?).await?;
+    tied.push(enqueue_message(&outbox, message(1)?).await?);
+    tied.push(enqueue_message(&outbox, message(1)?).await?);
+    tied.sort();
+    h.clock().advance(Duration::from_secs(3));
+
+    // A limit that cuts through rows due at the same time takes exactly
+    // that many, in id order.
+    ensure_eq!(ids(&outbox.claim(2, LEASE).await?), tied[..2].to_vec());
+    ensure_eq!(
+        ids(&outbox.claim(2, LEASE).await?),
+        vec![tied[2].clone(), second]
+    );
+    ensure_eq!(ids(&outbox.claim(10, LEASE).await?), vec![third]);
+    Ok(())
+}
+
+pub(crate) async fn sub_second_due_times_order_correctly(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let at = |millis| h.later(Duration::from_millis(millis));
+    // As RFC 3339 text, "…:01.5Z" sorts before "…:01Z"; as integers it does not.
+    let late =
+        enqueue_message(&outbox, Message::raw_json("m", "{}").not_before(at(1_500)?)).await?;
+    let whole =
+        enqueue_message(&outbox, Message::raw_json("m", "{}").not_before(at(1_000)?)).await?;
+    let early = enqueue_message(&outbox, Message::raw_json("m", "{}").not_before(at(500)?)).await?;
+    h.clock().advance(Duration::from_millis(1_000));
+    ensure_eq!(ids(&outbox.claim(10, LEASE).await?), vec![early, whole]);
+    h.clock().advance(Duration::from_millis(500));
+    ensure_eq!(ids(&outbox.claim(10, LEASE).await?), vec![late]);
+    Ok(())
+}
+
+pub(crate) async fn leased_rows_are_skipped_until_the_lease_expires(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    for _ in 0..3 {
+        enqueue(&outbox, "mail").await?;
+    }
+    let first = outbox.claim(10, LEASE).await?;
+    ensure_eq!(first.messages.len(), 3);
+    ensure!(
+        first.messages.iter().all(|m| m.attempt() == 1),
+        "first attempts"
+    );
+    ensure!(
+        outbox.claim(10, LEASE).await?.is_empty(),
+        "re-claimed leased rows"
+    );
+    h.clock().advance(LEASE - Duration::from_millis(1));
+    ensure!(
+        outbox.claim(10, LEASE).await?.is_empty(),
+        "claimed 1 ms early"
+    );
+    h.clock().advance(Duration::from_millis(1));
+    let again = outbox.claim(10, LEASE).await?;
+    ensure_eq!(ids(&again), ids(&first));
+    ensure!(
+        again.messages.iter().all(|m| m.attempt() == 2),
+        "second attempts"
+    );
+    ensure!(
+        again.messages[0].lease() != first.messages[0].lease(),
+        "a new lease reused the old token"
+    );
+    Ok(())
+}
+
+pub(crate) async fn overlapping_claims_never_share_a_row(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    for _ in 0..20 {
+        enqueue(&outbox, "mail").await?;
+    }
+    let (a, b, c) = join3(
+        outbox.claim(8, LEASE),
+        outbox.claim(8, LEASE),
+        outbox.claim(8, LEASE),
+    )
+    .await;
+    let all: Vec<String> = [a?, b?, c?].iter().flat_map(ids).collect();
+    let distinct: BTreeSet<&String> = all.iter().collect();
+    ensure_eq!(all.len(), 20);
+    ensure_eq!(distinct.len(), 20);
+    Ok(())
+}
+
+/// The query plan of `statement`, one detail line per step.
+async fn plan(h: &Harness, statement: &Statement) -> Result<Vec<String>, Failure> {
+    let rows = h
+        .sql(
+            &format!("EXPLAIN QUERY PLAN {}", statement.sql()),
+            statement.values().to_vec(),
+        )
+        .await?;
+    rows.iter()
+        .map(|row| row.get::<String>("detail").map_err(Failure::from))
+        .collect()
+}
+
+fn scans(plan: &[String], table: &str) -> bool {
+    plan.iter().any(|step| {
+        step.starts_with(&format!("SCAN {table}"))
+            && !step.contains("USING INDEX")
+            && !step.contains("USING COVERING INDEX")
+    })
+}
+
+pub(crate) async fn claim_searches_and_never_scans(h: Harness) -> CaseResult {
+    let outbox: Outbox = h.outbox().await?;
+    let table = outbox.table().to_string();
+    // A table with many rows that are not due: leased, delayed, dead.
+    for n in 0..40 {
+        let message = Message::raw_json("m", "{}").ordering_key(format!("k{}", n % 4));
+        enqueue_message(&outbox, message).await?;
+        enqueue_message(
+            &outbox,
+            Message::raw_json("m", "{}").not_before(h.later(Duration::from_secs(3600))?),
+        )
+        .await?;
+    }
+    h.sql(&format!("ANALYZE \"{table}\""), vec![]).await?;
+    let claim = outbox.claim(2, LEASE).await?;
+    let lease = claim.messages[0].lease();
+
+    let mut statements = vec![(
+        "claim",
+        outbox.claim_statement(100, LEASE)?.statement().clone(),
+    )];
+    for (name, delivery) in [
+        ("complete", Delivery::Delivered),
+        ("retry", Delivery::Retry { error: "e".into() }),
+        ("dead", Delivery::Permanent { error: "e".into() }),
+        ("release", Delivery::NotAttempted),
+    ] {
+        for statement in outbox.prepare_settle(&[(lease, delivery)])?.statements() {
+            statements.push((name, statement.clone()));
+        }
+    }
+    statements.push((
+        "ordered enqueue",
+        outbox
+            .enqueue(Message::raw_json("m", "{}").ordering_key("k1"))?
+            .statement()
+            .clone(),
+    ));
+    for (name, statement) in statements {
+        let steps = plan(&h, &statement).await?;
+        ensure!(!scans(&steps, &table), "{name} scans {table}: {steps:?}");
+        ensure!(
+            steps
+                .iter()
+                .any(|step| step.starts_with(&format!("SEARCH {table}"))),
+            "{name} never searches {table}: {steps:?}"
+        );
+    }
+    Ok(())
+}
+
+pub(crate) async fn bad_limits_and_leases_are_refused(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    enqueue(&outbox, "mail").await?;
+    let before = h.snapshot(&outbox).await?;
+    let trips = h.counts().round_trips;
+    for (limit, lease, expected) in [
+        (0, LEASE, "batch size"),
+        (Outbox::MAX_CLAIM + 1, LEASE, "batch size"),
+        (10, Duration::ZERO, "lease"),
+        (10, Duration::from_secs(25 * 3600), "lease"),
+    ] {
+        match outbox.claim(limit, lease).await {
+            Err(Error::InvalidInput { what, .. }) => ensure_eq!(what, expected),
+            other => return Err(Failure(format!("{limit}/{lease:?}: got {other:?}"))),
+        }
+    }
+    ensure_eq!(h.counts().round_trips, trips);
+    ensure_eq!(h.snapshot(&outbox).await?, before);
+    Ok(())
+}

@@ -1,0 +1,246 @@
+//! Enqueueing: atomic with the state change, deduplicated, delayed, checked.
+
+use std::time::Duration;
+
+use super::{CaseResult, Failure, Harness, LEASE, enqueue_message, ensure, ensure_eq, ids};
+use crate::database::Statement;
+use crate::error::Error;
+use crate::outbox::{Message, MessageLimits, Outbox};
+
+async fn accounts_table(h: &Harness) -> Result<String, Failure> {
+    let table = h.table("accounts");
+    h.sql(
+        &format!("CREATE TABLE \"{table}\" (email TEXT PRIMARY KEY)"),
+        vec![],
+    )
+    .await?;
+    Ok(table)
+}
+
+fn signup(table: &str, email: &str) -> Statement {
+    Statement::new(
+        format!("INSERT INTO \"{table}\" (email) VALUES (?)"),
+        vec![email.into()],
+    )
+}
+
+pub(crate) async fn enqueue_commits_with_the_state_change(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let accounts = accounts_table(&h).await?;
+    let db = h.db();
+    let first = outbox.enqueue(Message::raw_json("mail", r#"{"to":"a@x.io"}"#))?;
+    db.batch_atomic(&[signup(&accounts, "a@x.io"), first.statement().clone()])
+        .await?;
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 1);
+
+    // The second signup fails on the account, so its message never exists.
+    let second = outbox.enqueue(Message::raw_json("mail", r#"{"to":"a@x.io"}"#))?;
+    let result = db
+        .batch_atomic(&[second.statement().clone(), signup(&accounts, "a@x.io")])
+        .await;
+    ensure!(
+        matches!(result, Err(Error::Conflict { .. })),
+        "got {result:?}"
+    );
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 1);
+    let claim = outbox.claim(10, LEASE).await?;
+    ensure_eq!(ids(&claim), vec![first.id().to_owned()]);
+    Ok(())
+}
+
+pub(crate) async fn dedup_key_makes_a_repeat_a_no_op(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let db = h.db();
+    let message = || Message::raw_json("mail", "{}").dedup_key("welcome:a@x.io");
+    let first = outbox.enqueue(message())?;
+    let outcome = db.batch_atomic(&[first.statement().clone()]).await?;
+    ensure!(
+        first.inserted(&outcome[0]),
+        "the first enqueue wrote nothing"
+    );
+    let repeat = outbox.enqueue(message())?;
+    let outcome = db.batch_atomic(&[repeat.statement().clone()]).await?;
+    ensure!(!repeat.inserted(&outcome[0]), "the repeat wrote a row");
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 1);
+
+    // Once delivered, the key is free again.
+    let claim = outbox.claim(10, LEASE).await?;
+    outbox.complete(claim.messages[0].lease()).await?;
+    let (_, written) = outbox.enqueue_alone(message()).await?;
+    ensure!(written, "the key stayed taken after delivery");
+    Ok(())
+}
+
+pub(crate) async fn not_before_delays_delivery(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let later = h.later(Duration::from_secs(10))?;
+    let id = enqueue_message(&outbox, Message::raw_json("mail", "{}").not_before(later)).await?;
+    ensure!(
+        outbox.claim(10, LEASE).await?.is_empty(),
+        "claimed before its time"
+    );
+    h.clock().advance(Duration::from_millis(9_999));
+    ensure!(
+        outbox.claim(10, LEASE).await?.is_empty(),
+        "claimed 1 ms early"
+    );
+    h.clock().advance(Duration::from_millis(1));
+    ensure_eq!(ids(&outbox.claim(10, LEASE).await?), vec![id]);
+    Ok(())
+}
+
+pub(crate) async fn caller_ids_are_unique(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let accounts = accounts_table(&h).await?;
+    let db = h.db();
+    let given = outbox.enqueue(Message::raw_json("mail", "{}").id("order-1"))?;
+    ensure_eq!(given.id(), "order-1");
+    db.batch_atomic(&[given.statement().clone()]).await?;
+    let again = outbox.enqueue(Message::raw_json("mail", "{}").id("order-1"))?;
+    let result = db
+        .batch_atomic(&[signup(&accounts, "b@x.io"), again.statement().clone()])
+        .await;
+    ensure_eq!(
+        result,
+        Err(Error::Conflict {
+            constraint: format!("{}.id", outbox.table())
+        })
+    );
+    ensure_eq!(h.count(&accounts).await?, 0);
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 1);
+    Ok(())
+}
+
+pub(crate) async fn bad_input_is_refused_and_writes_nothing(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let ok = || Message::raw_json("mail", "{}");
+    let long = "k".repeat(MessageLimits::MAX_KEY_BYTES + 1);
+    let oversized = format!(
+        "\"{}\"",
+        "x".repeat(MessageLimits::default().max_payload_bytes())
+    );
+    let cases: Vec<(Message, &str)> = vec![
+        (Message::raw_json("", "{}"), "topic"),
+        (Message::raw_json(long.clone(), "{}"), "topic"),
+        (Message::raw_json("mail", "{\"unterminated\": "), "payload"),
+        (Message::raw_json("mail", oversized), "payload"),
+        (ok().subject(""), "subject"),
+        (ok().dedup_key(long.clone()), "dedup key"),
+        (ok().ordering_key(""), "ordering key"),
+        (ok().id("two words"), "message id"),
+        (
+            ok().id("x".repeat(MessageLimits::MAX_ID_BYTES + 1)),
+            "message id",
+        ),
+    ];
+    for (message, expected) in cases {
+        match outbox.enqueue(message) {
+            Err(Error::InvalidInput { what, .. }) => ensure_eq!(what, expected),
+            other => return Err(Failure(format!("{expected}: got {other:?}"))),
+        }
+    }
+    let leased = outbox.enqueue_leased(ok().ordering_key("k"), LEASE);
+    ensure!(
+        matches!(
+            leased,
+            Err(Error::InvalidInput {
+                what: "ordering key",
+                ..
+            })
+        ),
+        "got {leased:?}"
+    );
+    let zero = outbox.enqueue_leased(ok(), Duration::ZERO);
+    ensure!(
+        matches!(zero, Err(Error::InvalidInput { what: "lease", .. })),
+        "got {zero:?}"
+    );
+    for table in ["x; DROP TABLE y", "", "\"quoted\"", &"t".repeat(200)] {
+        let result = Outbox::new(h.db(), table);
+        ensure!(
+            matches!(
+                result,
+                Err(Error::InvalidInput {
+                    what: "table name",
+                    ..
+                })
+            ),
+            "table {table:?} gave {:?}",
+            result.map(|o| o.table().to_string())
+        );
+    }
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
+    ensure_eq!(h.counts().round_trips, 0);
+    Ok(())
+}
+
+pub(crate) async fn sql_in_text_is_stored_verbatim(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let hostile = format!("x'); DROP TABLE \"{}\"; --", outbox.table());
+    let id = enqueue_message(
+        &outbox,
+        Message::json(hostile.clone(), &hostile)?.subject(hostile.clone()),
+    )
+    .await?;
+    let claim = outbox.claim(10, LEASE).await?;
+    ensure_eq!(ids(&claim), vec![id]);
+    ensure_eq!(claim.messages[0].topic, hostile);
+    ensure_eq!(claim.messages[0].subject.as_deref(), Some(hostile.as_str()));
+    ensure_eq!(claim.messages[0].payload_as::<String>()?, hostile);
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 1);
+    Ok(())
+}
+
+pub(crate) async fn pre_leased_message_settles_in_one_round_trip(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let db = h.db();
+    let pending = outbox.enqueue_leased(Message::raw_json("mail", "{}"), LEASE)?;
+    let outcomes = db.batch_atomic(&[pending.statement().clone()]).await?;
+    let claimed = pending
+        .confirm(&outcomes[0])
+        .ok_or_else(|| Failure("the pre-leased row was not confirmed".into()))?;
+    ensure_eq!(claimed.attempt(), 1);
+    // While leased, no claim takes it.
+    ensure!(
+        outbox.claim(10, LEASE).await?.is_empty(),
+        "claimed a leased row"
+    );
+    let before = h.counts();
+    outbox.complete(claimed.lease()).await?;
+    ensure_eq!(h.counts().round_trips - before.round_trips, 1);
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
+
+    // If the holder never settles, the lease runs out and a drain takes it.
+    let lost = outbox.enqueue_leased(Message::raw_json("mail", "{}"), LEASE)?;
+    let outcomes = db.batch_atomic(&[lost.statement().clone()]).await?;
+    let abandoned = lost
+        .confirm(&outcomes[0])
+        .ok_or_else(|| Failure("not confirmed".into()))?;
+    h.clock().advance(LEASE);
+    let claim = outbox.claim(10, LEASE).await?;
+    ensure_eq!(ids(&claim), vec![abandoned.id.clone()]);
+    ensure_eq!(claim.messages[0].attempt(), 2);
+    let stale = outbox.complete(abandoned.lease()).await;
+    ensure!(
+        matches!(stale, Err(Error::LeaseLost { .. })),
+        "got {stale:?}"
+    );
+    Ok(())
+}
+
+pub(crate) async fn pre_leased_duplicate_is_not_confirmed(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let db = h.db();
+    let message = || Message::raw_json("mail", "{}").dedup_key("once");
+    let first = outbox.enqueue_leased(message(), LEASE)?;
+    let outcomes = db.batch_atomic(&[first.statement().clone()]).await?;
+    ensure!(first.confirm(&outcomes[0]).is_some(), "first not confirmed");
+    let repeat = outbox.enqueue_leased(message(), LEASE)?;
+    let outcomes = db.batch_atomic(&[repeat.statement().clone()]).await?;
+    ensure!(
+        repeat.confirm(&outcomes[0]).is_none(),
+        "a deduplicated message was confirmed for delivery"
+    );
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 1);
+    Ok(())
+}

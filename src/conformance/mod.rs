@@ -1,0 +1,334 @@
+//! The conformance suite: one set of cases every [`Database`] adapter runs,
+//! so the outbox and inbox behave the same on SQLite and on D1.
+//!
+//! Cases are plain async functions over a [`Harness`]; they need no
+//! particular runtime, so the SQLite adapter runs them under `cargo test`
+//! and the D1 adapter runs the very same cases inside workerd. Differences
+//! between backends are [`Capabilities`] flags, never copies of a case.
+//!
+//! Every case works in its own tables (named after the case's position), so
+//! cases can share one database.
+
+mod claim;
+mod dead_letters;
+mod drain;
+mod enqueue;
+mod inbox;
+mod malformed;
+mod ordering;
+mod port;
+mod settle;
+mod stats;
+mod subject;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::LocalBoxFuture;
+
+use crate::database::{CallCounts, CountingDatabase, Database, Rows, Statement};
+use crate::error::Error;
+use crate::inbox::Inbox;
+use crate::outbox::{Message, Outbox};
+use crate::random::FastRandom;
+use crate::retry::{ExponentialBackoff, RetryPolicy};
+use crate::time::{ManualClock, Timestamp};
+
+/// What a backend can and cannot do, where that changes an expectation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Whether every `i64` round-trips. D1 keeps numbers as doubles, so it
+    /// must refuse integers beyond ±2^53 instead.
+    pub exact_i64: bool,
+}
+
+impl Capabilities {
+    /// Native SQLite.
+    pub const SQLITE: Capabilities = Capabilities { exact_i64: true };
+    /// Cloudflare D1.
+    pub const D1: Capabilities = Capabilities { exact_i64: false };
+}
+
+/// Why a case failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure(pub String);
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        Failure(format!("unexpected error: {error}"))
+    }
+}
+
+/// A case's result.
+pub type CaseResult = Result<(), Failure>;
+
+/// Fails the case with a message unless `condition` holds.
+macro_rules! ensure {
+    ($condition:expr, $($message:tt)+) => {
+        if !$condition {
+            return Err($crate::conformance::Failure(format!(
+                "{} (at {}:{})",
+                format!($($message)+),
+                file!(),
+                line!()
+            )));
+        }
+    };
+}
+
+/// Fails the case unless both sides are equal, showing both.
+macro_rules! ensure_eq {
+    ($left:expr, $right:expr $(,)?) => {{
+        let (left, right) = (&$left, &$right);
+        if left != right {
+            return Err($crate::conformance::Failure(format!(
+                "{} != {}: {:?} != {:?} (at {}:{})",
+                stringify!($left),
+                stringify!($right),
+                left,
+                right,
+                file!(),
+                line!()
+            )));
+        }
+    }};
+}
+
+pub(crate) use {ensure, ensure_eq};
+
+/// One named case.
+#[derive(Clone, Copy)]
+pub struct Case {
+    /// `area::what_it_shows`.
+    pub name: &'static str,
+    run: fn(Harness) -> LocalBoxFuture<'static, CaseResult>,
+}
+
+impl fmt::Debug for Case {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl Case {
+    /// Runs the case on `db`, in tables of its own.
+    pub async fn run(&self, db: Arc<dyn Database>, capabilities: Capabilities) -> CaseResult {
+        let index = cases()
+            .iter()
+            .position(|case| case.name == self.name)
+            .unwrap_or(0);
+        (self.run)(Harness::new(db, index, capabilities)).await
+    }
+}
+
+macro_rules! cases {
+    ($($area:ident :: $case:ident),+ $(,)?) => {
+        vec![$(Case {
+            name: concat!(stringify!($area), "::", stringify!($case)),
+            run: |harness| Box::pin($area::$case(harness)),
+        }),+]
+    };
+}
+
+/// Every case, in a stable order.
+pub fn cases() -> Vec<Case> {
+    cases![
+        port::batch_is_all_or_nothing,
+        port::values_round_trip_exactly,
+        port::writes_return_rows,
+        port::empty_batch_touches_nothing,
+        port::errors_say_whether_to_retry,
+        enqueue::enqueue_commits_with_the_state_change,
+        enqueue::dedup_key_makes_a_repeat_a_no_op,
+        enqueue::not_before_delays_delivery,
+        enqueue::caller_ids_are_unique,
+        enqueue::bad_input_is_refused_and_writes_nothing,
+        enqueue::sql_in_text_is_stored_verbatim,
+        enqueue::pre_leased_message_settles_in_one_round_trip,
+        enqueue::pre_leased_duplicate_is_not_confirmed,
+        claim::one_round_trip_per_claim_whatever_the_batch,
+        claim::takes_due_rows_oldest_first_up_to_the_limit,
+        claim::sub_second_due_times_order_correctly,
+        claim::leased_rows_are_skipped_until_the_lease_expires,
+        claim::overlapping_claims_never_share_a_row,
+        claim::claim_searches_and_never_scans,
+        claim::bad_limits_and_leases_are_refused,
+        settle::complete_deletes_the_row,
+        settle::retry_reschedules_with_jittered_backoff,
+        settle::failure_on_the_last_attempt_parks_the_message,
+        settle::permanent_failure_parks_the_message,
+        settle::stale_holder_is_fenced_and_changes_nothing,
+        settle::batched_settle_is_one_round_trip_and_reports_each_row,
+        settle::expired_lease_settles_if_nobody_took_it,
+        settle::exhausted_rows_die_at_the_next_claim,
+        settle::released_lease_does_not_count_an_attempt,
+        dead_letters::dead_messages_are_listed_and_replayed,
+        dead_letters::replaying_an_unknown_id_is_not_found,
+        dead_letters::purge_and_replay_all,
+        dead_letters::dead_letters_page_in_order,
+        ordering::keyed_messages_go_one_at_a_time_in_order,
+        ordering::a_dead_message_blocks_its_key_until_replayed,
+        ordering::purging_a_dead_head_releases_its_key,
+        stats::stats_count_each_state,
+        subject::export_and_erase_reach_every_row_of_a_subject,
+        inbox::first_writer_wins_and_repeats_change_nothing,
+        inbox::duplicate_is_told_apart_from_other_conflicts,
+        inbox::seen_and_purge,
+        inbox::bad_keys_are_refused,
+        malformed::malformed_rows_are_named_and_buried,
+        malformed::times_out_of_range_are_refused,
+        drain::drains_everything_and_reports,
+        drain::stops_at_its_query_budget,
+        drain::stops_at_its_message_cap,
+        drain::settles_each_outcome,
+        drain::slow_delivery_times_out_and_is_retried,
+        drain::respects_its_deadline,
+        drain::overlapping_drains_never_deliver_a_leased_row,
+        drain::immediate_delivery_costs_one_call,
+    ]
+}
+
+/// What a case works with: the database (counted), a manual clock, seeded
+/// randomness, and table names of its own.
+pub struct Harness {
+    db: Arc<dyn Database>,
+    counting: CountingDatabase<Arc<dyn Database>>,
+    counted: Arc<dyn Database>,
+    clock: ManualClock,
+    random: Arc<FastRandom>,
+    prefix: String,
+    capabilities: Capabilities,
+}
+
+/// When every case's clock starts: 2023-11-14T22:13:20Z.
+pub const START: i64 = 1_700_000_000_000;
+/// The lease cases use unless they need another.
+pub const LEASE: Duration = Duration::from_secs(30);
+
+impl Harness {
+    fn new(db: Arc<dyn Database>, index: usize, capabilities: Capabilities) -> Self {
+        let counting = CountingDatabase::new(db.clone());
+        Harness {
+            counted: Arc::new(counting.clone()),
+            counting,
+            db,
+            clock: ManualClock::new(Timestamp::from_unix_millis(START).unwrap_or(Timestamp::EPOCH)),
+            random: Arc::new(FastRandom::seeded(index as u64)),
+            prefix: format!("c{index:02}"),
+            capabilities,
+        }
+    }
+
+    /// A table name of this case's own.
+    pub fn table(&self, name: &str) -> String {
+        format!("{}_{name}", self.prefix)
+    }
+
+    /// The case's clock.
+    pub fn clock(&self) -> &ManualClock {
+        &self.clock
+    }
+
+    /// `duration` from now on the case's clock.
+    pub fn later(&self, duration: Duration) -> Result<Timestamp, Failure> {
+        use crate::time::Clock;
+        Ok(self.clock.now().checked_add(duration)?)
+    }
+
+    /// Round trips and statements through the counted handle so far.
+    pub fn counts(&self) -> CallCounts {
+        self.counting.counts()
+    }
+
+    /// The counted database handle.
+    pub fn db(&self) -> Arc<dyn Database> {
+        self.counted.clone()
+    }
+
+    /// The backend's capabilities.
+    pub fn capabilities(&self) -> Capabilities {
+        self.capabilities
+    }
+
+    /// An outbox in `<case>_outbox` with 3 attempts and 1 s ..= 10 s backoff,
+    /// its table created.
+    pub async fn outbox(&self) -> Result<Outbox, Failure> {
+        self.outbox_named("outbox", 3).await
+    }
+
+    /// An outbox in `<case>_<name>` allowing `max_attempts`.
+    pub async fn outbox_named(&self, name: &str, max_attempts: u32) -> Result<Outbox, Failure> {
+        let backoff = ExponentialBackoff {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(10),
+        };
+        let outbox = Outbox::builder(self.db(), &self.table(name))
+            .clock(Arc::new(self.clock.clone()))
+            .random(self.random.clone())
+            .retry_policy(RetryPolicy::new(max_attempts, backoff)?)
+            .build()?;
+        self.db.batch_atomic(&outbox.schema_statements()).await?;
+        Ok(outbox)
+    }
+
+    /// An inbox in `<case>_inbox`, its table created.
+    pub async fn inbox(&self) -> Result<Inbox, Failure> {
+        let inbox =
+            Inbox::new(self.db(), &self.table("inbox"))?.with_clock(Arc::new(self.clock.clone()));
+        self.db.batch_atomic(&inbox.schema_statements()).await?;
+        Ok(inbox)
+    }
+
+    /// Runs raw SQL on the uncounted handle.
+    pub async fn sql(&self, sql: &str, values: Vec<crate::Value>) -> Result<Rows, Failure> {
+        Ok(self.db.query(&Statement::new(sql, values)).await?)
+    }
+
+    /// Every row of `table`, in primary-key order: to prove a table unchanged.
+    pub async fn snapshot(&self, outbox: &Outbox) -> Result<Rows, Failure> {
+        self.sql(
+            &format!(
+                "SELECT * FROM \"{}\" ORDER BY state, due_at, id",
+                outbox.table()
+            ),
+            vec![],
+        )
+        .await
+    }
+
+    /// How many rows `table` holds.
+    pub async fn count(&self, table: &str) -> Result<i64, Failure> {
+        let rows = self
+            .sql(&format!("SELECT COUNT(*) AS n FROM \"{table}\""), vec![])
+            .await?;
+        Ok(rows
+            .first()
+            .map(|row| row.get::<i64>("n"))
+            .transpose()?
+            .unwrap_or(0))
+    }
+}
+
+/// Enqueues a plain message on its own and returns its id.
+pub(crate) async fn enqueue(outbox: &Outbox, topic: &str) -> Result<String, Failure> {
+    enqueue_message(outbox, Message::raw_json(topic, "{}")).await
+}
+
+/// Enqueues `message` on its own and returns its id.
+pub(crate) async fn enqueue_message(outbox: &Outbox, message: Message) -> Result<String, Failure> {
+    let (enqueue, written) = outbox.enqueue_alone(message).await?;
+    ensure!(written, "the enqueue wrote no row");
+    Ok(enqueue.id().to_owned())
+}
+
+/// The ids of a claim's messages, in claim order.
+pub(crate) fn ids(claim: &crate::outbox::Claim) -> Vec<String> {
+    claim.messages.iter().map(|m| m.id.clone()).collect()
+}

@@ -1,0 +1,35 @@
+//! Stats: a count per state and the age of the most overdue message.
+
+use std::time::Duration;
+
+use super::{CaseResult, Harness, LEASE, enqueue, enqueue_message, ensure_eq};
+use crate::outbox::{Message, OutboxStats};
+
+pub(crate) async fn stats_count_each_state(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    ensure_eq!(outbox.stats().await?, OutboxStats::default());
+    for _ in 0..2 {
+        enqueue(&outbox, "dies").await?;
+    }
+    let claim = outbox.claim(2, LEASE).await?;
+    outbox.dead(claim.messages[0].lease(), "400").await?; // 1 dead, 1 leased
+    enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?;
+    enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?; // waiting
+    enqueue_message(
+        &outbox,
+        Message::raw_json("m", "{}").not_before(h.later(Duration::from_secs(600))?),
+    )
+    .await?; // scheduled
+    h.clock().advance(Duration::from_secs(7));
+    ensure_eq!(
+        outbox.stats().await?,
+        OutboxStats {
+            pending: 3,
+            due: 1,
+            leased: 1,
+            dead: 1,
+            oldest_due_age: Some(Duration::from_secs(7)),
+        }
+    );
+    Ok(())
+}

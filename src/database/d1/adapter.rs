@@ -1,0 +1,196 @@
+//! The D1 adapter: the [`Database`] port over a Workers D1 binding.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use js_sys::{Array, Object, Reflect};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use worker::worker_sys::{D1Database as D1Sys, D1PreparedStatement, D1Result};
+
+use super::classify::classify_message;
+use super::values::{from_js, to_js};
+use crate::database::{Database, Outcome, Rows, Statement, Value};
+use crate::error::{Error, Result};
+use crate::send::BoxFuture;
+
+/// What this handle has cost so far, from D1's own result metadata.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct D1Usage {
+    /// Calls to D1 (each `execute`, `query` and `batch_atomic`): each one a
+    /// subrequest counted against the invocation's query limit.
+    pub calls: u64,
+    /// Statements those calls carried.
+    pub statements: u64,
+    /// Rows D1 reports read (billed).
+    pub rows_read: u64,
+    /// Rows D1 reports written, index entries included (billed).
+    pub rows_written: u64,
+}
+
+/// A D1 database.
+///
+/// A [`batch_atomic`](Database::batch_atomic) is one D1 `batch()`: one
+/// subrequest, one SQL transaction. Failures are classified from D1's
+/// messages (see [`classify_message`](super::classify_message)).
+pub struct D1Database {
+    db: D1Sys,
+    usage: Rc<Cell<D1Usage>>,
+}
+
+impl std::fmt::Debug for D1Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("D1Database")
+            .field("usage", &self.usage.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl D1Database {
+    /// Wraps a D1 binding (`env.d1("DB")?`).
+    pub fn new(binding: worker::D1Database) -> Self {
+        D1Database {
+            db: binding.unchecked_into::<D1Sys>(),
+            usage: Rc::default(),
+        }
+    }
+
+    /// Calls, statements, and rows read and written so far.
+    pub fn usage(&self) -> D1Usage {
+        self.usage.get()
+    }
+
+    fn prepare(&self, statement: &Statement) -> Result<D1PreparedStatement> {
+        let values = statement
+            .values()
+            .iter()
+            .map(to_js)
+            .collect::<Result<Array>>()?;
+        let prepared = self.db.prepare(statement.sql()).map_err(js_error)?;
+        prepared.bind(values).map_err(js_error)
+    }
+
+    fn record(&self, statements: usize, results: &[D1Result]) {
+        let mut usage = self.usage.get();
+        usage.calls += 1;
+        usage.statements += statements as u64;
+        for result in results {
+            usage.rows_read += meta_number(result, "rows_read");
+            usage.rows_written += meta_number(result, "rows_written");
+        }
+        self.usage.set(usage);
+    }
+
+    async fn run_one(&self, statement: &Statement) -> Result<Outcome> {
+        let prepared = self.prepare(statement)?;
+        let promise = prepared.all().map_err(js_error)?;
+        let result: D1Result = JsFuture::from(promise)
+            .await
+            .map_err(js_error)?
+            .unchecked_into();
+        self.record(1, std::slice::from_ref(&result));
+        outcome(&result)
+    }
+}
+
+impl Database for D1Database {
+    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move { Ok(self.run_one(statement).await?.rows_affected) })
+    }
+
+    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
+        Box::pin(async move { Ok(self.run_one(statement).await?.rows) })
+    }
+
+    fn batch_atomic<'a>(
+        &'a self,
+        statements: &'a [Statement],
+    ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
+        Box::pin(async move {
+            if statements.is_empty() {
+                return Ok(Vec::new());
+            }
+            let prepared = statements
+                .iter()
+                .map(|statement| self.prepare(statement))
+                .collect::<Result<Array>>()?;
+            let promise = self.db.batch(prepared).map_err(js_error)?;
+            let results: Vec<D1Result> = JsFuture::from(promise)
+                .await
+                .map_err(js_error)?
+                .unchecked_into::<Array>()
+                .iter()
+                .map(JsCast::unchecked_into)
+                .collect();
+            self.record(statements.len(), &results);
+            results.iter().map(outcome).collect()
+        })
+    }
+}
+
+/// Reads one statement's result: rows affected and returned rows.
+fn outcome(result: &D1Result) -> Result<Outcome> {
+    let rows_affected = meta_number(result, "changes");
+    let objects = result.results().map_err(js_error)?.unwrap_or_default();
+    let Some(first) = objects.iter().next() else {
+        return Ok(Outcome {
+            rows_affected,
+            rows: Rows::default(),
+        });
+    };
+    let columns: Vec<String> = Object::keys(first.unchecked_ref::<Object>())
+        .iter()
+        .filter_map(|key| key.as_string())
+        .collect();
+    let mut rows = Vec::with_capacity(objects.length() as usize);
+    for object in objects.iter() {
+        let row = columns
+            .iter()
+            .map(|column| {
+                let value = Reflect::get(&object, &JsValue::from_str(column)).map_err(js_error)?;
+                from_js(&value).map_err(|reason| Error::MalformedRow {
+                    table: None,
+                    row: None,
+                    column: column.clone(),
+                    reason,
+                })
+            })
+            .collect::<Result<Vec<Value>>>()?;
+        rows.push(row);
+    }
+    Ok(Outcome {
+        rows_affected,
+        rows: Rows::new(columns, rows)?,
+    })
+}
+
+fn meta_number(result: &D1Result, field: &str) -> u64 {
+    result
+        .meta()
+        .ok()
+        .and_then(|meta| Reflect::get(&meta, &JsValue::from_str(field)).ok())
+        .and_then(|value| value.as_f64())
+        .filter(|number| number.is_finite() && *number >= 0.0)
+        .map_or(0, |number| {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let whole = number as u64;
+            whole
+        })
+}
+
+/// A JavaScript exception from D1, classified by its message.
+fn js_error(error: JsValue) -> Error {
+    let message = error
+        .dyn_ref::<js_sys::Error>()
+        .map(|error| {
+            let mut message = String::from(error.message());
+            if let Some(cause) = error.cause().dyn_ref::<js_sys::Error>() {
+                message.push_str(": ");
+                message.push_str(&String::from(cause.message()));
+            }
+            message
+        })
+        .or_else(|| error.as_string())
+        .unwrap_or_else(|| format!("{error:?}"));
+    classify_message(&message)
+}

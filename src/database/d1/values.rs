@@ -1,0 +1,98 @@
+//! Values between Rust and D1's JavaScript API.
+//!
+//! D1 keeps every number as a JavaScript double, so integers are exact only
+//! within ±2^53. Outside that range a value is refused both ways: rounding
+//! an id or a time silently is worse than failing.
+
+use js_sys::{Array, ArrayBuffer, Uint8Array};
+use wasm_bindgen::{JsCast, JsValue};
+
+use crate::database::Value;
+use crate::error::{Error, Result};
+
+/// The largest integer a double holds exactly: 2^53 - 1.
+pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+/// A value to bind to a D1 statement.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for integers beyond ±(2^53 - 1) and non-finite
+/// reals.
+pub fn to_js(value: &Value) -> Result<JsValue> {
+    value.check_storable()?;
+    Ok(match value {
+        Value::Null => JsValue::NULL,
+        Value::Integer(integer) => {
+            if integer.unsigned_abs() > MAX_SAFE_INTEGER.unsigned_abs() {
+                return Err(Error::invalid(
+                    "value",
+                    format!("{integer} is beyond ±2^53; D1 would round it"),
+                ));
+            }
+            #[allow(clippy::cast_precision_loss)]
+            JsValue::from_f64(*integer as f64)
+        }
+        Value::Real(real) => JsValue::from_f64(*real),
+        Value::Text(text) => JsValue::from_str(text),
+        Value::Blob(bytes) => Uint8Array::from(bytes.as_slice()).buffer().into(),
+    })
+}
+
+/// A value read from a D1 result row.
+///
+/// Integral numbers within ±2^53 read as `Integer`, other finite numbers as
+/// `Real` (D1 does not say which column type a number came from); blobs
+/// arrive as arrays of bytes or array buffers.
+///
+/// # Errors
+/// A sentence describing a value that cannot be read exactly.
+pub fn from_js(value: &JsValue) -> Result<Value, String> {
+    if value.is_null() || value.is_undefined() {
+        return Ok(Value::Null);
+    }
+    if let Some(number) = value.as_f64() {
+        return number_value(number);
+    }
+    if let Some(text) = value.as_string() {
+        return Ok(Value::Text(text));
+    }
+    if let Some(flag) = value.as_bool() {
+        return Ok(Value::Integer(i64::from(flag)));
+    }
+    if let Some(buffer) = value.dyn_ref::<ArrayBuffer>() {
+        return Ok(Value::Blob(Uint8Array::new(buffer).to_vec()));
+    }
+    if let Some(bytes) = value.dyn_ref::<Uint8Array>() {
+        return Ok(Value::Blob(bytes.to_vec()));
+    }
+    if let Some(array) = value.dyn_ref::<Array>() {
+        return array
+            .iter()
+            .map(|byte| match byte.as_f64() {
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                Some(n) if n.fract() == 0.0 && (0.0..=255.0).contains(&n) => Ok(n as u8),
+                _ => Err(format!("blob element {byte:?} is not a byte")),
+            })
+            .collect::<Result<Vec<u8>, String>>()
+            .map(Value::Blob);
+    }
+    Err(format!("unsupported JavaScript value {value:?}"))
+}
+
+fn number_value(number: f64) -> Result<Value, String> {
+    if !number.is_finite() {
+        return Err(format!("{number} is not a finite number"));
+    }
+    if number.fract() != 0.0 {
+        return Ok(Value::Real(number));
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let limit = MAX_SAFE_INTEGER as f64;
+    if number.abs() > limit {
+        return Err(format!(
+            "{number} is beyond ±2^53 and may have been rounded by D1"
+        ));
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    Ok(Value::Integer(number as i64))
+}
