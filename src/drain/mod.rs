@@ -208,7 +208,6 @@ impl Drainer {
                 break StopReason::Drained;
             }
             let claimed = u32::try_from(claim.len()).unwrap_or(u32::MAX);
-            report.batches += 1;
             if let Err(error) = self.deliver_batch(claim, deadline, &mut report).await {
                 break StopReason::DatabaseError(error);
             }
@@ -260,6 +259,7 @@ impl Drainer {
         deadline: Timestamp,
         report: &mut DrainReport,
     ) -> Result<()> {
+        report.batches += 1;
         report.claimed += u32::try_from(claim.len()).unwrap_or(u32::MAX);
         report.dead += u32::try_from(claim.exhausted.len()).unwrap_or(u32::MAX);
         report.malformed += u32::try_from(claim.malformed.len()).unwrap_or(u32::MAX);

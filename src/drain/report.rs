@@ -62,7 +62,7 @@ pub struct DrainReport {
     /// Claimed rows that could not be decoded (counted in `dead` once
     /// parked).
     pub malformed: u32,
-    /// Claim batches run.
+    /// Batches delivered (each claimed, or handed over pre-leased).
     pub batches: u32,
     /// Database calls made (claims and settles; each one round trip).
     pub queries: u32,

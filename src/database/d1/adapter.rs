@@ -55,6 +55,13 @@ impl D1Database {
         }
     }
 
+    /// Wraps a D1 binding as the shared handle [`Outbox`](crate::Outbox) and
+    /// [`Inbox`](crate::Inbox) take. (`Arc` keeps one type for both targets;
+    /// on `wasm32` nothing crosses threads.)
+    pub fn shared(binding: worker::D1Database) -> std::sync::Arc<dyn Database> {
+        std::sync::Arc::new(Self::new(binding))
+    }
+
     /// Calls, statements, and rows read and written so far.
     pub fn usage(&self) -> D1Usage {
         self.usage.get()
@@ -193,4 +200,47 @@ fn js_error(error: JsValue) -> Error {
         .or_else(|| error.as_string())
         .unwrap_or_else(|| format!("{error:?}"));
     classify_message(&message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Retry;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    #[wasm_bindgen_test]
+    fn thrown_d1_errors_are_classified() {
+        let cases = [
+            ("D1_ERROR: Network connection lost.", Retry::Now),
+            (
+                "D1_ERROR: D1 DB is overloaded. Requests queued for too long.",
+                Retry::AfterBackoff,
+            ),
+            (
+                "D1_ERROR: no such table: outbox: SQLITE_ERROR",
+                Retry::Never,
+            ),
+        ];
+        for (message, retry) in cases {
+            let thrown: JsValue = js_sys::Error::new(message).into();
+            assert_eq!(js_error(thrown).retry(), retry, "{message}");
+        }
+        let unique: JsValue =
+            js_sys::Error::new("D1_ERROR: UNIQUE constraint failed: inbox.key: SQLITE_CONSTRAINT")
+                .into();
+        assert_eq!(
+            js_error(unique),
+            Error::Conflict {
+                constraint: "inbox.key".into()
+            }
+        );
+        // A D1 error wrapped as the cause of another is still read.
+        let outer = js_sys::Error::new("D1_ERROR");
+        outer.set_cause(&js_sys::Error::new("Network connection lost.").into());
+        assert_eq!(js_error(outer.into()).retry(), Retry::Now);
+        assert_eq!(
+            js_error(JsValue::from_str("plain text")).retry(),
+            Retry::Never
+        );
+    }
 }

@@ -96,3 +96,57 @@ fn number_value(number: f64) -> Result<Value, String> {
     #[allow(clippy::cast_possible_truncation)]
     Ok(Value::Integer(number as i64))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    #[wasm_bindgen_test]
+    fn every_value_type_round_trips_through_javascript() {
+        let values = [
+            Value::Null,
+            Value::Integer(0),
+            Value::Integer(MAX_SAFE_INTEGER),
+            Value::Integer(-MAX_SAFE_INTEGER),
+            Value::Real(-2.5),
+            Value::Text("ünï ' \" 🦀".into()),
+            Value::Blob(vec![0, 7, 255]),
+            Value::from(true),
+        ];
+        for value in values {
+            let js = to_js(&value).unwrap();
+            assert_eq!(from_js(&js).unwrap(), value);
+        }
+    }
+
+    #[wasm_bindgen_test]
+    fn integers_beyond_2_pow_53_are_refused_both_ways() {
+        for integer in [
+            MAX_SAFE_INTEGER + 1,
+            -MAX_SAFE_INTEGER - 1,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            assert!(matches!(
+                to_js(&Value::Integer(integer)),
+                Err(Error::InvalidInput { what: "value", .. })
+            ));
+        }
+        assert!(from_js(&JsValue::from_f64(9_007_199_254_740_993.0)).is_err());
+        assert!(to_js(&Value::Real(f64::NAN)).is_err());
+    }
+
+    #[wasm_bindgen_test]
+    fn blobs_arrive_as_arrays_or_buffers() {
+        let array: Array = [1u8, 2, 3].iter().map(|b| JsValue::from(*b)).collect();
+        assert_eq!(from_js(&array.into()).unwrap(), Value::Blob(vec![1, 2, 3]));
+        let bad: Array = [JsValue::from(300)].into_iter().collect();
+        assert!(from_js(&bad.into()).is_err());
+        assert_eq!(
+            from_js(&JsValue::from_bool(false)).unwrap(),
+            Value::Integer(0)
+        );
+        assert!(from_js(&js_sys::Object::new().into()).is_err());
+    }
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs the example Worker locally: installs what is missing, builds it,
+# applies migrations/ to local D1, starts a mail sink that prints each mail,
+# and serves the Worker on http://127.0.0.1:8787 with cron testing enabled
+# (GET /__scheduled fires the drain).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false
+
+bash scripts/build-worker.sh examples/signup-mail
+
+if [[ ! -f .dev.vars ]]; then
+  echo 'ADMIN_TOKEN=dev-admin-token' > .dev.vars
+  echo "==> wrote .dev.vars (ADMIN_TOKEN=dev-admin-token)"
+fi
+
+npx wrangler d1 migrations apply DB --local
+
+node scripts/mail-sink.mjs &
+sink=$!
+trap 'kill $sink 2>/dev/null || true' EXIT
+
+npx wrangler dev --local --ip 127.0.0.1 --port "${PORT:-8787}" --test-scheduled

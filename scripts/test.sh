@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Every check and every test: formatting, lints (native and wasm32), the
+# native tests with the SQLite conformance suite, the wasm tests under Node,
+# and the Miniflare suite (D1 conformance and the example Worker end to end).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+say() { printf '\n==> %s\n' "$*"; }
+
+say "cargo fmt --check"
+cargo fmt --all --check
+
+say "clippy (native)"
+cargo clippy --all-targets -- -D warnings
+
+say "clippy (wasm32)"
+cargo clippy --workspace --target wasm32-unknown-unknown --no-default-features \
+  --features workers,conformance -- -D warnings
+
+say "native tests"
+cargo test
+
+say "wasm tests (Node)"
+cargo test --target wasm32-unknown-unknown --no-default-features --features workers --lib
+
+say "build the Workers"
+bash scripts/build-worker.sh examples/signup-mail
+bash scripts/build-worker.sh tests/d1-worker
+
+say "Miniflare tests"
+export WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false
+node --test --test-reporter=spec tests/e2e/

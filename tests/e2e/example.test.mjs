@@ -1,0 +1,213 @@
+// The example Worker end to end, in workerd with an in-memory D1: sign-up,
+// immediate delivery through wait_until, cron drains, dead letters, admin.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { eventually, start } from "./harness.mjs";
+import { MailSink } from "./mail_sink.mjs";
+
+const TOKEN = "test-admin-token";
+const admin = { authorization: `Bearer ${TOKEN}` };
+
+async function example(settings = {}) {
+  const sink = new MailSink();
+  const mf = await start("examples/signup-mail", {
+    bindings: {
+      MAIL_API_URL: "https://mail.test/send",
+      ADMIN_TOKEN: TOKEN,
+      BACKOFF_BASE_MS: "50",
+      BACKOFF_CAP_MS: "100",
+      ...settings,
+    },
+    outboundService: sink.handler,
+  });
+  const call = (path, init = {}) => mf.dispatchFetch(`http://example.test${path}`, init);
+  const signup = (email) =>
+    call("/signup", { method: "POST", body: JSON.stringify({ email }), headers: { "content-type": "application/json" } });
+  const stats = async () => (await call("/admin/outbox", { headers: admin })).json();
+  const cron = async () => (await mf.getWorker()).scheduled({ cron: "*/1 * * * *" });
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  return { mf, sink, call, signup, stats, cron, sleep };
+}
+
+describe("example Worker", () => {
+  it("signs up and delivers the mail at once through wait_until", async () => {
+    const { mf, sink, signup, stats } = await example();
+    try {
+      const response = await signup("Ada@Example.com");
+      assert.equal(response.status, 201);
+      const { account_id, outbox_id } = await response.json();
+      await eventually(() => sink.delivered().length === 1);
+      const [mail] = sink.mails;
+      assert.equal(mail.id, outbox_id);
+      assert.equal(mail.key, outbox_id, "Idempotency-Key is the outbox id");
+      assert.equal(mail.to, "ada@example.com");
+      assert.match(mail.text, new RegExp(account_id));
+      await eventually(async () => (await stats()).pending === 0 && (await stats()).leased === 0);
+    } finally {
+      await mf.dispose();
+    }
+  });
+
+  it("rejects bad sign-ups with 400, 405 and 413", async () => {
+    const { mf, call, signup, sink } = await example();
+    try {
+      assert.equal((await call("/signup", { method: "POST", body: "{not json" })).status, 400);
+      assert.equal((await call("/signup", { method: "POST", body: '{"mail":"a@b.c"}' })).status, 400);
+      for (const email of ["", "no-at-sign", "a@b", "a b@c.d", "@c.d", "a@.d"]) {
+        assert.equal((await signup(email)).status, 400, email);
+      }
+      const huge = JSON.stringify({ email: "a@b.co", pad: "x".repeat(10_000) });
+      assert.equal((await call("/signup", { method: "POST", body: huge })).status, 413);
+      assert.equal((await call("/signup")).status, 405);
+      assert.equal((await call("/nowhere")).status, 404);
+      assert.equal(sink.mails.length, 0);
+    } finally {
+      await mf.dispose();
+    }
+  });
+
+  it("answers 409 to a second sign-up and sends one mail", async () => {
+    const { mf, sink, signup, stats, cron } = await example();
+    try {
+      assert.equal((await signup("grace@example.com")).status, 201);
+      assert.equal((await signup("GRACE@example.com")).status, 409);
+      await eventually(() => sink.delivered().length === 1);
+      await cron();
+      assert.equal(sink.mails.length, 1);
+      assert.equal((await stats()).pending, 0);
+    } finally {
+      await mf.dispose();
+    }
+  });
+
+  it("keeps the mail while the mail API is down and delivers it on a later cron drain", async () => {
+    const { mf, sink, signup, stats, cron, sleep } = await example();
+    try {
+      sink.status = 503;
+      assert.equal((await signup("linus@example.com")).status, 201);
+      await eventually(async () => sink.mails.length === 1 && (await stats()).pending === 1);
+      sink.status = 202;
+      await sleep(150); // past the retry's backoff
+      await cron();
+      assert.equal(sink.delivered().length, 1);
+      assert.equal(sink.mails[0].id, sink.mails[1].id, "the same message, retried");
+      assert.deepEqual(
+        { pending: (await stats()).pending, dead: (await stats()).dead },
+        { pending: 0, dead: 0 },
+      );
+    } finally {
+      await mf.dispose();
+    }
+  });
+
+  it("parks a mail the API rejects, and replays it", async () => {
+    const { mf, sink, call, signup, stats, cron } = await example();
+    try {
+      sink.status = 400;
+      assert.equal((await signup("barbara@example.com")).status, 201);
+      await eventually(async () => (await stats()).dead === 1);
+      const dead = await (await call("/admin/outbox/dead", { headers: admin })).json();
+      assert.equal(dead.length, 1);
+      assert.match(dead[0].last_error, /mail API answered 400/);
+      sink.status = 202;
+      const unknown = await call("/admin/outbox/dead/01NOSUCHID/replay", { method: "POST", headers: admin });
+      assert.equal(unknown.status, 404);
+      const replay = await call(`/admin/outbox/dead/${dead[0].id}/replay`, { method: "POST", headers: admin });
+      assert.equal(replay.status, 200);
+      await cron();
+      assert.equal(sink.delivered().length, 1);
+      assert.equal((await stats()).dead, 0);
+    } finally {
+      await mf.dispose();
+    }
+  });
+
+  it("stops a drain at its query budget and leaves the rest due", async () => {
+    const { mf, sink, call, signup, stats, sleep } = await example();
+    try {
+      sink.status = 503;
+      for (let n = 0; n < 30; n++) assert.equal((await signup(`user${n}@example.com`)).status, 201);
+      await eventually(async () => sink.mails.length === 30 && (await stats()).pending === 30);
+      sink.status = 202;
+      await sleep(150);
+      const report = await (
+        await call("/admin/outbox/drain?batch_size=5&max_queries=4", { method: "POST", headers: admin })
+      ).json();
+      assert.deepEqual(
+        { stopped: report.stopped.reason, delivered: report.delivered, queries: report.queries },
+        { stopped: "query_budget", delivered: 10, queries: 4 },
+      );
+      const after = await stats();
+      assert.deepEqual({ due: after.due, leased: after.leased }, { due: 20, leased: 0 });
+    } finally {
+      await mf.dispose();
+    }
+  });
+
+  it("never delivers a row to two overlapping drains while its lease is live", async () => {
+    const { mf, sink, call, signup, stats, sleep } = await example();
+    try {
+      sink.status = 503;
+      for (let n = 0; n < 20; n++) await signup(`overlap${n}@example.com`);
+      await eventually(async () => (await stats()).pending === 20);
+      sink.status = 202;
+      sink.delayMs = 30;
+      await sleep(150);
+      const drain = () => call("/admin/outbox/drain?batch_size=4", { method: "POST", headers: admin }).then((r) => r.json());
+      const reports = await Promise.all([drain(), drain(), drain()]);
+      const ids = sink.delivered().map((mail) => mail.id);
+      assert.equal(ids.length, 20);
+      assert.equal(new Set(ids).size, 20, "no message was delivered twice");
+      assert.equal(reports.reduce((sum, r) => sum + r.delivered, 0), 20);
+      assert.equal(reports.reduce((sum, r) => sum + r.lease_lost, 0), 0);
+    } finally {
+      await mf.dispose();
+    }
+  });
+
+  it("refuses admin calls without the right token", async () => {
+    const { mf, call } = await example();
+    try {
+      for (const headers of [{}, { authorization: "Bearer wrong" }, { authorization: TOKEN }, { authorization: `Basic ${TOKEN}` }]) {
+        const response = await call("/admin/outbox", { headers });
+        assert.equal(response.status, 401, JSON.stringify(headers));
+        assert.equal(response.headers.get("www-authenticate"), "Bearer");
+      }
+      for (const [method, path] of [
+        ["GET", "/admin/outbox/dead"],
+        ["POST", "/admin/outbox/drain"],
+        ["DELETE", "/admin/subjects/x"],
+      ]) {
+        assert.equal((await call(path, { method })).status, 401, path);
+      }
+      assert.equal((await call("/admin/outbox", { headers: admin })).status, 200);
+    } finally {
+      await mf.dispose();
+    }
+  });
+
+  it("exports and erases everything about an account", async () => {
+    const { mf, sink, call, signup } = await example();
+    try {
+      sink.status = 400;
+      const { account_id } = await (await signup("erase.me@example.com")).json();
+      await signup("keep.me@example.com");
+      await eventually(() => sink.mails.length === 2);
+      const exported = await (await call(`/admin/subjects/${account_id}`, { headers: admin })).json();
+      assert.equal(exported.account.email, "erase.me@example.com");
+      assert.equal(exported.outbox.length, 1);
+      assert.equal(exported.outbox[0].state, "dead");
+      const erased = await (await call(`/admin/subjects/${account_id}`, { method: "DELETE", headers: admin })).json();
+      assert.deepEqual(erased, { outbox: 1, inbox: 0, accounts: 1 });
+      const after = await (await call(`/admin/subjects/${account_id}`, { headers: admin })).json();
+      assert.deepEqual({ account: after.account, outbox: after.outbox, inbox: after.inbox }, { account: null, outbox: [], inbox: [] });
+      const db = await mf.getD1Database("DB");
+      const left = await db.prepare("SELECT COUNT(*) AS n FROM outbox WHERE subject = ?").bind(account_id).first();
+      assert.equal(left.n, 0);
+      const others = await db.prepare("SELECT COUNT(*) AS n FROM accounts").first();
+      assert.equal(others.n, 1);
+    } finally {
+      await mf.dispose();
+    }
+  });
+});

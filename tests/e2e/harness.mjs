@@ -1,0 +1,69 @@
+// Shared Miniflare setup for the end-to-end tests: a built Worker with an
+// in-memory D1, the repository's migrations applied.
+import { readFileSync, readdirSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import path from "node:path";
+import { Miniflare } from "miniflare";
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const compatibilityDate = "2026-04-01";
+
+/** A Miniflare running the worker-build output in `crate` (relative to the repo root). */
+export async function start(crate, { bindings = {}, outboundService, migrate = true } = {}) {
+  const build = path.join(root, crate, "build");
+  const mf = new Miniflare({
+    modules: true,
+    scriptPath: path.join(build, "index.js"),
+    modulesRoot: build,
+    modulesRules: [
+      { type: "ESModule", include: ["**/*.js"] },
+      { type: "CompiledWasm", include: ["**/*.wasm"] },
+    ],
+    compatibilityDate,
+    d1Databases: { DB: "test-db" },
+    bindings,
+    outboundService,
+    // The Worker's log lines (drain reports) only with E2E_VERBOSE=1.
+    handleRuntimeStdio(stdout, stderr) {
+      if (process.env.E2E_VERBOSE) {
+        stdout.pipe(process.stdout);
+        stderr.pipe(process.stderr);
+      } else {
+        stdout.resume();
+        stderr.resume();
+      }
+    },
+  });
+  await mf.ready;
+  if (migrate) await applyMigrations(mf);
+  return mf;
+}
+
+/** Applies `migrations/*.sql` in order, as `wrangler d1 migrations apply` does. */
+export async function applyMigrations(mf) {
+  const db = await mf.getD1Database("DB");
+  const dir = path.join(root, "migrations");
+  for (const file of readdirSync(dir).filter((f) => f.endsWith(".sql")).sort()) {
+    const sql = readFileSync(path.join(dir, file), "utf8");
+    const statements = sql
+      .split("\n")
+      .filter((line) => !line.trim().startsWith("--"))
+      .join("\n")
+      .split(";")
+      .map((s) => s.trim())
+      .filter(Boolean);
+    await db.batch(statements.map((s) => db.prepare(s)));
+  }
+  return db;
+}
+
+/** Polls `probe` until it returns a truthy value or `timeoutMs` passes. */
+export async function eventually(probe, { timeoutMs = 5000, everyMs = 20 } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+}

@@ -1,0 +1,23 @@
+// A scripted mail API for the example's tests, wired in as Miniflare's
+// outbound fetch handler: records every mail, answers as told.
+export class MailSink {
+  constructor() {
+    this.mails = [];
+    this.status = 202;
+    this.delayMs = 0;
+    this.handler = this.handle.bind(this);
+  }
+
+  async handle(request) {
+    const body = await request.json();
+    if (this.delayMs) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
+    const status = typeof this.status === "function" ? this.status(body) : this.status;
+    this.mails.push({ ...body, key: request.headers.get("idempotency-key"), status, url: request.url });
+    return new Response(JSON.stringify({ status }), { status });
+  }
+
+  /** Mails answered with 2xx. */
+  delivered() {
+    return this.mails.filter((mail) => mail.status >= 200 && mail.status < 300);
+  }
+}
