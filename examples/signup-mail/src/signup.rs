@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use worker::{Context, Request, Response, Result};
+use workers_outbox::defer::{Defer, WaitUntil};
 use workers_outbox::{Clock, Error, FastRandom, Message, RandomSource, Statement, SystemClock};
 
 use crate::app::App;
@@ -73,9 +74,9 @@ pub(crate) async fn handle(mut request: Request, app: &App, ctx: &Context) -> Re
     let outbox_id = mail.id().to_owned();
     if let Some(claimed) = mail.confirm(&outcomes[1]) {
         match app.drainer(app.settings.after_response) {
-            Ok(drainer) => ctx.wait_until(async move {
+            Ok(drainer) => WaitUntil::new(ctx).defer(Box::pin(async move {
                 drainer.deliver_claimed(vec![claimed]).await;
-            }),
+            })),
             // The mail is stored; the cron drain will send it.
             Err(error) => log::error!("no immediate delivery: {error}"),
         }
