@@ -1,0 +1,9 @@
+//! Benchmarks of the outbox against the original algorithm. The scenarios
+//! are shared; `src/main.rs` runs them on native SQLite, and on `wasm32`
+//! this crate is a Worker that runs them on D1 (driven by
+//! `benches/run.mjs` through Miniflare).
+
+pub mod baseline;
+pub mod scenarios;
+#[cfg(target_arch = "wasm32")]
+mod worker_entry;

@@ -1,0 +1,130 @@
+//! The benchmark scenarios on native SQLite (a file, WAL mode): prints one
+//! JSON document for `benches/run.mjs` to merge with the D1 figures.
+//!
+//! `outbox-bench-native [messages] [largest table]` (defaults 10000, 1000000).
+
+#[cfg(target_arch = "wasm32")]
+fn main() {}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn main() -> std::process::ExitCode {
+    match native::run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("benchmark failed: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod native {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use outbox_bench::scenarios::{Algorithm, Bench, Kind, Meter, Probe};
+    use serde_json::{Value as Json, json};
+    use workers_outbox::database::CountingDatabase;
+    use workers_outbox::{Database, Result, SqliteDatabase, TokioTimer};
+
+    struct SqliteProbe {
+        counting: CountingDatabase<Arc<dyn Database>>,
+        origin: Instant,
+    }
+
+    impl Probe for SqliteProbe {
+        fn meter(&self) -> Meter {
+            let counts = self.counting.counts();
+            Meter {
+                calls: counts.round_trips,
+                statements: counts.statements,
+                rows_read: None,
+                rows_written: None,
+            }
+        }
+
+        fn now_ms(&self) -> f64 {
+            self.origin.elapsed().as_secs_f64() * 1000.0
+        }
+    }
+
+    pub(crate) fn run() -> Result<()> {
+        let mut args = std::env::args().skip(1);
+        let messages: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+        let largest: u64 = args
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(1_000_000);
+        let path = std::env::temp_dir().join(format!("outbox-bench-{}.sqlite", std::process::id()));
+        let sqlite: Arc<dyn Database> = Arc::new(SqliteDatabase::open(&path)?);
+        let counting = CountingDatabase::new(sqlite);
+        let bench = Bench {
+            db: Arc::new(counting.clone()),
+            probe: Arc::new(SqliteProbe {
+                counting,
+                origin: Instant::now(),
+            }),
+            timer: Arc::new(TokioTimer),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|e| workers_outbox::Error::Database {
+                message: e.to_string(),
+            })?;
+        let result = runtime.block_on(scenarios(&bench, messages, largest));
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+        println!("{}", result?);
+        Ok(())
+    }
+
+    async fn scenarios(bench: &Bench, messages: u64, largest: u64) -> Result<Json> {
+        let mut drains = Vec::new();
+        for algorithm in [Algorithm::Ours, Algorithm::Baseline] {
+            for batch in [1u32, 10, 50, 100] {
+                bench.reset().await?;
+                bench.seed(algorithm, Kind::Due, messages).await?;
+                let run = bench.drain(algorithm, batch, u32::MAX, u32::MAX).await?;
+                eprintln!(
+                    "sqlite drain {} batch {batch}: {} msgs in {:.0} ms",
+                    name(algorithm),
+                    run.messages,
+                    run.elapsed_ms
+                );
+                drains.push(json!({ "algo": name(algorithm), "batch": batch, "run": run }));
+            }
+        }
+        let mut claims = Vec::new();
+        let mut rows = 1_000;
+        while rows <= largest {
+            for algorithm in [Algorithm::Ours, Algorithm::Baseline] {
+                bench.reset().await?;
+                bench.seed(algorithm, Kind::Due, 500).await?;
+                bench
+                    .seed(algorithm, Kind::Future, (rows - 500) / 2)
+                    .await?;
+                bench
+                    .seed(algorithm, Kind::Dead, rows - 500 - (rows - 500) / 2)
+                    .await?;
+                let run = bench.claims(algorithm, 100, 5).await?;
+                eprintln!(
+                    "sqlite claim {} with {rows} rows: {:.2} ms",
+                    name(algorithm),
+                    run.mean_ms
+                );
+                claims.push(json!({ "algo": name(algorithm), "rows": rows, "run": run }));
+            }
+            rows *= 10;
+        }
+        Ok(json!({ "drain": drains, "claim": claims }))
+    }
+
+    fn name(algorithm: Algorithm) -> &'static str {
+        match algorithm {
+            Algorithm::Ours => "ours",
+            Algorithm::Baseline => "baseline",
+        }
+    }
+}

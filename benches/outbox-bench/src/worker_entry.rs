@@ -1,0 +1,91 @@
+//! The benchmark Worker: one route per scenario, each run on the D1 binding
+//! `DB`, answering JSON.
+
+// The D1 handle is shared through `Arc` to fit the crate's one `Send` story;
+// nothing crosses threads on wasm32.
+#![allow(clippy::arc_with_non_send_sync)]
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use worker::{Context, Env, Request, Response, Result, event};
+use workers_outbox::WorkersTimer;
+use workers_outbox::database::d1::D1Database;
+
+use crate::scenarios::{Algorithm, Bench, Kind, Meter, Probe};
+
+struct D1Probe(Arc<D1Database>);
+
+impl Probe for D1Probe {
+    fn meter(&self) -> Meter {
+        let usage = self.0.usage();
+        Meter {
+            calls: usage.calls,
+            statements: usage.statements,
+            rows_read: Some(usage.rows_read),
+            rows_written: Some(usage.rows_written),
+        }
+    }
+
+    fn now_ms(&self) -> f64 {
+        js_sys::Date::now()
+    }
+}
+
+#[event(fetch)]
+async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
+    let d1 = Arc::new(D1Database::new(env.d1("DB")?));
+    let bench = Bench {
+        db: d1.clone(),
+        probe: Arc::new(D1Probe(d1)),
+        timer: Arc::new(WorkersTimer),
+    };
+    let url = request.url()?;
+    let param = |name: &str| {
+        url.query_pairs()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.into_owned())
+            .unwrap_or_default()
+    };
+    let number = |name: &str| param(name).parse::<u32>().unwrap_or(0);
+    let algorithm = Algorithm::parse(&param("algo")).unwrap_or(Algorithm::Ours);
+    match url.path() {
+        "/reset" => answer(bench.reset().await.map(|()| "reset")),
+        "/seed" => match Kind::parse(&param("kind")) {
+            Some(kind) => answer(
+                bench
+                    .seed(algorithm, kind, u64::from(number("count")))
+                    .await
+                    .map(|()| "seeded"),
+            ),
+            None => Response::error("kind must be due, future, dead or stuck", 400),
+        },
+        "/drain" => answer(
+            bench
+                .drain(
+                    algorithm,
+                    number("batch"),
+                    number("max_calls"),
+                    number("max_messages"),
+                )
+                .await,
+        ),
+        "/claims" => answer(
+            bench
+                .claims(algorithm, number("batch"), number("claims"))
+                .await,
+        ),
+        "/signup" => answer(bench.signup(number("iterations")).await),
+        _ => Response::error("no such scenario", 404),
+    }
+}
+
+fn answer<T: Serialize>(result: workers_outbox::Result<T>) -> Result<Response> {
+    match result {
+        Ok(value) => Response::from_json(&value),
+        Err(error) => Ok(
+            Response::from_json(&serde_json::json!({ "error": error.to_string() }))?
+                .with_status(500),
+        ),
+    }
+}
