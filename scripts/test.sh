@@ -13,6 +13,10 @@ cargo fmt --all --check
 
 say "clippy (native)"
 cargo clippy --all-targets -- -D warnings
+cargo clippy -p outbox-bench --all-targets -- -D warnings
+
+say "the core builds for wasm32 with its default features"
+cargo check --target wasm32-unknown-unknown -p workers-outbox
 
 say "clippy (wasm32)"
 cargo clippy --workspace --target wasm32-unknown-unknown --no-default-features \
