@@ -1,0 +1,111 @@
+//! What the simulation saw, and the promises it checks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// Faults injected, by kind.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Faults {
+    pub(crate) db_errors_before: u64,
+    pub(crate) db_errors_after_commit: u64,
+    pub(crate) crashes_after_claim: u64,
+    pub(crate) crashes_after_delivery: u64,
+    pub(crate) retryable_failures: u64,
+    pub(crate) permanent_failures: u64,
+    pub(crate) overruns: u64,
+    pub(crate) clock_jumps: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    pub(crate) faults: Faults,
+    /// Ids of the messages enqueued (deduplicated enqueues excluded).
+    pub(crate) sent: BTreeSet<String>,
+    pub(crate) deduplicated: u64,
+    pub(crate) deliveries_started: u64,
+    pub(crate) started_ids: BTreeSet<String>,
+    pub(crate) permanent: BTreeSet<String>,
+    /// Deliveries that started while another lease on the row was live.
+    pub(crate) concurrent_double_deliveries: u64,
+    /// Settles applied by a holder whose lease was no longer the row's.
+    pub(crate) stale_settles_applied: u64,
+    pub(crate) attempts_over_max: u64,
+    /// Keyed deliveries that started while an earlier row of the key remained.
+    pub(crate) order_violations: u64,
+    /// Dead messages, with their attempts, when last seen (before purges).
+    pub(crate) dead: BTreeMap<String, u32>,
+}
+
+/// The figures a run ends with.
+#[derive(Debug, Clone)]
+pub(crate) struct Figures {
+    pub(crate) seed: u64,
+    pub(crate) messages: usize,
+    pub(crate) drainers: usize,
+    pub(crate) faults: Faults,
+    pub(crate) delivered: usize,
+    pub(crate) dead: usize,
+    pub(crate) lost: usize,
+    pub(crate) concurrent_double_deliveries: u64,
+    pub(crate) stale_settles_applied: u64,
+    pub(crate) attempts_over_max: u64,
+    pub(crate) order_violations: u64,
+    pub(crate) effects_applied_twice: usize,
+    pub(crate) rows_left_not_dead: usize,
+    pub(crate) redeliveries: u64,
+    pub(crate) simulated_seconds: u64,
+}
+
+impl Figures {
+    /// Whether every promise held.
+    pub(crate) fn kept(&self) -> bool {
+        self.lost == 0
+            && self.concurrent_double_deliveries == 0
+            && self.stale_settles_applied == 0
+            && self.attempts_over_max == 0
+            && self.order_violations == 0
+            && self.effects_applied_twice == 0
+            && self.rows_left_not_dead == 0
+    }
+}
+
+impl fmt::Display for Figures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let x = &self.faults;
+        writeln!(
+            f,
+            "seed {} · {} messages · {} drainers · {} simulated s",
+            self.seed, self.messages, self.drainers, self.simulated_seconds
+        )?;
+        writeln!(
+            f,
+            "faults: {} db errors before commit, {} after commit, {} crashes after claim, {} crashes after delivery, \
+             {} retryable failures, {} permanent failures, {} deliveries past their lease, {} clock jumps",
+            x.db_errors_before,
+            x.db_errors_after_commit,
+            x.crashes_after_claim,
+            x.crashes_after_delivery,
+            x.retryable_failures,
+            x.permanent_failures,
+            x.overruns,
+            x.clock_jumps
+        )?;
+        writeln!(
+            f,
+            "delivered {} · dead {} · lost {}",
+            self.delivered, self.dead, self.lost
+        )?;
+        writeln!(
+            f,
+            "concurrent double deliveries {} · stale settles applied {} · attempts over the maximum {} · \
+             order violations {} · effects applied twice {} · rows left that are not dead {}",
+            self.concurrent_double_deliveries,
+            self.stale_settles_applied,
+            self.attempts_over_max,
+            self.order_violations,
+            self.effects_applied_twice,
+            self.rows_left_not_dead
+        )?;
+        write!(f, "total redeliveries {}", self.redeliveries)
+    }
+}

@@ -1,0 +1,589 @@
+//! Deterministic fault simulation of the outbox on SQLite.
+//!
+//! A producer enqueues messages (some ordered, some delayed, some with dedup
+//! keys); several drainers deliver them to a receiver that applies each
+//! message's effect through an inbox. Faults are injected throughout:
+//! drainers die after claiming or after delivering, deliveries fail
+//! retryably or permanently or run past their lease, database calls fail
+//! before or after committing, and the clock jumps. Everything runs on one
+//! thread from one seed, so a failing seed replays exactly.
+//!
+//! `cargo test --test simulation` runs a small seeded world. The large one:
+//! `cargo test --release --test simulation -- --ignored --nocapture`
+//! (`SIM_MESSAGES`, `SIM_DRAINERS`, `SIM_SEED` override 10000, 8, 1).
+
+mod faults;
+mod ledger;
+mod random;
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_executor::LocalPool;
+use futures_util::task::LocalSpawnExt;
+use workers_outbox::drain::{Deliver, DrainLimits, Drainer};
+use workers_outbox::send::BoxFuture;
+use workers_outbox::{
+    ClaimedMessage, Clock, Database, Delivery, Error, ExponentialBackoff, FastRandom, Inbox,
+    ManualClock, Message, Outbox, RetryPolicy, SqliteDatabase, Statement, Timer, Timestamp, Value,
+};
+
+use crate::faults::FaultyDatabase;
+use crate::ledger::{Figures, Ledger};
+use crate::random::SimRandom;
+
+const MAX_ATTEMPTS: u32 = 8;
+const LEASE: Duration = Duration::from_secs(20);
+const CRON: Duration = Duration::from_secs(10);
+const KEYS: u64 = 5;
+
+/// Chances of each fault.
+struct Rates {
+    db_error: f64,
+    crash_after_claim: f64,
+    crash_after_delivery: f64,
+    retryable: f64,
+    permanent: f64,
+    overrun: f64,
+    clock_jump: f64,
+}
+
+const RATES: Rates = Rates {
+    db_error: 0.05,
+    crash_after_claim: 0.01,
+    crash_after_delivery: 0.01,
+    retryable: 0.30,
+    permanent: 0.01,
+    overrun: 0.01,
+    clock_jump: 0.002,
+};
+
+struct World {
+    raw: Arc<dyn Database>,
+    outbox: Outbox,
+    inbox: Inbox,
+    clock: ManualClock,
+    random: SimRandom,
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+impl World {
+    fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The receiver: applies each message's effect once, through the inbox,
+/// and fails, crashes or overruns as the dice say.
+struct Receiver {
+    world: Arc<World>,
+    crash: Arc<AtomicBool>,
+}
+
+impl Deliver for Receiver {
+    fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
+        Box::pin(self.receive(message))
+    }
+}
+
+impl Receiver {
+    async fn receive(&self, message: &ClaimedMessage) -> Delivery {
+        let w = &self.world;
+        self.check_start(message).await;
+        if w.random.chance(RATES.crash_after_claim) {
+            w.ledger().faults.crashes_after_claim += 1;
+            self.crash.store(true, Ordering::SeqCst);
+            return std::future::pending().await;
+        }
+        if w.random.chance(RATES.overrun) {
+            w.ledger().faults.overruns += 1;
+            w.clock.advance(LEASE + Duration::from_secs(1));
+            for _ in 0..3 {
+                YieldOnce(false).await;
+            }
+        }
+        if w.random.chance(RATES.permanent) {
+            let mut ledger = w.ledger();
+            ledger.faults.permanent_failures += 1;
+            ledger.permanent.insert(message.id.clone());
+            return Delivery::Permanent {
+                error: "injected: 400".into(),
+            };
+        }
+        if w.random.chance(RATES.retryable) {
+            w.ledger().faults.retryable_failures += 1;
+            return Delivery::Retry {
+                error: "injected: 503".into(),
+            };
+        }
+        let effect = Statement::new(
+            "INSERT INTO effects (message_id) VALUES (?)",
+            vec![Value::Text(message.id.clone())],
+        );
+        if let Err(error) = w.inbox.process_once(&message.id, None, &[effect]).await {
+            return Delivery::Retry {
+                error: error.to_string(),
+            };
+        }
+        if w.random.chance(RATES.crash_after_delivery) {
+            w.ledger().faults.crashes_after_delivery += 1;
+            self.crash.store(true, Ordering::SeqCst);
+        }
+        Delivery::Delivered
+    }
+
+    /// At the start of a delivery: the row's live lease is ours, its
+    /// attempts are within the maximum, and no earlier row of its key is
+    /// left.
+    async fn check_start(&self, message: &ClaimedMessage) {
+        let w = &self.world;
+        let rows = w
+            .raw
+            .query(&Statement::new(
+                "SELECT due_at, lease_token, ordering_key, seq FROM outbox WHERE id = ? AND state = 'ready'",
+                vec![Value::Text(message.id.clone())],
+            ))
+            .await
+            .expect("the raw database answers");
+        let row = rows.first();
+        let ours = row.is_some_and(|row| {
+            row.get::<i64>("due_at").ok() == Some(message.lease().until().as_unix_millis())
+                && row
+                    .get::<Option<String>>("lease_token")
+                    .ok()
+                    .flatten()
+                    .is_some()
+        });
+        let earlier = match row.map(|row| {
+            (
+                row.get::<Option<String>>("ordering_key"),
+                row.get::<Option<i64>>("seq"),
+            )
+        }) {
+            Some((Ok(Some(key)), Ok(Some(seq)))) => w
+                .raw
+                .query(&Statement::new(
+                    "SELECT COUNT(*) AS n FROM outbox WHERE ordering_key = ? AND seq < ?",
+                    vec![Value::Text(key), Value::Integer(seq)],
+                ))
+                .await
+                .expect("the raw database answers")
+                .first()
+                .and_then(|row| row.get::<i64>("n").ok())
+                .unwrap_or(0),
+            _ => 0,
+        };
+        let mut ledger = w.ledger();
+        ledger.deliveries_started += 1;
+        ledger.started_ids.insert(message.id.clone());
+        if !ours {
+            ledger.concurrent_double_deliveries += 1;
+        }
+        if message.attempt() > MAX_ATTEMPTS {
+            ledger.attempts_over_max += 1;
+        }
+        if earlier > 0 {
+            ledger.order_violations += 1;
+        }
+    }
+}
+
+/// Gives the other tasks one turn.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+/// Runs `inner` until it finishes or `crash` is raised; a raised flag drops
+/// it where it stands, as a dying isolate would.
+struct UnlessCrashed<F> {
+    inner: Pin<Box<F>>,
+    crash: Arc<AtomicBool>,
+}
+
+impl<F: Future> Future for UnlessCrashed<F> {
+    type Output = Option<F::Output>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.crash.load(Ordering::SeqCst) {
+            return Poll::Ready(None);
+        }
+        match self.inner.as_mut().poll(cx) {
+            Poll::Ready(output) => Poll::Ready(Some(output)),
+            Poll::Pending if self.crash.load(Ordering::SeqCst) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+async fn produce(world: Arc<World>, messages: usize, done: Rc<Cell<bool>>) {
+    let w = &world;
+    let mut produced = 0;
+    let mut dedup_keys: Vec<String> = Vec::new();
+    while produced < messages {
+        for _ in 0..=w.random.below(5) {
+            let n = produced;
+            let id = format!("m{n:06}");
+            let mut message = Message::raw_json("event", format!("{{\"n\":{n}}}")).id(id.clone());
+            if w.random.chance(0.2) {
+                message = message.ordering_key(format!("key-{}", w.random.below(KEYS)));
+            } else if w.random.chance(0.2) {
+                let later = w
+                    .clock
+                    .now()
+                    .checked_add(Duration::from_millis(w.random.below(30_000)))
+                    .expect("in range");
+                message = message.not_before(later);
+            }
+            if w.random.chance(0.1) {
+                let dedup = if !dedup_keys.is_empty() && w.random.chance(0.3) {
+                    dedup_keys[w.random.below(dedup_keys.len() as u64) as usize].clone()
+                } else {
+                    format!("d{n}")
+                };
+                dedup_keys.push(dedup.clone());
+                message = message.dedup_key(dedup);
+            }
+            enqueue(w, message).await;
+            // Whether the row exists decides whether it is a message: an
+            // enqueue whose reply was lost may have committed.
+            let present = !w
+                .raw
+                .query(&Statement::new(
+                    "SELECT 1 FROM outbox WHERE id = ?",
+                    vec![Value::Text(id.clone())],
+                ))
+                .await
+                .expect("the raw database answers")
+                .is_empty();
+            let mut ledger = w.ledger();
+            if present {
+                ledger.sent.insert(id);
+            } else {
+                ledger.deduplicated += 1;
+            }
+            produced += 1;
+            if produced == messages {
+                break;
+            }
+        }
+        w.clock
+            .sleep(Duration::from_millis(w.random.below(2_000) + 1))
+            .await;
+    }
+    done.set(true);
+}
+
+/// Enqueues, retrying on injected errors; a conflict on the id means an
+/// earlier try committed.
+async fn enqueue(w: &World, message: Message) {
+    for _ in 0..50 {
+        match w.outbox.enqueue_alone(message.clone()).await {
+            Ok(_) | Err(Error::Conflict { .. }) => return,
+            Err(error) if error.is_retryable() => continue,
+            Err(error) => panic!("enqueue failed: {error}"),
+        }
+    }
+    panic!("enqueue kept failing");
+}
+
+async fn drain_forever(world: Arc<World>, limits: DrainLimits, stop: Rc<Cell<bool>>) {
+    while !stop.get() {
+        let crash = Arc::new(AtomicBool::new(false));
+        let receiver = Receiver {
+            world: world.clone(),
+            crash: crash.clone(),
+        };
+        let drainer = Drainer::new(
+            world.outbox.clone(),
+            Arc::new(receiver),
+            Arc::new(world.clock.clone()),
+            limits,
+        )
+        .expect("valid limits");
+        let run = drainer.drain();
+        UnlessCrashed {
+            inner: Box::pin(run),
+            crash,
+        }
+        .await;
+        world.clock.sleep(CRON).await;
+    }
+}
+
+async fn count(raw: &Arc<dyn Database>, sql: &str) -> i64 {
+    raw.query(&Statement::new(sql, vec![]))
+        .await
+        .expect("the raw database answers")
+        .first()
+        .and_then(|row| row.get::<i64>("n").ok())
+        .unwrap_or(0)
+}
+
+/// Notes dead rows; when only rows held back by a dead row of their
+/// ordering key are left, purges the dead rows as an operator would, so
+/// the rows behind them drain.
+async fn tend_dead(world: &World) {
+    let dead = world
+        .raw
+        .query(&Statement::new(
+            "SELECT id, attempts FROM outbox WHERE state = 'dead'",
+            vec![],
+        ))
+        .await
+        .expect("the raw database answers");
+    {
+        let mut ledger = world.ledger();
+        for row in dead.iter() {
+            ledger.dead.insert(
+                row.get("id").expect("id"),
+                row.get("attempts").expect("attempts"),
+            );
+        }
+    }
+    let waiting = count(
+        &world.raw,
+        "SELECT COUNT(*) AS n FROM outbox WHERE state = 'waiting'",
+    )
+    .await;
+    let ready = count(
+        &world.raw,
+        "SELECT COUNT(*) AS n FROM outbox WHERE state = 'ready'",
+    )
+    .await;
+    if waiting > 0 && ready == 0 {
+        let operator = Outbox::builder(world.raw.clone(), "outbox")
+            .clock(Arc::new(world.clock.clone()))
+            .build()
+            .expect("outbox");
+        let after_every_death = world
+            .clock
+            .now()
+            .checked_add(Duration::from_millis(1))
+            .expect("in range");
+        operator.purge_dead(after_every_death).await.expect("purge");
+    }
+}
+
+fn simulate(seed: u64, messages: usize, drainers: usize) -> Figures {
+    let raw: Arc<dyn Database> = Arc::new(SqliteDatabase::open_in_memory().expect("SQLite opens"));
+    let random = SimRandom::seeded(seed);
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let faulty: Arc<dyn Database> = Arc::new(FaultyDatabase::new(
+        raw.clone(),
+        random.clone(),
+        RATES.db_error,
+        ledger.clone(),
+    ));
+    let start = Timestamp::from_unix_millis(1_700_000_000_000).expect("in range");
+    let clock = ManualClock::new(start);
+    let retry = RetryPolicy::new(
+        MAX_ATTEMPTS,
+        ExponentialBackoff {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(30),
+        },
+    )
+    .expect("valid policy");
+    let outbox = Outbox::builder(faulty.clone(), "outbox")
+        .clock(Arc::new(clock.clone()))
+        .random(Arc::new(FastRandom::seeded(seed)))
+        .retry_policy(retry)
+        .build()
+        .expect("outbox");
+    let inbox = Inbox::new(faulty, "inbox")
+        .expect("inbox")
+        .with_clock(Arc::new(clock.clone()));
+    let world = Arc::new(World {
+        raw: raw.clone(),
+        outbox,
+        inbox,
+        clock: clock.clone(),
+        random: random.clone(),
+        ledger: ledger.clone(),
+    });
+
+    let mut pool = LocalPool::new();
+    pool.run_until(async {
+        let mut schema = world.outbox.schema_statements();
+        schema.extend(world.inbox.schema_statements());
+        schema.push(Statement::new(
+            "CREATE TABLE effects (message_id TEXT NOT NULL)",
+            vec![],
+        ));
+        raw.batch_atomic(&schema).await.expect("schema");
+    });
+
+    let produced = Rc::new(Cell::new(false));
+    let stop = Rc::new(Cell::new(false));
+    let spawner = pool.spawner();
+    spawner
+        .spawn_local(produce(world.clone(), messages, produced.clone()))
+        .expect("spawn");
+    let limits = DrainLimits {
+        batch_size: 10,
+        concurrency: 3,
+        delivery_timeout: Duration::from_secs(5),
+        lease: LEASE,
+        deadline: Duration::from_secs(60),
+        max_queries: 100,
+        max_messages: 1_000,
+    };
+    for _ in 0..drainers {
+        spawner
+            .spawn_local(drain_forever(world.clone(), limits, stop.clone()))
+            .expect("spawn");
+    }
+
+    let mut steps = 0u64;
+    loop {
+        pool.run_until_stalled();
+        steps += 1;
+        if produced.get() && steps.is_multiple_of(10) {
+            let open = pool.run_until(async {
+                tend_dead(&world).await;
+                count(
+                    &raw,
+                    "SELECT COUNT(*) AS n FROM outbox WHERE state <> 'dead'",
+                )
+                .await
+            });
+            if open == 0 {
+                break;
+            }
+        }
+        assert!(steps < 2_000_000, "seed {seed}: the world did not quiesce");
+        if random.chance(RATES.clock_jump) {
+            ledger
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .faults
+                .clock_jumps += 1;
+            clock.advance(Duration::from_secs(300));
+        } else {
+            clock.advance(Duration::from_secs(1));
+        }
+    }
+    stop.set(true);
+    clock.advance(CRON);
+    pool.run_until_stalled();
+
+    let simulated_seconds = clock.now().duration_since(start).as_secs();
+    pool.run_until(async {
+        tend_dead(&world).await;
+        let effects = raw
+            .query(&Statement::new(
+                "SELECT message_id, COUNT(*) AS n FROM effects GROUP BY message_id",
+                vec![],
+            ))
+            .await
+            .expect("effects");
+        let mut applied = std::collections::BTreeMap::new();
+        for row in effects.iter() {
+            applied.insert(
+                row.get::<String>("message_id").expect("id"),
+                row.get::<i64>("n").expect("n"),
+            );
+        }
+        let rows_left_not_dead = usize::try_from(
+            count(
+                &raw,
+                "SELECT COUNT(*) AS n FROM outbox WHERE state <> 'dead'",
+            )
+            .await,
+        )
+        .unwrap_or(usize::MAX);
+        let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut lost = 0;
+        let mut delivered = 0;
+        let mut dead = 0;
+        for id in &ledger.sent {
+            let effect = applied.get(id).copied().unwrap_or(0);
+            if effect > 0 {
+                delivered += 1;
+            }
+            match ledger.dead.get(id) {
+                Some(attempts) => {
+                    dead += 1;
+                    // Dead exactly when it failed permanently or used every attempt.
+                    if !ledger.permanent.contains(id) && *attempts < MAX_ATTEMPTS {
+                        lost += 1;
+                    }
+                }
+                None if effect == 0 => lost += 1,
+                None => {}
+            }
+        }
+        Figures {
+            seed,
+            messages: ledger.sent.len(),
+            drainers,
+            faults: ledger.faults.clone(),
+            delivered,
+            dead,
+            lost,
+            concurrent_double_deliveries: ledger.concurrent_double_deliveries,
+            stale_settles_applied: ledger.stale_settles_applied,
+            attempts_over_max: ledger.attempts_over_max,
+            order_violations: ledger.order_violations,
+            effects_applied_twice: applied.values().filter(|n| **n > 1).count(),
+            rows_left_not_dead,
+            redeliveries: ledger.deliveries_started - ledger.started_ids.len() as u64,
+            simulated_seconds,
+        }
+    })
+}
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn a_small_seeded_world_keeps_every_promise() {
+    for seed in [1, 2, 3] {
+        let figures = simulate(seed, 300, 4);
+        println!("{figures}\n");
+        assert!(figures.kept(), "seed {seed} broke a promise:\n{figures}");
+        let f = &figures.faults;
+        assert!(
+            f.db_errors_before > 0 && f.retryable_failures > 0,
+            "seed {seed} injected too few faults to mean anything:\n{figures}"
+        );
+    }
+}
+
+#[test]
+fn the_same_seed_replays_the_same_world() {
+    let first = simulate(7, 120, 3).to_string();
+    let second = simulate(7, 120, 3).to_string();
+    assert_eq!(first, second);
+}
+
+#[test]
+#[ignore = "the large world: run with --release --ignored --nocapture"]
+fn a_large_world_keeps_every_promise() {
+    let seed = env("SIM_SEED", 1);
+    let messages = usize::try_from(env("SIM_MESSAGES", 10_000)).unwrap_or(10_000);
+    let drainers = usize::try_from(env("SIM_DRAINERS", 8)).unwrap_or(8);
+    let figures = simulate(seed, messages, drainers);
+    println!("{figures}");
+    assert!(figures.kept(), "broke a promise:\n{figures}");
+}
