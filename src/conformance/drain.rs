@@ -20,6 +20,7 @@ fn limits() -> DrainLimits {
         concurrency: 3,
         delivery_timeout: Duration::from_secs(10),
         lease: LEASE,
+        settle_margin: Duration::from_secs(5),
         deadline: Duration::from_secs(60),
         max_queries: 1_000,
         max_messages: 10_000,

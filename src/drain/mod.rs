@@ -18,9 +18,6 @@ use crate::error::{Error, Result};
 use crate::outbox::{Claim, ClaimedMessage, Delivery, LeaseHandle, Outbox, SettleReport};
 use crate::time::{Timer, Timestamp};
 
-/// Time kept free after the last delivery for the settle call.
-pub const SETTLE_MARGIN: Duration = Duration::from_secs(5);
-
 /// Bounds on one drain. Pick a preset and adjust fields as needed; the
 /// [`Drainer`] checks them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,8 +29,12 @@ pub struct DrainLimits {
     /// A delivery taking longer counts as a retryable failure.
     pub delivery_timeout: Duration,
     /// How long a claim leases its rows. Must exceed `delivery_timeout` plus
-    /// [`SETTLE_MARGIN`]; a crashed drainer's rows return after this.
+    /// `settle_margin`; a crashed drainer's rows return after this.
     pub lease: Duration,
+    /// Time kept free after a delivery's timeout for its settle call: no
+    /// delivery starts unless it can time out and still be settled before
+    /// the deadline and before its lease ends.
+    pub settle_margin: Duration,
     /// Wall-clock budget: no delivery starts unless it can time out and be
     /// settled before the deadline.
     pub deadline: Duration,
@@ -54,6 +55,7 @@ impl DrainLimits {
             concurrency: 6,
             delivery_timeout: Duration::from_secs(10),
             lease: Duration::from_secs(60),
+            settle_margin: Duration::from_secs(5),
             deadline: Duration::from_secs(45),
             max_queries: 900,
             max_messages: 100_000,
@@ -97,14 +99,14 @@ impl DrainLimits {
         if self.delivery_timeout.is_zero() {
             return Err(Error::invalid("delivery timeout", "it is zero"));
         }
-        if self.lease <= self.delivery_timeout + SETTLE_MARGIN {
+        if self.lease <= self.delivery_timeout + self.settle_margin {
             return Err(Error::invalid(
                 "lease",
                 format!(
                     "{} ms does not outlive the delivery timeout ({} ms) plus the settle margin ({} ms)",
                     self.lease.as_millis(),
                     self.delivery_timeout.as_millis(),
-                    SETTLE_MARGIN.as_millis()
+                    self.settle_margin.as_millis()
                 ),
             ));
         }
@@ -248,7 +250,7 @@ impl Drainer {
     fn time_for_one_more(&self, deadline: Timestamp) -> bool {
         self.outbox
             .now()
-            .checked_add(self.limits.delivery_timeout + SETTLE_MARGIN)
+            .checked_add(self.limits.delivery_timeout + self.limits.settle_margin)
             .is_ok_and(|finish| finish <= deadline)
     }
 

@@ -9,7 +9,7 @@ export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "
 export const compatibilityDate = "2026-04-01";
 
 /** A Miniflare running the worker-build output in `crate` (relative to the repo root). */
-export async function start(crate, { bindings = {}, outboundService, migrate = true } = {}) {
+export async function start(crate, { bindings = {}, outboundService, migrate = true, onLog } = {}) {
   const build = path.join(root, crate, "build");
   const mf = new Miniflare({
     modules: true,
@@ -23,14 +23,13 @@ export async function start(crate, { bindings = {}, outboundService, migrate = t
     d1Databases: { DB: "test-db" },
     bindings,
     outboundService,
-    // The Worker's log lines (drain reports) only with E2E_VERBOSE=1.
+    // The Worker's log lines (drain reports) go to `onLog`, and to the
+    // terminal only with E2E_VERBOSE=1.
     handleRuntimeStdio(stdout, stderr) {
-      if (process.env.E2E_VERBOSE) {
-        stdout.pipe(process.stdout);
-        stderr.pipe(process.stderr);
-      } else {
-        stdout.resume();
-        stderr.resume();
+      for (const stream of [stdout, stderr]) {
+        if (process.env.E2E_VERBOSE) stream.pipe(stream === stdout ? process.stdout : process.stderr);
+        stream.on("data", (chunk) => onLog?.(chunk.toString()));
+        stream.resume();
       }
     },
   });

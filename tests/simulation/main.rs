@@ -440,6 +440,7 @@ fn simulate(seed: u64, messages: usize, drainers: usize) -> Figures {
         concurrency: 3,
         delivery_timeout: Duration::from_secs(5),
         lease: LEASE,
+        settle_margin: Duration::from_secs(5),
         deadline: Duration::from_secs(60),
         max_queries: 100,
         max_messages: 1_000,

@@ -70,9 +70,11 @@ impl Settings {
         };
         let delivery_timeout = millis("DELIVERY_TIMEOUT_MS", 10_000)?;
         let lease = millis("LEASE_MS", 60_000)?;
+        let settle_margin = millis("SETTLE_MARGIN_MS", 5_000)?;
         let scheduled = DrainLimits {
             delivery_timeout,
             lease,
+            settle_margin,
             deadline: millis("DRAIN_DEADLINE_MS", 45_000)?,
             batch_size: count(env, "DRAIN_BATCH_SIZE", 100)?,
             max_queries: count(env, "DRAIN_MAX_QUERIES", 900)?,
@@ -81,6 +83,7 @@ impl Settings {
         let after_response = DrainLimits {
             delivery_timeout,
             lease,
+            settle_margin,
             ..DrainLimits::after_response()
         };
         for limits in [&scheduled, &after_response] {

@@ -1,0 +1,91 @@
+// The example Worker's bad-input catalogue: one test per case, each with
+// its HTTP status and a database left exactly as it was. And the logs
+// never carry the admin token or a person's address.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { eventually, start } from "./harness.mjs";
+import { MailSink } from "./mail_sink.mjs";
+
+const TOKEN = "catalogue-secret-token";
+const admin = { authorization: `Bearer ${TOKEN}` };
+const logs = [];
+const sink = new MailSink();
+let mf;
+
+async function tables() {
+  const db = await mf.getD1Database("DB");
+  const rows = async (table) => (await db.prepare(`SELECT * FROM ${table} ORDER BY 1`).all()).results;
+  return { accounts: await rows("accounts"), outbox: await rows("outbox"), inbox: await rows("inbox") };
+}
+
+const call = (path, init = {}) => mf.dispatchFetch(`http://example.test${path}`, init);
+const post = (body, headers = {}) => call("/signup", { method: "POST", body, headers });
+
+/** Runs `request`, expects `status`, and checks no table changed. */
+async function refused(status, request) {
+  const before = await tables();
+  const response = await request();
+  assert.equal(response.status, status, await response.clone().text());
+  const body = await response.json();
+  assert.equal(typeof body.error, "string", "a clear error message");
+  assert.deepEqual(await tables(), before, "the database changed");
+  return body;
+}
+
+describe("bad input to the example Worker", () => {
+  before(async () => {
+    mf = await start("examples/signup-mail", {
+      bindings: { MAIL_API_URL: "https://mail.test/send", ADMIN_TOKEN: TOKEN },
+      outboundService: sink.handler,
+      onLog: (line) => logs.push(line),
+    });
+    // One account already, with a mail the API refuses: logs get errors.
+    sink.status = 400;
+    assert.equal((await post(JSON.stringify({ email: "existing@example.com" }))).status, 201);
+    const db = await mf.getD1Database("DB");
+    await eventually(async () => (await db.prepare("SELECT COUNT(*) AS n FROM outbox WHERE state = 'dead'").first()).n === 1);
+  });
+  after(() => mf.dispose());
+
+  it("a body that is not JSON is 400", () => refused(400, () => post("{not json")));
+  it("JSON without an email is 400", () => refused(400, () => post(JSON.stringify({ mail: "a@b.co" }))));
+  it("an email that is not plausible is 400", () => refused(400, () => post(JSON.stringify({ email: "no-at-sign" }))));
+  it("an oversized body is 413", () =>
+    refused(413, () => post(JSON.stringify({ email: "a@b.co", pad: "x".repeat(20_000) }))));
+  it("a second sign-up for an address is 409", () =>
+    refused(409, () => post(JSON.stringify({ email: "EXISTING@example.com" }))));
+  it("GET /signup is 405", () => refused(405, () => call("/signup")));
+  it("a missing admin token is 401", () => refused(401, () => call("/admin/outbox")));
+  it("a wrong admin token is 401", () =>
+    refused(401, () => call("/admin/outbox", { headers: { authorization: "Bearer wrong" } })));
+  it("a token without the Bearer scheme is 401", () =>
+    refused(401, () => call("/admin/outbox/dead", { headers: { authorization: TOKEN } })));
+  it("replaying an unknown id is 404", () =>
+    refused(404, () => call("/admin/outbox/dead/01UNKNOWN/replay", { method: "POST", headers: admin })));
+  it("a drain with a batch size of 0 is 400", async () => {
+    const body = await refused(400, () => call("/admin/outbox/drain?batch_size=0", { method: "POST", headers: admin }));
+    assert.match(body.error, /batch size/);
+  });
+  it("a drain with a batch size that is not a number is 400", () =>
+    refused(400, () => call("/admin/outbox/drain?batch_size=many", { method: "POST", headers: admin })));
+
+  it("SQL text in an address is stored verbatim and harms nothing", async () => {
+    const email = "x'); drop table accounts; --@example.com".replace(/ /g, "");
+    const response = await post(JSON.stringify({ email }));
+    assert.equal(response.status, 201);
+    const db = await mf.getD1Database("DB");
+    const row = await db.prepare("SELECT email FROM accounts WHERE email = ?").bind(email).first();
+    assert.equal(row.email, email);
+    const exported = await (await call(`/admin/subjects/${encodeURIComponent("' OR 1=1 --")}`, { headers: admin })).json();
+    assert.deepEqual([exported.account, exported.outbox], [null, []]);
+  });
+
+  it("never logs the admin token or an address", async () => {
+    await call("/admin/outbox/drain", { method: "POST", headers: admin });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const text = logs.join("");
+    assert.match(text, /outbox drain:/, "the drain reports were logged");
+    assert.ok(!text.includes(TOKEN), "the admin token was logged");
+    assert.ok(!text.includes("existing@example.com"), "an address was logged");
+  });
+});
