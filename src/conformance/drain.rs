@@ -1,15 +1,12 @@
 //! The drain loop: delivers, settles, and stops at each of its limits.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::future::join;
 
-use super::{CaseResult, Failure, Harness, LEASE, enqueue, ensure, ensure_eq};
+use super::{CaseResult, Failure, Harness, LEASE, enqueue, ensure, ensure_eq, yield_now};
 use crate::drain::{Deliver, DrainLimits, Drainer, StopReason, deliver_fn};
 use crate::outbox::{ClaimedMessage, Delivery, Message, Outbox};
 use crate::time::ManualClock;
@@ -59,29 +56,13 @@ impl Recorder {
 impl Deliver for Recorder {
     fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> crate::send::BoxFuture<'a, Delivery> {
         Box::pin(async move {
-            YieldOnce(false).await;
+            yield_now().await;
             self.delivered
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(message.id.clone());
             Delivery::Delivered
         })
-    }
-}
-
-/// Gives other tasks one turn.
-struct YieldOnce(bool);
-
-impl Future for YieldOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            Poll::Ready(())
-        } else {
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
     }
 }
 

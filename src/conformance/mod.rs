@@ -328,6 +328,27 @@ pub(crate) async fn enqueue_message(outbox: &Outbox, message: Message) -> Result
     Ok(enqueue.id().to_owned())
 }
 
+/// Gives the other tasks on the executor one turn, whatever the executor.
+pub async fn yield_now() {
+    struct YieldOnce(bool);
+    impl std::future::Future for YieldOnce {
+        type Output = ();
+        fn poll(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<()> {
+            if self.0 {
+                std::task::Poll::Ready(())
+            } else {
+                self.0 = true;
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            }
+        }
+    }
+    YieldOnce(false).await;
+}
+
 /// The ids of a claim's messages, in claim order.
 pub(crate) fn ids(claim: &crate::outbox::Claim) -> Vec<String> {
     claim.messages.iter().map(|m| m.id.clone()).collect()

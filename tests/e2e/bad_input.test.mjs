@@ -55,7 +55,12 @@ describe("bad input to the example Worker", () => {
   it("a second sign-up for an address is 409", () =>
     refused(409, () => post(JSON.stringify({ email: "EXISTING@example.com" }))));
   it("GET /signup is 405", () => refused(405, () => call("/signup")));
-  it("a missing admin token is 401", () => refused(401, () => call("/admin/outbox")));
+  it("an unknown route is 404", () => refused(404, () => call("/nowhere")));
+  it("a missing admin token is 401 with a Bearer challenge", async () => {
+    await refused(401, () => call("/admin/outbox"));
+    const response = await call("/admin/outbox/drain", { method: "POST" });
+    assert.equal(response.headers.get("www-authenticate"), "Bearer");
+  });
   it("a wrong admin token is 401", () =>
     refused(401, () => call("/admin/outbox", { headers: { authorization: "Bearer wrong" } })));
   it("a token without the Bearer scheme is 401", () =>

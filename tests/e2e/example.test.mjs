@@ -48,24 +48,6 @@ describe("example Worker", () => {
     }
   });
 
-  it("rejects bad sign-ups with 400, 405 and 413", async () => {
-    const { mf, call, signup, sink } = await example();
-    try {
-      assert.equal((await call("/signup", { method: "POST", body: "{not json" })).status, 400);
-      assert.equal((await call("/signup", { method: "POST", body: '{"mail":"a@b.c"}' })).status, 400);
-      for (const email of ["", "no-at-sign", "a@b", "a b@c.d", "@c.d", "a@.d"]) {
-        assert.equal((await signup(email)).status, 400, email);
-      }
-      const huge = JSON.stringify({ email: "a@b.co", pad: "x".repeat(10_000) });
-      assert.equal((await call("/signup", { method: "POST", body: huge })).status, 413);
-      assert.equal((await call("/signup")).status, 405);
-      assert.equal((await call("/nowhere")).status, 404);
-      assert.equal(sink.mails.length, 0);
-    } finally {
-      await mf.dispose();
-    }
-  });
-
   it("answers 409 to a second sign-up and sends one mail", async () => {
     const { mf, sink, signup, stats, cron } = await example();
     try {
@@ -160,27 +142,6 @@ describe("example Worker", () => {
       assert.equal(new Set(ids).size, 20, "no message was delivered twice");
       assert.equal(reports.reduce((sum, r) => sum + r.delivered, 0), 20);
       assert.equal(reports.reduce((sum, r) => sum + r.lease_lost, 0), 0);
-    } finally {
-      await mf.dispose();
-    }
-  });
-
-  it("refuses admin calls without the right token", async () => {
-    const { mf, call } = await example();
-    try {
-      for (const headers of [{}, { authorization: "Bearer wrong" }, { authorization: TOKEN }, { authorization: `Basic ${TOKEN}` }]) {
-        const response = await call("/admin/outbox", { headers });
-        assert.equal(response.status, 401, JSON.stringify(headers));
-        assert.equal(response.headers.get("www-authenticate"), "Bearer");
-      }
-      for (const [method, path] of [
-        ["GET", "/admin/outbox/dead"],
-        ["POST", "/admin/outbox/drain"],
-        ["DELETE", "/admin/subjects/x"],
-      ]) {
-        assert.equal((await call(path, { method })).status, 401, path);
-      }
-      assert.equal((await call("/admin/outbox", { headers: admin })).status, 200);
     } finally {
       await mf.dispose();
     }

@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use futures_executor::LocalPool;
 use futures_util::task::LocalSpawnExt;
+use workers_outbox::conformance::yield_now;
 use workers_outbox::drain::{Deliver, DrainLimits, Drainer};
 use workers_outbox::send::BoxFuture;
 use workers_outbox::{
@@ -105,7 +106,7 @@ impl Receiver {
             w.ledger().faults.overruns += 1;
             w.clock.advance(LEASE + Duration::from_secs(1));
             for _ in 0..3 {
-                YieldOnce(false).await;
+                yield_now().await;
             }
         }
         if w.random.chance(RATES.permanent) {
@@ -190,22 +191,6 @@ impl Receiver {
         }
         if earlier > 0 {
             ledger.order_violations += 1;
-        }
-    }
-}
-
-/// Gives the other tasks one turn.
-struct YieldOnce(bool);
-
-impl Future for YieldOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            Poll::Ready(())
-        } else {
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
         }
     }
 }
