@@ -15,6 +15,9 @@ say "clippy (native)"
 cargo clippy --all-targets -- -D warnings
 cargo clippy -p outbox-bench --all-targets -- -D warnings
 
+say "rustdoc (no broken links)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features conformance
+
 say "the core builds for wasm32 with its default features"
 cargo check --target wasm32-unknown-unknown -p workers-outbox
 
