@@ -56,11 +56,13 @@ impl Backoff for ExponentialBackoff {
     }
 }
 
-/// How many attempts a message gets, and the backoff between them.
+/// How many attempts a message gets, the backoff between them, and how long
+/// a message may be deferred without spending attempts.
 #[derive(Debug, Clone)]
 pub struct RetryPolicy {
     max_attempts: u32,
     backoff: Arc<dyn Backoff>,
+    defer_limit: Duration,
 }
 
 impl RetryPolicy {
@@ -81,7 +83,31 @@ impl RetryPolicy {
         Ok(RetryPolicy {
             max_attempts,
             backoff: Arc::new(backoff),
+            defer_limit: Self::DEFAULT_DEFER_LIMIT,
         })
+    }
+
+    /// How long [`defer_limit`](RetryPolicy::defer_limit) is unless set.
+    pub const DEFAULT_DEFER_LIMIT: Duration = Duration::from_secs(3 * 24 * 3600);
+
+    /// Sets how long after its enqueue a message may be rescheduled without
+    /// spending attempts (a receiver that is unavailable or throttling, a
+    /// tripped circuit breaker). Past it, every failure spends an attempt,
+    /// so nothing waits forever.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a zero limit.
+    pub fn with_defer_limit(mut self, limit: Duration) -> Result<Self> {
+        if limit.is_zero() {
+            return Err(Error::invalid("defer limit", "it is zero"));
+        }
+        self.defer_limit = limit;
+        Ok(self)
+    }
+
+    /// See [`with_defer_limit`](RetryPolicy::with_defer_limit).
+    pub fn defer_limit(&self) -> Duration {
+        self.defer_limit
     }
 
     /// The most delivery attempts a message gets before it is dead.
@@ -96,12 +122,14 @@ impl RetryPolicy {
 }
 
 impl Default for RetryPolicy {
-    /// 16 attempts with [`ExponentialBackoff::default`]: about 2.5 hours of
-    /// retrying on average before a message is dead.
+    /// 16 attempts with [`ExponentialBackoff::default`] (about 2.5 hours of
+    /// retrying on average before a message is dead), and deferrals free of
+    /// attempts for 3 days.
     fn default() -> Self {
         RetryPolicy {
             max_attempts: 16,
             backoff: Arc::new(ExponentialBackoff::default()),
+            defer_limit: Self::DEFAULT_DEFER_LIMIT,
         }
     }
 }

@@ -68,7 +68,9 @@ pub async fn erase_subject(outbox: &Outbox, inbox: &Inbox, subject: &str) -> Res
     statements.push(inbox.erase_subject_statement(subject)?);
     let outcomes = outbox.database().batch_atomic(&statements).await?;
     Ok(Erased {
-        outbox: outcomes.first().map_or(0, |outcome| outcome.rows_affected),
+        outbox: outcomes
+            .get(Outbox::ERASE_DELETE)
+            .map_or(0, |outcome| outcome.rows_affected),
         inbox: outcomes
             .get(outbox_statements)
             .map_or(0, |outcome| outcome.rows_affected),

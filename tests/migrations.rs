@@ -1,39 +1,24 @@
-//! `migrations/` (what wrangler applies to D1) holds exactly the DDL the
-//! library renders for the example's tables, so the two cannot drift.
+//! `migrations/` (what wrangler applies to D1), run in order, builds exactly
+//! the tables the library renders, so the two cannot drift.
+
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
 
-use workers_outbox::{Database, Inbox, Outbox, SqliteDatabase};
+use workers_outbox::{Database, Inbox, Outbox, SqliteDatabase, Statement};
 
 fn db() -> Arc<dyn Database> {
     Arc::new(SqliteDatabase::open_in_memory().expect("in-memory SQLite opens"))
 }
 
-#[test]
-fn the_outbox_migration_is_the_rendered_schema() {
-    let db = db();
-    let outbox = Outbox::new(db.clone(), "outbox").unwrap();
-    let inbox = Inbox::new(db, "inbox").unwrap();
-    let expected = format!("{}\n{}", outbox.schema_sql(), inbox.schema_sql());
-    let shipped = std::fs::read_to_string("migrations/0001_workers_outbox.sql").unwrap();
-    assert_eq!(
-        shipped, expected,
-        "migrations/0001_workers_outbox.sql differs from Outbox::schema_sql() + Inbox::schema_sql()"
-    );
-}
-
-#[tokio::test]
-async fn every_migration_applies_cleanly_in_order() {
-    let db = db();
+/// Runs every file of `migrations/` in order, as wrangler does.
+async fn apply_migrations(db: &Arc<dyn Database>) {
     let mut files: Vec<_> = std::fs::read_dir("migrations")
         .unwrap()
         .map(|entry| entry.unwrap().path())
         .collect();
     files.sort();
-    assert!(
-        files.len() >= 2,
-        "expected the outbox and accounts migrations"
-    );
     for file in files {
         let sql = std::fs::read_to_string(&file).unwrap();
         for statement in sql
@@ -45,9 +30,112 @@ async fn every_migration_applies_cleanly_in_order() {
             .map(str::trim)
             .filter(|s| !s.is_empty())
         {
-            db.execute(&workers_outbox::Statement::new(statement, vec![]))
+            db.execute(&Statement::new(statement, vec![]))
                 .await
                 .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         }
     }
+}
+
+/// Every column (name, type, not null, default, key position) and every
+/// index (name, unique, partial, columns) of `table`.
+async fn structure(db: &Arc<dyn Database>, table: &str) -> Vec<String> {
+    let mut facts = Vec::new();
+    let columns = db
+        .query(&Statement::new(
+            format!("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info('{table}') ORDER BY name"),
+            vec![],
+        ))
+        .await
+        .unwrap();
+    for row in columns.iter() {
+        facts.push(format!(
+            "column {} {} notnull={} default={:?} pk={}",
+            row.get::<String>("name").unwrap(),
+            row.get::<String>("type").unwrap(),
+            row.get::<i64>("notnull").unwrap(),
+            row.get::<Option<String>>("dflt_value").unwrap(),
+            row.get::<i64>("pk").unwrap(),
+        ));
+    }
+    let indexes = db
+        .query(&Statement::new(
+            format!(
+                "SELECT l.name AS name, l.\"unique\" AS u, l.partial AS partial, \
+                 (SELECT group_concat(name, ',') FROM pragma_index_info(l.name)) AS cols, \
+                 (SELECT sql FROM sqlite_master m WHERE m.name = l.name) AS sql \
+                 FROM pragma_index_list('{table}') l ORDER BY l.name"
+            ),
+            vec![],
+        ))
+        .await
+        .unwrap();
+    for row in indexes.iter() {
+        let sql = row
+            .get::<Option<String>>("sql")
+            .unwrap()
+            .unwrap_or_default();
+        let condition = sql.split_once(" WHERE ").map(|(_, c)| c.to_owned());
+        facts.push(format!(
+            "index {} unique={} partial={} on ({}) where {:?}",
+            row.get::<String>("name").unwrap(),
+            row.get::<i64>("u").unwrap(),
+            row.get::<i64>("partial").unwrap(),
+            row.get::<Option<String>>("cols")
+                .unwrap()
+                .unwrap_or_default(),
+            condition,
+        ));
+    }
+    let options = db
+        .query(&Statement::new(
+            format!("SELECT strict, wr FROM pragma_table_list('{table}')"),
+            vec![],
+        ))
+        .await
+        .unwrap();
+    for row in options.iter() {
+        facts.push(format!(
+            "strict={} without_rowid={}",
+            row.get::<i64>("strict").unwrap(),
+            row.get::<i64>("wr").unwrap()
+        ));
+    }
+    facts
+}
+
+#[tokio::test]
+async fn the_migrations_build_the_rendered_schema() {
+    let migrated = db();
+    apply_migrations(&migrated).await;
+    let fresh = db();
+    Outbox::new(fresh.clone(), "outbox")
+        .unwrap()
+        .create_schema()
+        .await
+        .unwrap();
+    Inbox::new(fresh.clone(), "inbox")
+        .unwrap()
+        .create_schema()
+        .await
+        .unwrap();
+    for table in ["outbox", "inbox"] {
+        let expected = structure(&fresh, table).await;
+        assert!(expected.len() > 3, "{table}: {expected:?}");
+        assert_eq!(
+            structure(&migrated, table).await,
+            expected,
+            "migrations/ build {table} differently from the library's schema"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_migration_applies_cleanly_in_order() {
+    let files = std::fs::read_dir("migrations").unwrap().count();
+    assert!(
+        files >= 3,
+        "expected the outbox, accounts and outbox 0.2 migrations"
+    );
+    apply_migrations(&db()).await;
 }

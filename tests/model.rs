@@ -36,8 +36,9 @@ impl Backoff for Fixed {
 enum Outcome {
     Delivered,
     Retry,
+    Unavailable,
     Permanent,
-    NotAttempted,
+    Release,
 }
 
 #[derive(Debug, Clone)]
@@ -67,8 +68,9 @@ fn op() -> impl Strategy<Value = Op> {
     let outcome = prop_oneof![
         Just(Outcome::Delivered),
         Just(Outcome::Retry),
+        Just(Outcome::Unavailable),
         Just(Outcome::Permanent),
-        Just(Outcome::NotAttempted),
+        Just(Outcome::Release),
     ];
     prop_oneof![
         4 => (proptest::option::of(0u8..2), proptest::option::of(1u8..20), proptest::option::of(0u8..3))
@@ -80,6 +82,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Purge),
     ]
 }
+
+type Snapshot = (String, &'static str, i64, bool, u32, u32);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -96,6 +100,8 @@ struct Row {
     /// The lease generation holding the row, if leased.
     lease: Option<u64>,
     attempts: u32,
+    /// Leases in a row that expired without a settle.
+    unsettled: u32,
     key: Option<u8>,
     seq: u32,
     dedup: Option<u8>,
@@ -128,8 +134,9 @@ impl Model {
         }
     }
 
-    /// The rows as (id, state, due, leased, attempts), sorted by id.
-    fn snapshot(&self) -> Vec<(String, &'static str, i64, bool, u32)> {
+    /// The rows as (id, state, due, leased, attempts, unsettled leases),
+    /// sorted by id.
+    fn snapshot(&self) -> Vec<Snapshot> {
         let mut rows: Vec<_> = self
             .rows
             .iter()
@@ -145,6 +152,7 @@ impl Model {
                     row.due,
                     row.lease.is_some(),
                     row.attempts,
+                    row.unsettled,
                 )
             })
             .collect();
@@ -180,9 +188,9 @@ impl Real {
         }
     }
 
-    fn snapshot(&self) -> Vec<(String, &'static str, i64, bool, u32)> {
+    fn snapshot(&self) -> Vec<Snapshot> {
         let rows = block_on(self.db.query(&Statement::new(
-            "SELECT id, state, due_at, lease_token, attempts FROM outbox ORDER BY id",
+            "SELECT id, state, due_at, lease_token, attempts, unsettled_leases FROM outbox ORDER BY id",
             vec![],
         )))
         .unwrap();
@@ -199,6 +207,7 @@ impl Real {
                     row.get("due_at").unwrap(),
                     row.get::<Option<String>>("lease_token").unwrap().is_some(),
                     row.get("attempts").unwrap(),
+                    row.get("unsettled_leases").unwrap(),
                 )
             })
             .collect()
@@ -242,6 +251,7 @@ fn step(model: &mut Model, real: &mut Real, op: &Op) -> Result<(), TestCaseError
                     due,
                     lease: None,
                     attempts: 0,
+                    unsettled: 0,
                     key,
                     seq: latest.map_or(1, |seq| seq + 1),
                     dedup,
@@ -263,14 +273,18 @@ fn step(model: &mut Model, real: &mut Real, op: &Op) -> Result<(), TestCaseError
             let mut leased = Vec::new();
             let mut exhausted = Vec::new();
             for row in due.into_iter().take(usize::from(n)) {
+                // A lease still on a due row expired without a settle.
+                if row.lease.is_some() {
+                    row.unsettled += 1;
+                }
                 if row.attempts >= MAX_ATTEMPTS {
                     row.state = State::Dead;
                     row.due = model.now;
                     row.lease = None;
                     exhausted.push(row.id.clone());
                 } else {
+                    // A claim spends no attempt.
                     model.generations += 1;
-                    row.attempts += 1;
                     row.due = model.now + LEASE_MS;
                     row.lease = Some(model.generations);
                     leased.push((row.id.clone(), model.generations));
@@ -280,7 +294,10 @@ fn step(model: &mut Model, real: &mut Real, op: &Op) -> Result<(), TestCaseError
             let model_ids: Vec<String> = leased.iter().map(|(id, _)| id.clone()).collect();
             prop_assert_eq!(real_ids, model_ids, "claimed rows");
             prop_assert_eq!(claim.exhausted, exhausted, "rows parked by the claim");
-            for (message, (_, generation)) in claim.messages.iter().zip(leased) {
+            for (message, (id, generation)) in claim.messages.iter().zip(leased) {
+                let row = model.row(&id).unwrap();
+                prop_assert_eq!(message.attempt(), row.attempts + 1, "attempt of {}", id);
+                prop_assert_eq!(message.unsettled_leases(), row.unsettled, "suspect {}", id);
                 real.leases.push((message.lease().clone(), generation));
             }
         }
@@ -294,12 +311,24 @@ fn step(model: &mut Model, real: &mut Real, op: &Op) -> Result<(), TestCaseError
                 Outcome::Retry => Delivery::Retry {
                     error: "503".into(),
                 },
+                Outcome::Unavailable => Delivery::unavailable("429", None),
                 Outcome::Permanent => Delivery::Permanent {
                     error: "400".into(),
                 },
-                Outcome::NotAttempted => Delivery::NotAttempted,
+                Outcome::Release => Delivery::Delivered,
             };
-            let report = block_on(real.outbox.settle(&[(&handle, delivery)])).unwrap();
+            let report = match outcome {
+                Outcome::Release => {
+                    let mut report = workers_outbox::outbox::SettleReport::default();
+                    match block_on(real.outbox.release(&handle)) {
+                        Ok(()) => report.released = 1,
+                        Err(Error::LeaseLost { id }) => report.lease_lost.push(id),
+                        Err(error) => panic!("release failed: {error}"),
+                    }
+                    report
+                }
+                _ => block_on(real.outbox.settle(&[(&handle, delivery)])).unwrap(),
+            };
             let now = model.now;
             let holds = model
                 .row(handle.id())
@@ -309,6 +338,7 @@ fn step(model: &mut Model, real: &mut Real, op: &Op) -> Result<(), TestCaseError
                 return Ok(());
             }
             let row = model.row(handle.id()).unwrap();
+            let attempt = handle.attempt();
             match outcome {
                 Outcome::Delivered => {
                     let key = row.key;
@@ -318,21 +348,29 @@ fn step(model: &mut Model, real: &mut Real, op: &Op) -> Result<(), TestCaseError
                     }
                     prop_assert_eq!(report.completed, 1);
                 }
-                Outcome::Retry if row.attempts >= MAX_ATTEMPTS => {
+                Outcome::Retry if attempt >= MAX_ATTEMPTS => {
                     (row.state, row.due, row.lease) = (State::Dead, now, None);
+                    (row.attempts, row.unsettled) = (attempt, 0);
                     prop_assert_eq!(report.dead, 1);
                 }
                 Outcome::Retry => {
                     (row.due, row.lease) = (now + BACKOFF_MS, None);
+                    (row.attempts, row.unsettled) = (attempt, 0);
                     prop_assert_eq!(report.retried, 1);
+                }
+                Outcome::Unavailable => {
+                    (row.due, row.lease) = (now + BACKOFF_MS, None);
+                    (row.attempts, row.unsettled) = (attempt - 1, 0);
+                    prop_assert_eq!(report.deferred, 1);
                 }
                 Outcome::Permanent => {
                     (row.state, row.due, row.lease) = (State::Dead, now, None);
+                    (row.attempts, row.unsettled) = (attempt, 0);
                     prop_assert_eq!(report.dead, 1);
                 }
-                Outcome::NotAttempted => {
+                Outcome::Release => {
                     (row.due, row.lease) = (now, None);
-                    row.attempts -= 1;
+                    row.attempts = attempt - 1;
                     prop_assert_eq!(report.released, 1);
                 }
             }

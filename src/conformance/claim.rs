@@ -10,6 +10,7 @@ use super::{
 };
 use crate::database::Statement;
 use crate::error::Error;
+use crate::outbox::Fate;
 use crate::outbox::{Delivery, Message, Outbox};
 
 pub(crate) async fn one_round_trip_per_claim_whatever_the_batch(h: Harness) -> CaseResult {
@@ -92,9 +93,13 @@ pub(crate) async fn leased_rows_are_skipped_until_the_lease_expires(h: Harness) 
     h.clock().advance(Duration::from_millis(1));
     let again = outbox.claim(10, LEASE).await?;
     ensure_eq!(ids(&again), ids(&first));
+    // The lapsed leases spent no attempt; their rows come back suspects.
     ensure!(
-        again.messages.iter().all(|m| m.attempt() == 2),
-        "second attempts"
+        again
+            .messages
+            .iter()
+            .all(|m| m.attempt() == 1 && m.unsettled_leases() == 1),
+        "second claims"
     );
     ensure!(
         again.messages[0].lease() != first.messages[0].lease(),
@@ -163,16 +168,23 @@ pub(crate) async fn claim_searches_and_never_scans(h: Harness) -> CaseResult {
         "claim",
         outbox.claim_statement(100, LEASE)?.statement().clone(),
     )];
-    for (name, delivery) in [
-        ("complete", Delivery::Delivered),
-        ("retry", Delivery::Retry { error: "e".into() }),
-        ("dead", Delivery::Permanent { error: "e".into() }),
-        ("release", Delivery::NotAttempted),
+    for (name, fate) in [
+        ("complete", Delivery::Delivered.into()),
+        ("retry", Delivery::retry("e").into()),
+        ("defer", Delivery::unavailable("e", None).into()),
+        ("dead", Delivery::permanent("e").into()),
+        (
+            "release",
+            Fate::Release {
+                due: h.later(LEASE)?,
+            },
+        ),
     ] {
-        for statement in outbox.prepare_settle(&[(lease, delivery)])?.statements() {
+        for statement in outbox.prepare_fates(&[(lease, fate)])?.statements() {
             statements.push((name, statement.clone()));
         }
     }
+    statements.push(("isolate", outbox.isolate_statement(lease, LEASE)?.0));
     statements.push((
         "ordered enqueue",
         outbox

@@ -219,7 +219,11 @@ pub(crate) async fn pre_leased_message_settles_in_one_round_trip(h: Harness) -> 
     h.clock().advance(LEASE);
     let claim = outbox.claim(10, LEASE).await?;
     ensure_eq!(ids(&claim), vec![abandoned.id.clone()]);
-    ensure_eq!(claim.messages[0].attempt(), 2);
+    // An abandoned lease spends no attempt, and marks the message a suspect.
+    ensure_eq!(
+        (claim.messages[0].attempt(), claim.messages[0].is_suspect()),
+        (1, true)
+    );
     let stale = outbox.complete(abandoned.lease()).await;
     ensure!(
         matches!(stale, Err(Error::LeaseLost { .. })),

@@ -18,7 +18,8 @@ async fn loose_outbox(h: &Harness) -> Result<Outbox, Failure> {
             "CREATE TABLE \"{table}\" (state TEXT NOT NULL, due_at INTEGER NOT NULL, id TEXT NOT NULL, \
              topic TEXT, payload, subject TEXT, dedup_key TEXT, ordering_key TEXT, seq INTEGER, \
              id_given INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0, lease_token TEXT, \
-             last_error TEXT, created_at INTEGER NOT NULL, PRIMARY KEY (state, due_at, id)) WITHOUT ROWID"
+             last_error TEXT, created_at INTEGER NOT NULL, \
+             unsettled_leases INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (state, due_at, id)) WITHOUT ROWID"
         ),
         vec![],
     )

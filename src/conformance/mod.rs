@@ -167,7 +167,7 @@ pub fn cases() -> Vec<Case> {
         settle::stale_holder_is_fenced_and_changes_nothing,
         settle::batched_settle_is_one_round_trip_and_reports_each_row,
         settle::expired_lease_settles_if_nobody_took_it,
-        settle::exhausted_rows_die_at_the_next_claim,
+        settle::unsettled_leases_spend_attempts_only_when_alone,
         settle::released_lease_does_not_count_an_attempt,
         dead_letters::dead_messages_are_listed_and_replayed,
         dead_letters::replaying_an_unknown_id_is_not_found,

@@ -142,9 +142,7 @@ pub(crate) async fn batched_settle_is_one_round_trip_and_reports_each_row(
     let claim = outbox.claim(5, LEASE).await?;
     let m = &claim.messages;
     // One of them is leased again by someone else before the settle.
-    outbox
-        .settle(&[(m[4].lease(), Delivery::NotAttempted)])
-        .await?;
+    outbox.release(m[4].lease()).await?;
     let taken = outbox.claim(1, LEASE).await?;
     ensure_eq!(ids(&taken), vec![m[4].id.clone()]);
 
@@ -193,22 +191,34 @@ pub(crate) async fn expired_lease_settles_if_nobody_took_it(h: Harness) -> CaseR
     Ok(())
 }
 
-pub(crate) async fn exhausted_rows_die_at_the_next_claim(h: Harness) -> CaseResult {
+pub(crate) async fn unsettled_leases_spend_attempts_only_when_alone(h: Harness) -> CaseResult {
     let outbox = h.outbox_named("outbox", 2).await?;
     let id = enqueue(&outbox, "mail").await?;
+    // A batch lease that expires unsettled (a lost claim reply, a crash
+    // elsewhere in the batch) spends nothing; the row comes back a suspect.
+    let first = outbox.claim(10, LEASE).await?;
+    ensure!(!first.messages[0].is_suspect(), "fresh row is a suspect");
+    h.clock().advance(LEASE);
     for attempt in 1..=2 {
         let claim = outbox.claim(10, LEASE).await?;
-        ensure_eq!(claim.messages[0].attempt(), attempt);
-        h.clock().advance(LEASE); // the drainer died mid-delivery
+        let message = &claim.messages[0];
+        ensure_eq!(
+            (message.attempt(), message.unsettled_leases()),
+            (attempt, attempt)
+        );
+        // Delivered alone, spending its attempt up front; the drainer dies.
+        let (isolate, _) = outbox.isolate_statement(message.lease(), LEASE)?;
+        ensure_eq!(h.db().execute(&isolate).await?, 1);
+        h.clock().advance(LEASE);
     }
     let claim = outbox.claim(10, LEASE).await?;
     ensure!(claim.messages.is_empty(), "leased past the last attempt");
     ensure_eq!(claim.exhausted, vec![id.clone()]);
     let dead = dead(&outbox, &id).await?;
-    ensure_eq!(dead.attempts, 2);
+    ensure_eq!((dead.attempts, dead.unsettled_leases), (2, 3));
     let error = dead.last_error.unwrap_or_default();
     ensure!(
-        error.starts_with("attempts exhausted"),
+        error.starts_with("attempts exhausted (2 of 2): the lease of the last attempt, delivered alone, expired without a settle, so its outcome is unknown"),
         "last error {error:?}"
     );
     Ok(())
@@ -218,10 +228,7 @@ pub(crate) async fn released_lease_does_not_count_an_attempt(h: Harness) -> Case
     let outbox = h.outbox().await?;
     enqueue(&outbox, "mail").await?;
     let claim = outbox.claim(1, LEASE).await?;
-    let report = outbox
-        .settle(&[(claim.messages[0].lease(), Delivery::NotAttempted)])
-        .await?;
-    ensure_eq!(report.released, 1);
+    outbox.release(claim.messages[0].lease()).await?;
     let again = outbox.claim(1, LEASE).await?;
     ensure_eq!(again.messages[0].attempt(), 1);
     Ok(())

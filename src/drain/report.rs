@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::Error;
+use crate::outbox::SettleReport;
 
 /// Why a drain stopped.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -13,7 +14,7 @@ use crate::error::Error;
 pub enum StopReason {
     /// No due message was left.
     Drained,
-    /// Another batch would have exceeded the database query budget.
+    /// Another call would have left no query for the last settle.
     QueryBudget,
     /// Another batch might not have finished before the deadline.
     Deadline,
@@ -48,24 +49,39 @@ pub struct DrainReport {
     pub claimed: u32,
     /// Messages delivered and deleted.
     pub delivered: u32,
-    /// Messages rescheduled after a retryable failure.
+    /// Messages rescheduled after a failure that spent an attempt.
     pub retried: u32,
+    /// Messages rescheduled without spending an attempt: the receiver was
+    /// unavailable or throttling, or its topic's circuit opened.
+    pub deferred: u32,
     /// Messages parked as dead (permanent failure, last attempt, or
     /// undecodable).
     pub dead: u32,
-    /// Settles refused because the lease had passed to someone else.
+    /// Settles refused because the lease had passed to someone else (after
+    /// a retried settle, possibly our own first try).
     pub lease_lost: u32,
-    /// Messages not attempted for lack of time; due again at once.
+    /// Messages given back unattempted (no time left, or handed back by the
+    /// circuit breaker); no attempt spent.
     pub released: u32,
-    /// Of the retried, the attempts that hit the delivery timeout.
+    /// Of the released, those of a topic whose circuit opened; due again
+    /// after the cooldown.
+    pub handed_back: u32,
+    /// Deliveries that hit the delivery timeout.
     pub timed_out: u32,
+    /// Suspects (a lease expired unsettled) delivered alone.
+    pub suspects: u32,
     /// Claimed rows that could not be decoded (counted in `dead` once
     /// parked).
     pub malformed: u32,
-    /// Batches delivered (each claimed, or handed over pre-leased).
+    /// Claims made.
     pub batches: u32,
-    /// Database calls made (claims and settles; each one round trip).
+    /// Database calls made (claims, settles and their retries; each one
+    /// round trip).
     pub queries: u32,
+    /// Settle calls sent again after a transient error.
+    pub settle_retries: u32,
+    /// Topics whose circuit opened in this run.
+    pub tripped: Vec<String>,
     /// Wall-clock time taken, in milliseconds.
     #[serde(rename = "elapsed_ms", serialize_with = "as_millis")]
     pub elapsed: Duration,
@@ -83,16 +99,30 @@ impl DrainReport {
             claimed: 0,
             delivered: 0,
             retried: 0,
+            deferred: 0,
             dead: 0,
             lease_lost: 0,
             released: 0,
+            handed_back: 0,
             timed_out: 0,
+            suspects: 0,
             malformed: 0,
             batches: 0,
             queries: 0,
+            settle_retries: 0,
+            tripped: Vec::new(),
             elapsed: Duration::ZERO,
             stopped: StopReason::Drained,
         }
+    }
+
+    pub(crate) fn tally(&mut self, settled: SettleReport) {
+        self.delivered += settled.completed;
+        self.retried += settled.retried;
+        self.deferred += settled.deferred;
+        self.dead += settled.dead;
+        self.released += settled.released;
+        self.lease_lost += u32::try_from(settled.lease_lost.len()).unwrap_or(u32::MAX);
     }
 }
 
@@ -101,18 +131,24 @@ impl fmt::Display for DrainReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "outbox drain: {} claimed, {} delivered, {} retried ({} timed out), {} dead, \
-             {} lease lost, {} released, {} malformed; {} batches, {} queries, {} ms; stopped: {}",
+            "outbox drain: {} claimed, {} delivered, {} retried, {} deferred, {} timed out, {} dead, \
+             {} lease lost, {} released ({} handed back), {} suspects alone, {} malformed; \
+             {} batches, {} queries ({} settle retries), {} ms; circuit open: [{}]; stopped: {}",
             self.claimed,
             self.delivered,
             self.retried,
+            self.deferred,
             self.timed_out,
             self.dead,
             self.lease_lost,
             self.released,
+            self.handed_back,
+            self.suspects,
             self.malformed,
             self.batches,
             self.queries,
+            self.settle_retries,
+            self.tripped.join(", "),
             self.elapsed.as_millis(),
             self.stopped
         )

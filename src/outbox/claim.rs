@@ -21,6 +21,9 @@ pub struct LeaseHandle {
     pub(crate) until: Timestamp,
     pub(crate) attempt: u32,
     pub(crate) ordering_key: Option<String>,
+    /// When the message was enqueued: bounds how long it may be deferred
+    /// without spending attempts.
+    pub(crate) created_at: Timestamp,
 }
 
 impl LeaseHandle {
@@ -53,6 +56,8 @@ pub struct ClaimedMessage {
     pub subject: Option<String>,
     /// When the message was enqueued.
     pub created_at: Timestamp,
+    /// How many leases in a row expired without a settle before this one.
+    pub(crate) unsettled_leases: u32,
     pub(crate) lease: LeaseHandle,
 }
 
@@ -65,6 +70,19 @@ impl ClaimedMessage {
     /// Which attempt this delivery is (1 for the first).
     pub fn attempt(&self) -> u32 {
         self.lease.attempt
+    }
+
+    /// How many leases of this message in a row expired without a settle:
+    /// its delivery may have crashed a drainer, or succeeded with its settle
+    /// lost. A drainer delivers such a message alone.
+    pub fn unsettled_leases(&self) -> u32 {
+        self.unsettled_leases
+    }
+
+    /// Whether the message is a suspect (see
+    /// [`unsettled_leases`](ClaimedMessage::unsettled_leases)).
+    pub fn is_suspect(&self) -> bool {
+        self.unsettled_leases > 0
     }
 
     /// The payload decoded as `T`.
@@ -154,33 +172,44 @@ impl ClaimStatement {
                 lease: None,
             })
         })?;
-        let lease = |attempt, ordering_key| LeaseHandle {
+        let lease = |attempt, ordering_key, created_at| LeaseHandle {
             id: id.clone(),
             token: self.token.clone(),
             until: self.until,
             attempt,
             ordering_key,
+            created_at,
         };
         let decoded = (|| {
             if row.get::<String>(col::STATE)? == state::DEAD {
                 return Ok(Returned::Exhausted(id.clone()));
             }
+            // A claim spends no attempt: this lease is attempt `attempts + 1`.
+            let attempts: u32 = row.get(col::ATTEMPTS)?;
+            let created_at = row.get(col::CREATED_AT)?;
             Ok(Returned::Leased(ClaimedMessage {
                 id: id.clone(),
                 topic: row.get(col::TOPIC)?,
                 payload: row.get(col::PAYLOAD)?,
                 subject: row.get(col::SUBJECT)?,
-                created_at: row.get(col::CREATED_AT)?,
-                lease: lease(row.get(col::ATTEMPTS)?, row.get(col::ORDERING_KEY)?),
+                created_at,
+                unsettled_leases: row.get(col::UNSETTLED_LEASES)?,
+                lease: lease(
+                    attempts.saturating_add(1),
+                    row.get(col::ORDERING_KEY)?,
+                    created_at,
+                ),
             }))
         })();
         decoded.map_err(|error: Error| {
             // Only good for burying the row: an unreadable attempt count
             // counts as the last, so even a retry parks it.
-            let attempt = row.get::<u32>(col::ATTEMPTS).unwrap_or(u32::MAX);
+            let attempt = row
+                .get::<u32>(col::ATTEMPTS)
+                .map_or(u32::MAX, |attempts| attempts.saturating_add(1));
             Box::new(MalformedMessage {
                 error: error.in_row(&self.table, Some(&id)),
-                lease: Some(lease(attempt, None)),
+                lease: Some(lease(attempt, None, Timestamp::EPOCH)),
             })
         })
     }
@@ -221,7 +250,9 @@ impl Outbox {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] unless `1 <= limit <= MAX_CLAIM` and the lease
-    /// is 1 ms to 24 h; any database error (nothing was leased then).
+    /// is 1 ms to 24 h; any database error. A failed claim may still have
+    /// committed: its rows come back when the lease ends, as suspects, with
+    /// no attempt spent.
     pub async fn claim(&self, limit: u32, lease: Duration) -> Result<Claim> {
         let claim = self.claim_statement(limit, lease)?;
         let rows = self.inner.db.query(claim.statement()).await?;
@@ -278,12 +309,23 @@ impl Outbox {
         let when_exhausted = |dead: Expr, leased: Expr| -> Expr {
             Expr::case(exhausted(), dead).finally(leased).into()
         };
-        let exhausted_error = Expr::val(format!(
-            "attempts exhausted: the lease of attempt {max_attempts} of {max_attempts} expired without a settle; previous error: "
-        ))
-        .binary(
-            BinOper::Custom("||"),
-            Expr::col(col::LAST_ERROR).if_null("none"),
+        // A token left on a due row means its last lease expired unsettled.
+        let lease_expired = || Expr::col(col::LEASE_TOKEN).is_not_null();
+        let last_error = || Expr::col(col::LAST_ERROR).if_null("none");
+        let exhausted_error = Expr::case(
+            lease_expired(),
+            Expr::val(format!(
+                "attempts exhausted ({max_attempts} of {max_attempts}): the lease of the last attempt, \
+                 delivered alone, expired without a settle, so its outcome is unknown (the delivery \
+                 may have crashed its drainer, or succeeded and its settle was lost); last receiver error: "
+            ))
+            .binary(BinOper::Custom("||"), last_error()),
+        )
+        .finally(
+            Expr::val(format!(
+                "attempts exhausted: the retry policy allows {max_attempts}; last error: "
+            ))
+            .binary(BinOper::Custom("||"), last_error()),
         );
 
         let mut update = Query::update();
@@ -302,12 +344,13 @@ impl Outbox {
                 when_exhausted(Expr::val(Option::<String>::None), token.as_str().into()),
             )
             .value(
-                col::ATTEMPTS,
-                when_exhausted(Expr::col(col::ATTEMPTS), Expr::col(col::ATTEMPTS).add(1)),
+                col::UNSETTLED_LEASES,
+                Expr::case(lease_expired(), Expr::col(col::UNSETTLED_LEASES).add(1))
+                    .finally(Expr::col(col::UNSETTLED_LEASES)),
             )
             .value(
                 col::LAST_ERROR,
-                when_exhausted(exhausted_error, Expr::col(col::LAST_ERROR)),
+                when_exhausted(exhausted_error.into(), Expr::col(col::LAST_ERROR)),
             )
             .and_where(Expr::col(col::STATE).eq(state::READY))
             // Rows up to and including the boundary in (due_at, id) order:
@@ -330,6 +373,7 @@ impl Outbox {
                 col::ORDERING_KEY,
                 col::ATTEMPTS,
                 col::CREATED_AT,
+                col::UNSETTLED_LEASES,
             ]))
             .with_cte(WithClause::new().cte(boundary).to_owned());
         Ok(ClaimStatement {
@@ -338,5 +382,33 @@ impl Outbox {
             until,
             table,
         })
+    }
+}
+
+impl Outbox {
+    /// Re-leases a suspect on its own, spending its attempt up front: if its
+    /// delivery kills the drainer again, the attempt is gone, and a message
+    /// that always does dies after the policy's attempts. Fenced by the
+    /// current lease (0 rows when it no longer holds).
+    pub(crate) fn isolate_statement(
+        &self,
+        current: &LeaseHandle,
+        lease: Duration,
+    ) -> Result<(Statement, LeaseHandle)> {
+        check_lease(lease)?;
+        let now = self.now();
+        let alone = LeaseHandle {
+            token: self.new_ulid(now),
+            until: now.checked_add(lease)?,
+            ..current.clone()
+        };
+        let mut update = Query::update();
+        update
+            .table(self.table_name())
+            .value(col::DUE_AT, alone.until.as_unix_millis())
+            .value(col::LEASE_TOKEN, alone.token.as_str())
+            .value(col::ATTEMPTS, i64::from(alone.attempt))
+            .and_where(Self::held_by(current));
+        Ok((Statement::from_query(&update)?, alone))
     }
 }

@@ -139,7 +139,8 @@ impl Outbox {
             message: &message,
             id: &id,
             due_at: until,
-            attempts: 1,
+            // Spent only by a failed outcome, like a claimed lease.
+            attempts: 0,
             lease_token: Some(&token),
             created_at: now,
         })?;
@@ -149,12 +150,14 @@ impl Outbox {
             payload: message.payload,
             subject: message.subject,
             created_at: now,
+            unsettled_leases: 0,
             lease: LeaseHandle {
                 id: id.clone(),
                 token,
                 until,
                 attempt: 1,
                 ordering_key: None,
+                created_at: now,
             },
         };
         Ok(LeasedEnqueue {

@@ -16,9 +16,16 @@
 //! - **Fencing**: `complete`, `retry` and `dead` name the lease they hold and
 //!   apply only while it still holds; otherwise they return
 //!   [`Error::LeaseLost`](crate::Error::LeaseLost) and change nothing.
-//! - **Attempts** are counted when a lease is taken (a drainer that dies
-//!   mid-delivery used an attempt). A claim never leases a row that has used
+//! - **Attempts** are spent by outcomes that blame the message: a failed
+//!   delivery ([`Delivery::Retry`], [`Delivery::RetryAfter`]), not a receiver
+//!   that is down or throttling ([`Delivery::Unavailable`]) and not a claim
+//!   or settle call that was lost. A claim never leases a row that has used
 //!   all its attempts; it parks it as dead instead.
+//! - **Suspects**: a row whose lease expired without any settle may have
+//!   crashed its drainer. The next claim marks it (`unsettled_leases`), and
+//!   the drainer delivers it alone under a lease of its own, which spends an
+//!   attempt up front: a message that kills its drainer every time dies after
+//!   the policy's attempts, and costs no other message an attempt.
 //! - **Ordering keys**: rows sharing a key are delivered one at a time in
 //!   enqueue order. Only the oldest row of a key is ever `ready`; the rest
 //!   wait. A dead row keeps blocking its key until it is replayed (and then
@@ -47,6 +54,7 @@ pub use enqueue::{Enqueue, LeasedEnqueue};
 pub(crate) use message::check_key;
 pub use message::{Message, MessageLimits};
 pub use records::{MessageState, StoredMessage};
+pub(crate) use settle::Fate;
 pub use settle::{Delivery, PreparedSettle, SettleReport};
 pub use stats::OutboxStats;
 
@@ -74,6 +82,7 @@ pub(crate) mod col {
     pub(crate) const LEASE_TOKEN: &str = "lease_token";
     pub(crate) const LAST_ERROR: &str = "last_error";
     pub(crate) const CREATED_AT: &str = "created_at";
+    pub(crate) const UNSETTLED_LEASES: &str = "unsettled_leases";
 }
 
 /// The values of the `state` column.

@@ -38,8 +38,14 @@ pub struct StoredMessage {
     pub dedup_key: Option<String>,
     /// Its ordering key.
     pub ordering_key: Option<String>,
-    /// Delivery attempts started so far.
+    /// Attempts spent so far: failed deliveries, and leases of the message
+    /// delivered alone that expired without a settle.
     pub attempts: u32,
+    /// Leases in a row that expired without a settle. Non-zero means the
+    /// outcome of the latest delivery is **unknown**: it may have crashed its
+    /// drainer, or succeeded with its settle lost. Check with the receiver
+    /// before replaying such a dead message.
+    pub unsettled_leases: u32,
     /// The latest failure, if any.
     pub last_error: Option<String>,
     /// Pending: when it is next due. Leased: when the lease ends. Dead: when
@@ -50,7 +56,7 @@ pub struct StoredMessage {
 }
 
 /// The columns [`decode`] reads.
-pub(crate) const COLUMNS: [&str; 12] = [
+pub(crate) const COLUMNS: [&str; 13] = [
     col::STATE,
     col::DUE_AT,
     col::ID,
@@ -63,6 +69,7 @@ pub(crate) const COLUMNS: [&str; 12] = [
     col::LEASE_TOKEN,
     col::LAST_ERROR,
     col::CREATED_AT,
+    col::UNSETTLED_LEASES,
 ];
 
 /// Decodes a row read with [`COLUMNS`]; errors name the table and row.
@@ -97,6 +104,7 @@ pub(crate) fn decode(row: Row<'_>, table: &str, now: Timestamp) -> Result<Stored
             dedup_key: row.get(col::DEDUP_KEY)?,
             ordering_key: row.get(col::ORDERING_KEY)?,
             attempts: row.get(col::ATTEMPTS)?,
+            unsettled_leases: row.get(col::UNSETTLED_LEASES)?,
             last_error: row.get(col::LAST_ERROR)?,
             due_at,
             created_at: row.get(col::CREATED_AT)?,

@@ -2,6 +2,9 @@
 --   state   'ready'   deliverable from due_at on; while leased, due_at is the lease's end
 --           'waiting' queued behind an earlier row with the same ordering_key
 --           'dead'    parked after a permanent failure or its last attempt; due_at = when it died
+-- attempts counts failed deliveries (and leases of a message delivered alone that expired unsettled);
+-- unsettled_leases counts the leases in a row that expired without a settle: a message with one
+-- is a suspect, delivered alone until its outcome is known.
 -- The primary key leads with (state, due_at), so a claim reads only due rows.
 -- (`state` has no CHECK constraint: on D1 it costs a row read per claimed row. The
 -- decoder rejects unknown states instead.)
@@ -20,6 +23,7 @@ CREATE TABLE IF NOT EXISTS "{table}" (
     lease_token  TEXT,
     last_error   TEXT,
     created_at   INTEGER NOT NULL,
+    unsettled_leases INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (state, due_at, id)
 ) STRICT, WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_dedup" ON "{table}" (dedup_key) WHERE dedup_key IS NOT NULL;

@@ -1,5 +1,5 @@
-//! Settling leased messages: complete, retry or dead, fenced by the lease,
-//! many at once in one atomic batch.
+//! Settling leased messages: complete, reschedule, bury or release, fenced
+//! by the lease, many at once in one atomic batch.
 
 use std::time::Duration;
 
@@ -9,56 +9,158 @@ use super::claim::LeaseHandle;
 use super::{Outbox, col, state};
 use crate::database::{Outcome, Statement};
 use crate::error::{Error, Result};
+use crate::time::Timestamp;
 
 /// How a delivery attempt ended, as the deliverer reports it; settling a
 /// lease with it decides the row's fate.
+///
+/// Pick the variant by whom the failure blames: the message (`Retry`,
+/// `RetryAfter`, `Permanent`: attempts are spent) or the receiver as a whole
+/// (`Unavailable`: no attempt is spent).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Delivery {
     /// Delivered: the row is deleted.
     Delivered,
-    /// Failed for now: retry after the policy's backoff, or park the message
-    /// as dead if this was its last attempt.
+    /// This message failed for now: spend an attempt and retry after the
+    /// policy's backoff, or park the message as dead if this was its last
+    /// attempt.
     Retry {
         /// Why the attempt failed (kept as `last_error`).
         error: String,
     },
-    /// Failed for now, and the receiver said when to come back (e.g. HTTP
-    /// `Retry-After`); the wait is capped at 24 h.
+    /// As [`Retry`](Delivery::Retry), and the receiver said when to come
+    /// back: the wait is the longer of `delay` and the policy's backoff for
+    /// this attempt, at most 24 h.
     RetryAfter {
         /// Why the attempt failed.
         error: String,
-        /// How long to wait.
+        /// The receiver's wait (e.g. HTTP `Retry-After`).
         delay: Duration,
+    },
+    /// The receiver is down, overloaded or throttling (HTTP 429, 503): not
+    /// this message's fault. Rescheduled after the policy's backoff (or
+    /// `retry_after`, if longer) **without spending an attempt**, until the
+    /// message is older than [`RetryPolicy::defer_limit`](crate::RetryPolicy::defer_limit);
+    /// then it spends attempts like [`Retry`](Delivery::Retry), so nothing
+    /// waits forever.
+    Unavailable {
+        /// What the receiver said.
+        error: String,
+        /// The receiver's wait, if it gave one.
+        retry_after: Option<Duration>,
     },
     /// Can never succeed (e.g. HTTP 400): park the message as dead.
     Permanent {
         /// Why (kept as `last_error`).
         error: String,
     },
-    /// Not attempted (no time was left): give the lease back as if the
-    /// message had never been claimed; it is due again at once and the
-    /// attempt is not counted.
-    NotAttempted,
+}
+
+impl Delivery {
+    /// A [`Delivery::Retry`].
+    pub fn retry(error: impl Into<String>) -> Self {
+        Delivery::Retry {
+            error: error.into(),
+        }
+    }
+
+    /// A [`Delivery::Permanent`].
+    pub fn permanent(error: impl Into<String>) -> Self {
+        Delivery::Permanent {
+            error: error.into(),
+        }
+    }
+
+    /// A [`Delivery::Unavailable`].
+    pub fn unavailable(error: impl Into<String>, retry_after: Option<Duration>) -> Self {
+        Delivery::Unavailable {
+            error: error.into(),
+            retry_after,
+        }
+    }
+
+    /// Whether this is a failure that may pass (anything but `Delivered` and
+    /// `Permanent`).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Delivery::Retry { .. } | Delivery::RetryAfter { .. } | Delivery::Unavailable { .. }
+        )
+    }
+}
+
+/// What a settle does to one leased row: a [`Delivery`] verdict, or the
+/// drainer's own decision for a message it did not attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fate {
+    /// Delete the row.
+    Complete,
+    /// Due again after the backoff (or `not_before`, if longer). `charged`
+    /// spends the lease's attempt; otherwise it is handed back, unless the
+    /// message is older than the policy's deferral limit.
+    Reschedule {
+        error: String,
+        not_before: Option<Duration>,
+        charged: bool,
+    },
+    /// Park the row as dead.
+    Bury { error: String },
+    /// Not attempted: give the lease back, due at `due`, no attempt spent.
+    Release { due: Timestamp },
+}
+
+impl From<Delivery> for Fate {
+    fn from(delivery: Delivery) -> Self {
+        match delivery {
+            Delivery::Delivered => Fate::Complete,
+            Delivery::Retry { error } => Fate::Reschedule {
+                error,
+                not_before: None,
+                charged: true,
+            },
+            Delivery::RetryAfter { error, delay } => Fate::Reschedule {
+                error,
+                not_before: Some(delay),
+                charged: true,
+            },
+            Delivery::Unavailable { error, retry_after } => Fate::Reschedule {
+                error,
+                not_before: retry_after,
+                charged: false,
+            },
+            Delivery::Permanent { error } => Fate::Bury { error },
+        }
+    }
 }
 
 /// What a settle did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SettleReport {
     /// Rows deleted after delivery.
     pub completed: u32,
-    /// Rows rescheduled.
+    /// Rows rescheduled, an attempt spent.
     pub retried: u32,
+    /// Rows rescheduled without spending an attempt (receiver unavailable,
+    /// circuit open).
+    pub deferred: u32,
     /// Rows parked as dead (a permanent failure, or the last attempt failed).
     pub dead: u32,
     /// Leases given back unattempted.
     pub released: u32,
-    /// Ids whose lease no longer held; nothing was changed for them.
+    /// Ids whose lease no longer held; nothing was changed for them. After a
+    /// settle that was retried, this includes rows the first try settled.
     pub lease_lost: Vec<String>,
 }
 
 /// Settle statements, and how to read their outcomes. Lets a caller send
 /// them in a batch of its choosing (with the next claim, for example).
-#[derive(Debug, Clone)]
+///
+/// Every statement is fenced by its lease, so sending the same prepared
+/// settle again after an error is safe: what the first try applied is
+/// reported as lease lost, nothing is applied twice.
+#[derive(Debug, Clone, Default)]
 pub struct PreparedSettle {
     statements: Vec<Statement>,
     plan: Vec<Planned>,
@@ -75,6 +177,7 @@ struct Planned {
 enum Effect {
     Completed,
     Retried,
+    Deferred,
     Dead,
     Released,
 }
@@ -83,6 +186,11 @@ impl PreparedSettle {
     /// The statements, to run in one atomic batch.
     pub fn statements(&self) -> &[Statement] {
         &self.statements
+    }
+
+    /// Whether there is nothing to settle.
+    pub fn is_empty(&self) -> bool {
+        self.statements.is_empty()
     }
 
     /// Reads the outcomes of [`statements`](PreparedSettle::statements), in
@@ -97,6 +205,7 @@ impl PreparedSettle {
                 (false, _) => report.lease_lost.push(planned.id.clone()),
                 (true, Effect::Completed) => report.completed += 1,
                 (true, Effect::Retried) => report.retried += 1,
+                (true, Effect::Deferred) => report.deferred += 1,
                 (true, Effect::Dead) => report.dead += 1,
                 (true, Effect::Released) => report.released += 1,
             }
@@ -126,7 +235,9 @@ impl Outbox {
     /// [`SettleReport::lease_lost`] and left untouched.
     ///
     /// # Errors
-    /// Any database error; then nothing was settled.
+    /// Any database error. The batch may still have committed (see the
+    /// [`Database`](crate::Database) contract); settling again with the same
+    /// leases is safe.
     pub async fn settle(&self, deliveries: &[(&LeaseHandle, Delivery)]) -> Result<SettleReport> {
         let prepared = self.prepare_settle(deliveries)?;
         let outcomes = self.inner.db.batch_atomic(prepared.statements()).await?;
@@ -142,22 +253,29 @@ impl Outbox {
         &self,
         deliveries: &[(&LeaseHandle, Delivery)],
     ) -> Result<PreparedSettle> {
+        let fates: Vec<(&LeaseHandle, Fate)> = deliveries
+            .iter()
+            .map(|(lease, delivery)| (*lease, Fate::from(delivery.clone())))
+            .collect();
+        self.prepare_fates(&fates)
+    }
+
+    pub(crate) fn prepare_fates(&self, fates: &[(&LeaseHandle, Fate)]) -> Result<PreparedSettle> {
         let now = self.now();
         let mut prepared = PreparedSettle {
-            statements: Vec::with_capacity(deliveries.len()),
-            plan: Vec::with_capacity(deliveries.len()),
+            statements: Vec::with_capacity(fates.len()),
+            plan: Vec::with_capacity(fates.len()),
         };
-        for (lease, delivery) in deliveries {
-            let (effect, statement) = match delivery {
-                Delivery::Delivered => (Effect::Completed, self.delete_leased(lease)?),
-                Delivery::Retry { error } => self.retry_or_dead(lease, error, None)?,
-                Delivery::RetryAfter { error, delay } => {
-                    self.retry_or_dead(lease, error, Some((*delay).min(MAX_RETRY_AFTER)))?
-                }
-                Delivery::Permanent { error } => {
-                    (Effect::Dead, self.bury(lease, &clip(error), now)?)
-                }
-                Delivery::NotAttempted => (Effect::Released, self.release(lease, now)?),
+        for (lease, fate) in fates {
+            let (effect, statement) = match fate {
+                Fate::Complete => (Effect::Completed, self.delete_leased(lease)?),
+                Fate::Reschedule {
+                    error,
+                    not_before,
+                    charged,
+                } => self.reschedule(lease, error, *not_before, *charged, now)?,
+                Fate::Bury { error } => (Effect::Dead, self.bury(lease, &clip(error), now)?),
+                Fate::Release { due } => (Effect::Released, self.release_statement(lease, *due)?),
             };
             prepared.plan.push(Planned {
                 id: lease.id.clone(),
@@ -180,7 +298,7 @@ impl Outbox {
     /// [`Error::LeaseLost`] if the lease no longer holds (nothing changed);
     /// any database error.
     pub async fn complete(&self, lease: &LeaseHandle) -> Result<()> {
-        self.settle_one(lease, Delivery::Delivered).await
+        self.settle_one(lease, Fate::Complete).await
     }
 
     /// Reschedules a message after a failed attempt (or parks it as dead if
@@ -189,13 +307,7 @@ impl Outbox {
     /// # Errors
     /// As [`complete`](Outbox::complete).
     pub async fn retry(&self, lease: &LeaseHandle, error: &str) -> Result<()> {
-        self.settle_one(
-            lease,
-            Delivery::Retry {
-                error: error.to_owned(),
-            },
-        )
-        .await
+        self.settle_one(lease, Delivery::retry(error).into()).await
     }
 
     /// Parks a message as dead after a permanent failure.
@@ -203,18 +315,24 @@ impl Outbox {
     /// # Errors
     /// As [`complete`](Outbox::complete).
     pub async fn dead(&self, lease: &LeaseHandle, error: &str) -> Result<()> {
-        self.settle_one(
-            lease,
-            Delivery::Permanent {
-                error: error.to_owned(),
-            },
-        )
-        .await
+        self.settle_one(lease, Delivery::permanent(error).into())
+            .await
     }
 
-    async fn settle_one(&self, lease: &LeaseHandle, delivery: Delivery) -> Result<()> {
-        let report = self.settle(&[(lease, delivery)]).await?;
-        if report.lease_lost.is_empty() {
+    /// Gives a lease back without attempting delivery: the message is due
+    /// again at once and no attempt is spent.
+    ///
+    /// # Errors
+    /// As [`complete`](Outbox::complete).
+    pub async fn release(&self, lease: &LeaseHandle) -> Result<()> {
+        let due = self.now();
+        self.settle_one(lease, Fate::Release { due }).await
+    }
+
+    async fn settle_one(&self, lease: &LeaseHandle, fate: Fate) -> Result<()> {
+        let prepared = self.prepare_fates(&[(lease, fate)])?;
+        let outcomes = self.inner.db.batch_atomic(prepared.statements()).await?;
+        if prepared.read(&outcomes).lease_lost.is_empty() {
             Ok(())
         } else {
             Err(Error::LeaseLost {
@@ -225,7 +343,7 @@ impl Outbox {
 
     /// Rows this lease still holds: the primary key it was leased under,
     /// plus its token.
-    fn held_by(lease: &LeaseHandle) -> Expr {
+    pub(super) fn held_by(lease: &LeaseHandle) -> Expr {
         Expr::col(col::STATE)
             .eq(state::READY)
             .and(Expr::col(col::DUE_AT).eq(lease.until.as_unix_millis()))
@@ -241,56 +359,75 @@ impl Outbox {
         Statement::from_query(&delete)
     }
 
-    fn retry_or_dead(
+    /// Attempts are written as absolute values (this lease's attempt, or the
+    /// one before it), never incremented, so a replayed statement cannot
+    /// spend one twice.
+    fn reschedule(
         &self,
         lease: &LeaseHandle,
         error: &str,
-        delay: Option<Duration>,
+        not_before: Option<Duration>,
+        charged: bool,
+        now: Timestamp,
     ) -> Result<(Effect, Statement)> {
-        let now = self.now();
-        let max_attempts = self.inner.retry.max_attempts();
-        if lease.attempt >= max_attempts {
+        let policy = &self.inner.retry;
+        let too_old = now.duration_since(lease.created_at) >= policy.defer_limit();
+        let charged = charged || too_old;
+        let max_attempts = policy.max_attempts();
+        if charged && lease.attempt >= max_attempts {
             let error = clip(&format!(
                 "attempts exhausted ({} of {max_attempts}); last error: {error}",
                 lease.attempt
             ));
             return Ok((Effect::Dead, self.bury(lease, &error, now)?));
         }
-        let delay = delay.unwrap_or_else(|| {
-            self.inner
-                .retry
-                .delay(lease.attempt, self.inner.random.as_ref())
-        });
-        let next = now.checked_add(delay)?;
+        let backoff = policy.delay(lease.attempt, self.inner.random.as_ref());
+        let wait = not_before.map_or(backoff, |asked| asked.min(MAX_RETRY_AFTER).max(backoff));
+        let attempts = if charged {
+            lease.attempt
+        } else {
+            lease.attempt.saturating_sub(1)
+        };
         let mut update = Query::update();
         update
             .table(self.table_name())
-            .value(col::DUE_AT, next.as_unix_millis())
+            .value(col::DUE_AT, now.checked_add(wait)?.as_unix_millis())
             .value(col::LEASE_TOKEN, Option::<String>::None)
+            .value(col::ATTEMPTS, i64::from(attempts))
+            .value(col::UNSETTLED_LEASES, 0)
             .value(col::LAST_ERROR, clip(error))
             .and_where(Self::held_by(lease));
-        Ok((Effect::Retried, Statement::from_query(&update)?))
+        let effect = if charged {
+            Effect::Retried
+        } else {
+            Effect::Deferred
+        };
+        Ok((effect, Statement::from_query(&update)?))
     }
 
-    fn bury(&self, lease: &LeaseHandle, error: &str, now: crate::Timestamp) -> Result<Statement> {
+    fn bury(&self, lease: &LeaseHandle, error: &str, now: Timestamp) -> Result<Statement> {
         let mut update = Query::update();
         update
             .table(self.table_name())
             .value(col::STATE, state::DEAD)
             .value(col::DUE_AT, now.as_unix_millis())
             .value(col::LEASE_TOKEN, Option::<String>::None)
+            .value(col::ATTEMPTS, i64::from(lease.attempt))
+            .value(col::UNSETTLED_LEASES, 0)
             .value(col::LAST_ERROR, error)
             .and_where(Self::held_by(lease));
         Statement::from_query(&update)
     }
 
-    fn release(&self, lease: &LeaseHandle, now: crate::Timestamp) -> Result<Statement> {
+    /// Keeps `unsettled_leases`: a suspect that was not attempted is still
+    /// a suspect.
+    fn release_statement(&self, lease: &LeaseHandle, due: Timestamp) -> Result<Statement> {
         let mut update = Query::update();
         update
             .table(self.table_name())
-            .value(col::DUE_AT, now.as_unix_millis())
+            .value(col::DUE_AT, due.as_unix_millis())
             .value(col::LEASE_TOKEN, Option::<String>::None)
-            .value(col::ATTEMPTS, Expr::col(col::ATTEMPTS).sub(1))
+            .value(col::ATTEMPTS, i64::from(lease.attempt.saturating_sub(1)))
             .and_where(Self::held_by(lease));
         Statement::from_query(&update)
     }

@@ -1,9 +1,9 @@
 //! A subject's rows in the outbox: export and erasure.
 
-use sea_query::{Expr, ExprTrait, Order, Query};
+use sea_query::{Expr, ExprTrait, Func, Order, Query};
 
 use super::records::{COLUMNS, StoredMessage, decode};
-use super::{Outbox, col};
+use super::{Outbox, col, state};
 use crate::database::Statement;
 use crate::error::Result;
 
@@ -39,28 +39,74 @@ impl Outbox {
 
     /// Deletes every message of `subject`; returns how many.
     ///
+    /// A message being delivered right now cannot be recalled: its delivery
+    /// may still arrive. Its row is gone, and the next message of its
+    /// ordering key stays held back until the erased lease would have ended,
+    /// so two messages of one key are never in flight together.
+    ///
     /// # Errors
-    /// Database errors; then nothing was deleted.
+    /// Database errors.
     pub async fn erase_subject(&self, subject: &str) -> Result<u64> {
         let outcomes = self
             .inner
             .db
             .batch_atomic(&self.erase_subject_statements(subject)?)
             .await?;
-        Ok(outcomes.first().map_or(0, |outcome| outcome.rows_affected))
+        Ok(outcomes
+            .get(Self::ERASE_DELETE)
+            .map_or(0, |outcome| outcome.rows_affected))
     }
 
-    /// The statements of [`erase_subject`](Outbox::erase_subject): the
-    /// delete first, then the release of rows its ordering keys held back.
+    /// Where the delete stands in
+    /// [`erase_subject_statements`](Outbox::erase_subject_statements): its
+    /// outcome counts the messages erased.
+    pub const ERASE_DELETE: usize = 1;
+
+    /// The statements of [`erase_subject`](Outbox::erase_subject), in order:
+    /// hold back the successors of the subject's in-flight ordered
+    /// messages, delete, then release the rows its ordering keys held back.
     ///
     /// # Errors
     /// If a statement cannot be built.
     pub fn erase_subject_statements(&self, subject: &str) -> Result<Vec<Statement>> {
+        let table = self.table_name();
+        let now = self.now().as_unix_millis();
+        // The subject's rows leased right now, with an ordering key.
+        let in_flight = |query: &mut sea_query::SelectStatement| {
+            query
+                .and_where(Expr::col(("erased", col::SUBJECT)).eq(subject))
+                .and_where(Expr::col(("erased", col::STATE)).eq(state::READY))
+                .and_where(Expr::col(("erased", col::LEASE_TOKEN)).is_not_null())
+                .and_where(Expr::col(("erased", col::DUE_AT)).gt(now))
+                .and_where(Expr::col(("erased", col::ORDERING_KEY)).is_not_null());
+        };
+        let mut lease_end = Query::select();
+        lease_end
+            .expr(Expr::col(("erased", col::DUE_AT)).max())
+            .from_as(table.clone(), "erased")
+            .and_where(
+                Expr::col(("erased", col::ORDERING_KEY)).equals((table.clone(), col::ORDERING_KEY)),
+            );
+        in_flight(&mut lease_end);
+        let mut keys = Query::select();
+        keys.column(("erased", col::ORDERING_KEY))
+            .from_as(table.clone(), "erased");
+        in_flight(&mut keys);
+        let mut hold = Query::update();
+        hold.table(table.clone())
+            .value(
+                col::DUE_AT,
+                Func::greatest([Expr::col((table.clone(), col::DUE_AT)), lease_end.into()]),
+            )
+            .and_where(Expr::col(col::STATE).eq(state::WAITING))
+            .and_where(Expr::col(col::ORDERING_KEY).in_subquery(keys));
+
         let mut delete = Query::delete();
         delete
-            .from_table(self.table_name())
+            .from_table(table)
             .and_where(Expr::col(col::SUBJECT).eq(subject));
         Ok(vec![
+            Statement::from_query(&hold)?,
             Statement::from_query(&delete)?,
             self.promote_all_heads()?,
         ])

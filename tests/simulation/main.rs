@@ -429,6 +429,7 @@ fn simulate(seed: u64, messages: usize, drainers: usize) -> Figures {
         deadline: Duration::from_secs(60),
         max_queries: 100,
         max_messages: 1_000,
+        ..DrainLimits::scheduled()
     };
     for _ in 0..drainers {
         spawner

@@ -161,7 +161,7 @@ async fn erase(app: &App, subject: &str) -> Result<Response> {
             json(
                 200,
                 &serde_json::json!({
-                    "outbox": removed(&outcomes, 0),
+                    "outbox": removed(&outcomes, Outbox::ERASE_DELETE),
                     "inbox": removed(&outcomes, last - 1),
                     "accounts": removed(&outcomes, last),
                 }),

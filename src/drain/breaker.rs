@@ -1,0 +1,133 @@
+//! The per-run circuit breaker: which failures spend attempts, and which
+//! topics to stop delivering for the rest of a run.
+
+use std::collections::BTreeMap;
+
+use super::limits::CircuitBreaker;
+use crate::outbox::{Fate, LeaseHandle};
+use crate::time::Timestamp;
+
+/// A settle to make: the lease and what to do with its row.
+pub(super) type Settle = (LeaseHandle, Fate);
+
+/// One run's view of each topic's receiver.
+pub(super) struct Breaker {
+    limits: Option<CircuitBreaker>,
+    topics: BTreeMap<String, Topic>,
+}
+
+enum Topic {
+    /// Failures in a row so far, held back until the streak is decided.
+    Closed(Vec<Settle>),
+    /// Tripped: nothing more of this topic is delivered in this run.
+    Open,
+}
+
+impl Breaker {
+    pub(super) fn new(limits: Option<CircuitBreaker>) -> Self {
+        Breaker {
+            limits,
+            topics: BTreeMap::new(),
+        }
+    }
+
+    /// Whether `topic` has tripped in this run.
+    pub(super) fn is_open(&self, topic: &str) -> bool {
+        matches!(self.topics.get(topic), Some(Topic::Open))
+    }
+
+    /// The topics that tripped, in name order.
+    pub(super) fn tripped(&self) -> Vec<String> {
+        self.topics
+            .iter()
+            .filter(|(_, topic)| matches!(topic, Topic::Open))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// A retryable failure of a message of `topic`. Returns what to settle
+    /// now: nothing while the streak is undecided, the whole streak handed
+    /// back free of attempts once it trips.
+    pub(super) fn failed(&mut self, topic: &str, settle: Settle) -> Vec<Settle> {
+        let Some(limits) = self.limits else {
+            return vec![settle];
+        };
+        let state = self
+            .topics
+            .entry(topic.to_owned())
+            .or_insert_with(|| Topic::Closed(Vec::new()));
+        match state {
+            Topic::Open => vec![hand_back(settle, limits)],
+            Topic::Closed(streak) => {
+                streak.push(settle);
+                if streak.len() < limits.failures as usize {
+                    return Vec::new();
+                }
+                let streak = std::mem::take(streak);
+                *state = Topic::Open;
+                streak
+                    .into_iter()
+                    .map(|settle| hand_back(settle, limits))
+                    .collect()
+            }
+        }
+    }
+
+    /// The receiver of `topic` answered (delivered, or refused for good): it
+    /// works, so the failures held back were the messages' own and spend
+    /// their attempts as reported.
+    pub(super) fn answered(&mut self, topic: &str) -> Vec<Settle> {
+        match self.topics.get_mut(topic) {
+            Some(Topic::Closed(streak)) => std::mem::take(streak),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Held failures whose leases end before `cutoff`: they settle as
+    /// reported rather than risk their lease.
+    pub(super) fn take_expiring(&mut self, cutoff: Timestamp) -> Vec<Settle> {
+        let mut expiring = Vec::new();
+        for topic in self.topics.values_mut() {
+            if let Topic::Closed(streak) = topic {
+                let (soon, later): (Vec<Settle>, Vec<Settle>) = std::mem::take(streak)
+                    .into_iter()
+                    .partition(|(lease, _)| lease.until() <= cutoff);
+                *streak = later;
+                expiring.extend(soon);
+            }
+        }
+        expiring
+    }
+
+    /// Every held failure, as reported: the run is ending undecided.
+    pub(super) fn take_all(&mut self) -> Vec<Settle> {
+        self.take_expiring(Timestamp::MAX)
+    }
+
+    /// The earliest lease end among held failures.
+    pub(super) fn earliest_lease_end(&self) -> Option<Timestamp> {
+        self.topics
+            .values()
+            .filter_map(|topic| match topic {
+                Topic::Closed(streak) => streak.iter().map(|(lease, _)| lease.until()).min(),
+                Topic::Open => None,
+            })
+            .min()
+    }
+}
+
+/// The receiver is failing as a whole: reschedule after the cooldown without
+/// spending the attempt.
+fn hand_back((lease, fate): Settle, limits: CircuitBreaker) -> Settle {
+    let fate = match fate {
+        Fate::Reschedule {
+            error, not_before, ..
+        } => Fate::Reschedule {
+            error: format!("{error} (circuit open: the topic's receiver failed repeatedly)"),
+            not_before: Some(not_before.map_or(limits.cooldown, |wait| wait.max(limits.cooldown))),
+            charged: false,
+        },
+        other => other,
+    };
+    (lease, fate)
+}

@@ -1,0 +1,201 @@
+//! Bounds on one drain, and the checks that keep them consistent.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::outbox::Outbox;
+
+/// Bounds on one drain. Pick a preset and adjust fields as needed; the
+/// [`Drainer`](super::Drainer) checks them with [`validate`](DrainLimits::validate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainLimits {
+    /// Rows leased per claim (1 ..= [`Outbox::MAX_CLAIM`]).
+    pub batch_size: u32,
+    /// Deliveries in flight at once (Workers allows 6 connections waiting
+    /// for response headers per invocation).
+    pub concurrency: usize,
+    /// A delivery taking longer counts as a retryable failure, and is
+    /// dropped (an HTTP deliverer aborts its request).
+    pub delivery_timeout: Duration,
+    /// How long a claim leases its rows. Must exceed `delivery_timeout` plus
+    /// `settle_margin`; a crashed drainer's rows return after this.
+    pub lease: Duration,
+    /// Time kept free after a delivery's timeout for its settle call: no
+    /// delivery starts unless it can time out and still be settled before
+    /// the deadline and before its lease ends. Must not be zero.
+    pub settle_margin: Duration,
+    /// Wall-clock budget of the drain; must fit at least one delivery and
+    /// its settle.
+    pub deadline: Duration,
+    /// Database calls allowed (claims, settles, retries of settles). One is
+    /// always kept for the last settle.
+    pub max_queries: u32,
+    /// Messages claimed at most.
+    pub max_messages: u32,
+    /// The longest a finished delivery's outcome waits before it is
+    /// settled; a crash loses at most this much of outcomes. Outcomes also
+    /// ride along with the next claim, whichever comes first.
+    pub flush_interval: Duration,
+    /// Per-run protection of a failing receiver; `None` turns it off.
+    pub breaker: Option<CircuitBreaker>,
+}
+
+/// A per-run circuit breaker on each topic.
+///
+/// After `failures` retryable failures in a row of distinct messages of one
+/// topic (any kind: retry, unavailable, timeout), the drain stops delivering
+/// that topic for the rest of the run. The failures that tripped it, and the
+/// topic's messages still to deliver, are rescheduled at least `cooldown`
+/// later **without spending attempts**; the next run probes again. While a
+/// streak is open its failures are held back, and spend their attempts only
+/// once a delivery of the topic succeeds (the receiver works, so these
+/// messages are at fault) or their leases near their end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CircuitBreaker {
+    /// Failures in a row that trip the breaker (at least 1).
+    pub failures: u32,
+    /// How long the topic's messages are handed back for.
+    pub cooldown: Duration,
+}
+
+impl Default for CircuitBreaker {
+    /// 5 failures in a row, a cooldown of one minute (one cron period).
+    fn default() -> Self {
+        CircuitBreaker {
+            failures: 5,
+            cooldown: Duration::from_secs(60),
+        }
+    }
+}
+
+impl DrainLimits {
+    /// A cron drain on the Workers Paid plan: 45 s of wall time (cron runs
+    /// get 30 s of CPU, and deliveries mostly wait on the network), 900 of
+    /// the 1,000 D1 queries an invocation may make.
+    pub fn scheduled() -> Self {
+        DrainLimits {
+            batch_size: 100,
+            concurrency: 6,
+            delivery_timeout: Duration::from_secs(10),
+            lease: Duration::from_secs(60),
+            settle_margin: Duration::from_secs(5),
+            deadline: Duration::from_secs(45),
+            max_queries: 900,
+            max_messages: 100_000,
+            flush_interval: Duration::from_secs(1),
+            breaker: Some(CircuitBreaker::default()),
+        }
+    }
+
+    /// A cron drain on the Workers Free plan: 45 of the 50 D1 queries an
+    /// invocation may make, so outcomes are settled every 5 s at most.
+    pub fn scheduled_free_plan() -> Self {
+        DrainLimits {
+            max_queries: 45,
+            flush_interval: Duration::from_secs(5),
+            ..Self::scheduled()
+        }
+    }
+
+    /// An attempt inside `wait_until` after a response: 25 s, inside the
+    /// 30 s the runtime grants, and few queries, leaving the rest of the
+    /// invocation's budget to the request itself.
+    pub fn after_response() -> Self {
+        DrainLimits {
+            deadline: Duration::from_secs(25),
+            max_queries: 10,
+            ..Self::scheduled()
+        }
+    }
+
+    /// Checks the limits against each other, refusing any combination that
+    /// would make a drain a no-op or let a settle land after its lease.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the first limit out of range.
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=Outbox::MAX_CLAIM).contains(&self.batch_size) {
+            return Err(Error::invalid(
+                "batch size",
+                format!("{} is outside 1 ..= {}", self.batch_size, Outbox::MAX_CLAIM),
+            ));
+        }
+        if self.concurrency == 0 {
+            return Err(Error::invalid("concurrency", "it is zero"));
+        }
+        if self.delivery_timeout.is_zero() {
+            return Err(Error::invalid("delivery timeout", "it is zero"));
+        }
+        if self.settle_margin.is_zero() {
+            return Err(Error::invalid(
+                "settle margin",
+                "it is zero: a delivery that times out could not be settled before its lease ends",
+            ));
+        }
+        let one_delivery = self.delivery_timeout + self.settle_margin;
+        if self.lease <= one_delivery {
+            return Err(Error::invalid(
+                "lease",
+                format!(
+                    "{} ms does not outlive the delivery timeout ({} ms) plus the settle margin ({} ms)",
+                    self.lease.as_millis(),
+                    self.delivery_timeout.as_millis(),
+                    self.settle_margin.as_millis()
+                ),
+            ));
+        }
+        crate::outbox::check_lease(self.lease)?;
+        if self.deadline < one_delivery {
+            return Err(Error::invalid(
+                "deadline",
+                format!(
+                    "{} ms cannot fit one delivery timeout ({} ms) and its settle margin ({} ms): \
+                     every drain would stop at once",
+                    self.deadline.as_millis(),
+                    self.delivery_timeout.as_millis(),
+                    self.settle_margin.as_millis()
+                ),
+            ));
+        }
+        if self.max_queries < 2 {
+            return Err(Error::invalid(
+                "query budget",
+                "a batch needs 2 queries (claim and settle)",
+            ));
+        }
+        if self.max_messages == 0 {
+            return Err(Error::invalid("message cap", "it is zero"));
+        }
+        if self.flush_interval.is_zero() || self.flush_interval >= self.lease {
+            return Err(Error::invalid(
+                "flush interval",
+                format!(
+                    "{} ms is outside 1 ms ..< the lease ({} ms)",
+                    self.flush_interval.as_millis(),
+                    self.lease.as_millis()
+                ),
+            ));
+        }
+        if let Some(breaker) = self.breaker {
+            if breaker.failures == 0 {
+                return Err(Error::invalid(
+                    "circuit breaker",
+                    "0 failures would trip it before any delivery",
+                ));
+            }
+            if breaker.cooldown.is_zero() {
+                return Err(Error::invalid(
+                    "circuit breaker",
+                    "a zero cooldown hands messages back due at once, to be claimed again and again",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for DrainLimits {
+    fn default() -> Self {
+        Self::scheduled()
+    }
+}
