@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use workers_outbox::drain::{DrainLimits, Drainer, deliver_fn};
+use workers_outbox::drain::{CircuitBreaker, DrainLimits, Drainer, deliver_fn};
 use workers_outbox::{
     ClaimedMessage, Database, Delivery, Error, ExponentialBackoff, Inbox, ManualClock, Message,
     Outbox, RetryPolicy, Rows, SqliteDatabase, Statement, Timestamp, TokioTimer, Value,
@@ -302,6 +302,84 @@ async fn drain_limits_that_contradict_each_other_are_refused() {
         RetryPolicy::new(0, ExponentialBackoff::default()),
         "max attempts",
     );
+}
+
+/// Limits that would make every drain a no-op, or let a settle land after
+/// its lease, are refused up front.
+#[tokio::test]
+async fn drain_limits_that_would_make_a_drain_a_no_op_are_refused() {
+    let base = DrainLimits::scheduled();
+    let cases = [
+        (
+            DrainLimits {
+                deadline: base.delivery_timeout + base.settle_margin - Duration::from_millis(1),
+                ..base
+            },
+            "deadline",
+        ),
+        (
+            DrainLimits {
+                settle_margin: Duration::ZERO,
+                ..base
+            },
+            "settle margin",
+        ),
+        (
+            DrainLimits {
+                max_messages: 0,
+                ..base
+            },
+            "message cap",
+        ),
+        (
+            DrainLimits {
+                flush_interval: Duration::ZERO,
+                ..base
+            },
+            "flush interval",
+        ),
+        (
+            DrainLimits {
+                flush_interval: base.lease,
+                ..base
+            },
+            "flush interval",
+        ),
+        (
+            DrainLimits {
+                breaker: Some(CircuitBreaker {
+                    failures: 0,
+                    ..CircuitBreaker::default()
+                }),
+                ..base
+            },
+            "circuit breaker",
+        ),
+        (
+            DrainLimits {
+                breaker: Some(CircuitBreaker {
+                    cooldown: Duration::ZERO,
+                    ..CircuitBreaker::default()
+                }),
+                ..base
+            },
+            "circuit breaker",
+        ),
+    ];
+    for (limits, what) in cases {
+        assert_invalid(limits.validate(), what);
+    }
+    assert_invalid(
+        RetryPolicy::default().with_defer_limit(Duration::ZERO),
+        "defer limit",
+    );
+    for preset in [
+        DrainLimits::scheduled(),
+        DrainLimits::scheduled_free_plan(),
+        DrainLimits::after_response(),
+    ] {
+        preset.validate().unwrap();
+    }
 }
 
 #[tokio::test]

@@ -11,6 +11,7 @@
 
 mod claim;
 mod dead_letters;
+mod delivery;
 mod drain;
 mod enqueue;
 mod inbox;
@@ -192,6 +193,14 @@ pub fn cases() -> Vec<Case> {
         drain::respects_its_deadline,
         drain::overlapping_drains_never_deliver_a_leased_row,
         drain::immediate_delivery_costs_one_call,
+        delivery::outcomes_ride_along_with_the_next_claim,
+        delivery::a_poison_message_costs_no_other_message_an_attempt,
+        delivery::a_lost_claim_spends_no_attempt,
+        delivery::a_long_outage_kills_no_message,
+        delivery::a_throttling_storm_kills_no_message,
+        delivery::retry_after_waits_at_least_the_backoff,
+        delivery::a_transient_settle_error_is_retried,
+        ordering::erasing_an_in_flight_message_holds_its_key_until_its_lease_ends,
     ]
 }
 

@@ -72,3 +72,24 @@ pub(crate) async fn purging_a_dead_head_releases_its_key(h: Harness) -> CaseResu
     ensure_eq!(ids(&outbox.claim(10, LEASE).await?), vec![second]);
     Ok(())
 }
+
+pub(crate) async fn erasing_an_in_flight_message_holds_its_key_until_its_lease_ends(
+    h: Harness,
+) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let first = enqueue_message(&outbox, keyed("order-9").subject("acct-1")).await?;
+    let second = enqueue_message(&outbox, keyed("order-9").subject("acct-2")).await?;
+    let claim = outbox.claim(10, LEASE).await?;
+    ensure_eq!(ids(&claim), vec![first]);
+    // The first is being delivered (it cannot be recalled) when its subject
+    // is erased: the second must not start alongside it.
+    ensure_eq!(outbox.erase_subject("acct-1").await?, 1);
+    h.clock().advance(LEASE - Duration::from_millis(1));
+    ensure!(
+        outbox.claim(10, LEASE).await?.is_empty(),
+        "the next message of the key started while the erased one was in flight"
+    );
+    h.clock().advance(Duration::from_millis(1));
+    ensure_eq!(ids(&outbox.claim(10, LEASE).await?), vec![second]);
+    Ok(())
+}

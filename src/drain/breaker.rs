@@ -83,8 +83,9 @@ impl Breaker {
         }
     }
 
-    /// Held failures whose leases end before `cutoff`: they settle as
-    /// reported rather than risk their lease.
+    /// Held failures whose leases end before `cutoff`, to settle before
+    /// they do. Their streak is undecided: nothing shows the messages at
+    /// fault, so they spend no attempt.
     pub(super) fn take_expiring(&mut self, cutoff: Timestamp) -> Vec<Settle> {
         let mut expiring = Vec::new();
         for topic in self.topics.values_mut() {
@@ -93,13 +94,13 @@ impl Breaker {
                     .into_iter()
                     .partition(|(lease, _)| lease.until() <= cutoff);
                 *streak = later;
-                expiring.extend(soon);
+                expiring.extend(soon.into_iter().map(undecided));
             }
         }
         expiring
     }
 
-    /// Every held failure, as reported: the run is ending undecided.
+    /// Every held failure, free of attempts: the run ends undecided.
     pub(super) fn take_all(&mut self) -> Vec<Settle> {
         self.take_expiring(Timestamp::MAX)
     }
@@ -116,6 +117,22 @@ impl Breaker {
     }
 }
 
+/// No evidence either way: reschedule after the usual backoff without
+/// spending the attempt.
+fn undecided((lease, fate): Settle) -> Settle {
+    let fate = match fate {
+        Fate::Reschedule {
+            error, not_before, ..
+        } => Fate::Reschedule {
+            error,
+            not_before,
+            charged: false,
+        },
+        other => other,
+    };
+    (lease, fate)
+}
+
 /// The receiver is failing as a whole: reschedule after the cooldown without
 /// spending the attempt.
 fn hand_back((lease, fate): Settle, limits: CircuitBreaker) -> Settle {
@@ -130,4 +147,87 @@ fn hand_back((lease, fate): Settle, limits: CircuitBreaker) -> Settle {
         other => other,
     };
     (lease, fate)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::outbox::Delivery;
+
+    fn lease(id: &str, until: i64) -> LeaseHandle {
+        LeaseHandle {
+            id: id.into(),
+            token: "t".into(),
+            until: Timestamp::from_unix_millis(until).unwrap_or(Timestamp::EPOCH),
+            attempt: 1,
+            ordering_key: None,
+            created_at: Timestamp::EPOCH,
+        }
+    }
+
+    fn failure(id: &str) -> Settle {
+        (lease(id, 1_000), Delivery::retry("503").into())
+    }
+
+    fn charged(settles: &[Settle]) -> Vec<bool> {
+        settles
+            .iter()
+            .map(|(_, fate)| matches!(fate, Fate::Reschedule { charged: true, .. }))
+            .collect()
+    }
+
+    fn breaker() -> Breaker {
+        Breaker::new(Some(CircuitBreaker {
+            failures: 3,
+            cooldown: Duration::from_secs(60),
+        }))
+    }
+
+    #[test]
+    fn failures_before_an_answer_are_the_messages_own() {
+        let mut breaker = breaker();
+        assert!(breaker.failed("mail", failure("a")).is_empty());
+        assert!(breaker.failed("mail", failure("b")).is_empty());
+        assert_eq!(charged(&breaker.answered("mail")), [true, true]);
+        assert!(!breaker.is_open("mail"));
+    }
+
+    #[test]
+    fn a_streak_trips_the_topic_and_spends_nothing() {
+        let mut breaker = breaker();
+        breaker.failed("mail", failure("a"));
+        breaker.failed("mail", failure("b"));
+        let handed_back = breaker.failed("mail", failure("c"));
+        assert_eq!(charged(&handed_back), [false, false, false]);
+        assert!(handed_back.iter().all(|(_, fate)| matches!(
+            fate,
+            Fate::Reschedule { not_before: Some(wait), .. } if *wait == Duration::from_secs(60)
+        )));
+        assert!(breaker.is_open("mail") && !breaker.is_open("webhook"));
+        assert_eq!(charged(&breaker.failed("mail", failure("d"))), [false]);
+        assert_eq!(breaker.tripped(), ["mail"]);
+    }
+
+    #[test]
+    fn an_undecided_streak_spends_nothing() {
+        let mut breaker = breaker();
+        breaker.failed("mail", failure("a"));
+        breaker.failed(
+            "webhook",
+            (lease("b", 5_000), Delivery::retry("503").into()),
+        );
+        let expiring =
+            breaker.take_expiring(Timestamp::from_unix_millis(2_000).unwrap_or(Timestamp::EPOCH));
+        assert_eq!((expiring.len(), charged(&expiring)), (1, vec![false]));
+        assert_eq!(charged(&breaker.take_all()), [false]);
+        assert!(breaker.take_all().is_empty());
+    }
+
+    #[test]
+    fn without_a_breaker_every_failure_settles_as_reported() {
+        let mut off = Breaker::new(None);
+        assert_eq!(charged(&off.failed("mail", failure("a"))), [true]);
+    }
 }

@@ -48,8 +48,9 @@ pub struct DrainLimits {
 /// topic's messages still to deliver, are rescheduled at least `cooldown`
 /// later **without spending attempts**; the next run probes again. While a
 /// streak is open its failures are held back, and spend their attempts only
-/// once a delivery of the topic succeeds (the receiver works, so these
-/// messages are at fault) or their leases near their end.
+/// once the topic's receiver answers another delivery (it works, so these
+/// messages are at fault); a streak still undecided when the run ends, or
+/// when a lease nears its end, spends nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CircuitBreaker {
     /// Failures in a row that trip the breaker (at least 1).

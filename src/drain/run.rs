@@ -165,11 +165,19 @@ impl<'a> Run<'a> {
     /// has already finished, until neither makes progress: a call then
     /// carries every outcome that is ready.
     fn start_and_collect(&mut self, in_flight: &mut InFlight<'a>) {
-        loop {
+        // A delivery that yields once (to its runtime, or a cooperative
+        // scheduler) is not done at the first poll: look a few times.
+        const LOOKS: u32 = 3;
+        let mut misses = 0;
+        while misses < LOOKS {
             self.start_deliveries(in_flight);
             match in_flight.next().now_or_never() {
-                Some(Some((message, attempt))) => self.finish(message, attempt),
-                Some(None) | None => break,
+                Some(Some((message, attempt))) => {
+                    self.finish(message, attempt);
+                    misses = 0;
+                }
+                Some(None) => break,
+                None => misses += 1,
             }
         }
     }

@@ -1,0 +1,429 @@
+//! Delivery against real downstreams: streaming settles, poison messages,
+//! outages, throttling, lost calls.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use super::{CaseResult, Harness, LEASE, enqueue, ensure, ensure_eq, yield_now};
+use crate::database::{Database, Outcome, Rows, Statement};
+use crate::drain::{Deliver, DrainLimits, DrainReport, Drainer};
+use crate::error::{Error, Result, Retry};
+use crate::outbox::{ClaimedMessage, Delivery, Outbox};
+use crate::random::RandomSource;
+use crate::retry::{Backoff, RetryPolicy};
+use crate::send::BoxFuture;
+use crate::time::{Clock, ManualClock};
+
+fn limits() -> DrainLimits {
+    DrainLimits {
+        batch_size: 100,
+        concurrency: 6,
+        delivery_timeout: Duration::from_secs(10),
+        lease: LEASE,
+        settle_margin: Duration::from_secs(5),
+        deadline: Duration::from_secs(60),
+        ..DrainLimits::scheduled()
+    }
+}
+
+/// What a scripted receiver does with one message.
+type Script = dyn Fn(&ClaimedMessage, &ManualClock) -> Action + Send + Sync;
+
+enum Action {
+    Answer(Delivery),
+    /// Kill the drainer: the isolate dies (or the task aborts) mid-delivery.
+    Crash,
+}
+
+/// A receiver following a script, counting deliveries per message.
+#[derive(Clone)]
+struct Receiver {
+    script: Arc<Script>,
+    clock: ManualClock,
+    crashed: Arc<AtomicBool>,
+    deliveries: Arc<Mutex<BTreeMap<String, u32>>>,
+}
+
+impl Receiver {
+    fn new(
+        h: &Harness,
+        script: impl Fn(&ClaimedMessage, &ManualClock) -> Action + Send + Sync + 'static,
+    ) -> Self {
+        Receiver {
+            script: Arc::new(script),
+            clock: h.clock().clone(),
+            crashed: Arc::default(),
+            deliveries: Arc::default(),
+        }
+    }
+
+    fn deliveries(&self) -> BTreeMap<String, u32> {
+        self.deliveries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl Deliver for Receiver {
+    fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
+        Box::pin(async move {
+            yield_now().await;
+            *self
+                .deliveries
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(message.id.clone())
+                .or_default() += 1;
+            match (self.script)(message, &self.clock) {
+                Action::Answer(delivery) => delivery,
+                Action::Crash => {
+                    self.crashed.store(true, Ordering::SeqCst);
+                    std::future::pending().await
+                }
+            }
+        })
+    }
+}
+
+/// Runs a drain until it finishes or its receiver crashes; a crash drops
+/// the drain where it stands, as a dying isolate would.
+struct UnlessCrashed<F> {
+    drain: Pin<Box<F>>,
+    crashed: Arc<AtomicBool>,
+}
+
+impl<F: Future> Future for UnlessCrashed<F> {
+    type Output = Option<F::Output>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.crashed.load(Ordering::SeqCst) {
+            return Poll::Ready(None);
+        }
+        match self.drain.as_mut().poll(cx) {
+            Poll::Ready(report) => Poll::Ready(Some(report)),
+            Poll::Pending if self.crashed.load(Ordering::SeqCst) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// One drain run with `receiver`; `None` if the receiver crashed it.
+async fn run_once(
+    h: &Harness,
+    outbox: &Outbox,
+    receiver: &Receiver,
+    limits: DrainLimits,
+) -> Result<Option<DrainReport>> {
+    receiver.crashed.store(false, Ordering::SeqCst);
+    let drainer = Drainer::new(
+        outbox.clone(),
+        Arc::new(receiver.clone()),
+        Arc::new(h.clock().clone()),
+        limits,
+    )?;
+    Ok(UnlessCrashed {
+        drain: Box::pin(drainer.drain()),
+        crashed: receiver.crashed.clone(),
+    }
+    .await)
+}
+
+async fn enqueue_many(
+    outbox: &Outbox,
+    topic: &str,
+    n: usize,
+) -> Result<Vec<String>, super::Failure> {
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        ids.push(enqueue(outbox, topic).await?);
+    }
+    Ok(ids)
+}
+
+pub(crate) async fn outcomes_ride_along_with_the_next_claim(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    enqueue_many(&outbox, "mail", 1_000).await?;
+    let receiver = Receiver::new(&h, |_, _| Action::Answer(Delivery::Delivered));
+    let before = h.counts();
+    let report = run_once(&h, &outbox, &receiver, limits())
+        .await?
+        .ok_or_else(|| super::Failure("crashed".into()))?;
+    // 10 claims, each settling the batch before it, and one claim that
+    // finds nothing while settling the last batch: 11 calls for 1,000.
+    ensure_eq!((report.delivered, report.queries), (1_000, 11));
+    ensure_eq!(h.counts().round_trips - before.round_trips, 11);
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
+    Ok(())
+}
+
+pub(crate) async fn a_poison_message_costs_no_other_message_an_attempt(h: Harness) -> CaseResult {
+    let outbox = h.outbox_named("outbox", 4).await?;
+    let mut ids = enqueue_many(&outbox, "mail", 120).await?;
+    let poison = enqueue(&outbox, "poison").await?;
+    ids.extend(enqueue_many(&outbox, "mail", 129).await?);
+    let receiver = Receiver::new(&h, |message, _| {
+        if message.topic == "poison" {
+            Action::Crash
+        } else {
+            Action::Answer(Delivery::Delivered)
+        }
+    });
+    let mut crashes = 0;
+    for _ in 0..50 {
+        if run_once(&h, &outbox, &receiver, limits()).await?.is_none() {
+            crashes += 1;
+        }
+        let stats = outbox.stats().await?;
+        if stats.pending == 0 && stats.leased == 0 {
+            break;
+        }
+        h.clock().advance(LEASE);
+    }
+    let deliveries = receiver.deliveries();
+    // Once inside a batch (which spends nothing), then alone for each of its
+    // 4 attempts.
+    ensure_eq!(crashes, 5);
+    ensure_eq!(deliveries.get(&poison), Some(&5));
+    for id in &ids {
+        let times = deliveries.get(id).copied().unwrap_or(0);
+        ensure!((1..=2).contains(&times), "{id} was delivered {times} times");
+    }
+    let dead = outbox.list_dead(10, None).await?;
+    ensure_eq!(dead.len(), 1);
+    ensure_eq!(dead[0].id, poison);
+    ensure_eq!(dead[0].attempts, 4);
+    ensure!(dead[0].unsettled_leases > 0, "{:?}", dead[0]);
+    let error = dead[0].last_error.clone().unwrap_or_default();
+    ensure!(error.contains("outcome is unknown"), "{error}");
+    Ok(())
+}
+
+pub(crate) async fn a_lost_claim_spends_no_attempt(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    enqueue_many(&outbox, "mail", 10).await?;
+    // The claim commits but its reply is lost: nobody delivers these rows.
+    drop(outbox.claim(10, LEASE).await?);
+    h.clock().advance(LEASE);
+    let receiver = Receiver::new(&h, |_, _| Action::Answer(Delivery::retry("503")));
+    let report = run_once(&h, &outbox, &receiver, limits())
+        .await?
+        .ok_or_else(|| super::Failure("crashed".into()))?;
+    ensure_eq!((report.suspects, report.retried), (10, 10));
+    let rows = h
+        .sql(
+            &format!(
+                "SELECT attempts, unsettled_leases FROM \"{}\"",
+                outbox.table()
+            ),
+            vec![],
+        )
+        .await?;
+    for row in rows.iter() {
+        // Only the real failure spent an attempt.
+        ensure_eq!(
+            (
+                row.get::<i64>("attempts")?,
+                row.get::<i64>("unsettled_leases")?
+            ),
+            (1, 0)
+        );
+    }
+    Ok(())
+}
+
+pub(crate) async fn a_long_outage_kills_no_message(h: Harness) -> CaseResult {
+    let outbox = h.outbox_named("outbox", 3).await?;
+    let ids = enqueue_many(&outbox, "mail", 200).await?;
+    let back_at = h.later(Duration::from_secs(2 * 3600))?;
+    // A deliverer that only ever says "retry" while the API is down.
+    let receiver = Receiver::new(&h, move |_, clock| {
+        if clock.now() < back_at {
+            Action::Answer(Delivery::retry("mail API answered 503"))
+        } else {
+            Action::Answer(Delivery::Delivered)
+        }
+    });
+    let mut tripped_runs = 0;
+    for _ in 0..(3 * 60) {
+        let report = run_once(&h, &outbox, &receiver, limits())
+            .await?
+            .ok_or_else(|| super::Failure("crashed".into()))?;
+        ensure_eq!(report.dead, 0);
+        if report.tripped == vec!["mail".to_owned()] {
+            tripped_runs += 1;
+        }
+        if h.count(outbox.table().as_str()).await? == 0 {
+            break;
+        }
+        h.clock().advance(Duration::from_secs(60)); // one cron a minute
+    }
+    ensure!(
+        tripped_runs >= 119,
+        "the breaker tripped in {tripped_runs} runs"
+    );
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
+    let deliveries = receiver.deliveries();
+    ensure!(
+        ids.iter().all(|id| deliveries.contains_key(id)),
+        "not every message was tried"
+    );
+    Ok(())
+}
+
+pub(crate) async fn a_throttling_storm_kills_no_message(h: Harness) -> CaseResult {
+    let outbox = h.outbox_named("outbox", 3).await?;
+    enqueue_many(&outbox, "mail", 100).await?;
+    let calm_at = h.later(Duration::from_secs(600))?;
+    let receiver = Receiver::new(&h, move |message, clock| {
+        if clock.now() < calm_at {
+            let wait = Duration::from_secs(u64::from(message.id.len() % 2 == 0));
+            Action::Answer(Delivery::unavailable("429 Too Many Requests", Some(wait)))
+        } else {
+            Action::Answer(Delivery::Delivered)
+        }
+    });
+    let no_breaker = DrainLimits {
+        breaker: None,
+        ..limits()
+    };
+    for _ in 0..200 {
+        let report = run_once(&h, &outbox, &receiver, no_breaker)
+            .await?
+            .ok_or_else(|| super::Failure("crashed".into()))?;
+        ensure_eq!((report.dead, report.retried), (0, 0));
+        if h.count(outbox.table().as_str()).await? == 0 {
+            break;
+        }
+        h.clock().advance(Duration::from_secs(10));
+    }
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
+    Ok(())
+}
+
+/// A backoff without jitter.
+#[derive(Debug)]
+struct FiveSeconds;
+
+impl Backoff for FiveSeconds {
+    fn delay(&self, _attempt: u32, _random: &dyn RandomSource) -> Duration {
+        Duration::from_secs(5)
+    }
+}
+
+pub(crate) async fn retry_after_waits_at_least_the_backoff(h: Harness) -> CaseResult {
+    let outbox = Outbox::builder(h.db(), &h.table("outbox"))
+        .clock(Arc::new(h.clock().clone()))
+        .retry_policy(RetryPolicy::new(3, FiveSeconds)?)
+        .build()?;
+    outbox.create_schema().await?;
+    let id = enqueue(&outbox, "mail").await?;
+    let cases = [
+        // A `Retry-After: 0` cannot bring the message back before its backoff.
+        (
+            Delivery::RetryAfter {
+                error: "429".into(),
+                delay: Duration::ZERO,
+            },
+            5_000,
+            1,
+        ),
+        (
+            Delivery::RetryAfter {
+                error: "429".into(),
+                delay: Duration::from_secs(9),
+            },
+            9_000,
+            2,
+        ),
+        // Unavailable: the same wait, and the attempt is given back.
+        (
+            Delivery::unavailable("503", Some(Duration::from_millis(1))),
+            5_000,
+            2,
+        ),
+    ];
+    for (delivery, wait_ms, attempts) in cases {
+        let claim = outbox.claim(1, LEASE).await?;
+        ensure_eq!(claim.messages.len(), 1);
+        outbox
+            .settle(&[(claim.messages[0].lease(), delivery)])
+            .await?;
+        let row = h
+            .sql(
+                &format!(
+                    "SELECT due_at, attempts FROM \"{}\" WHERE id = ?",
+                    outbox.table()
+                ),
+                vec![id.as_str().into()],
+            )
+            .await?;
+        let row = row
+            .first()
+            .ok_or_else(|| super::Failure("row gone".into()))?;
+        let wait = row.get::<i64>("due_at")? - h.clock().now().as_unix_millis();
+        ensure_eq!((wait, row.get::<i64>("attempts")?), (wait_ms, attempts));
+        h.clock().advance(Duration::from_millis(wait_ms as u64));
+    }
+    Ok(())
+}
+
+/// Fails the `nth` batch (counting from 1) once, before running it.
+struct FailsOnce {
+    inner: Arc<dyn Database>,
+    calls: AtomicU32,
+    nth: u32,
+}
+
+impl Database for FailsOnce {
+    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
+        self.inner.execute(statement)
+    }
+
+    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
+        self.inner.query(statement)
+    }
+
+    fn batch_atomic<'a>(
+        &'a self,
+        statements: &'a [Statement],
+    ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) + 1 == self.nth {
+            return Box::pin(async {
+                Err(Error::Unavailable {
+                    message: "Network connection lost.".into(),
+                    advice: Retry::Now,
+                })
+            });
+        }
+        self.inner.batch_atomic(statements)
+    }
+}
+
+pub(crate) async fn a_transient_settle_error_is_retried(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    enqueue_many(&outbox, "mail", 150).await?;
+    let flaky: Arc<dyn Database> = Arc::new(FailsOnce {
+        inner: h.db(),
+        calls: AtomicU32::new(0),
+        nth: 2,
+    });
+    let flaky_outbox = Outbox::builder(flaky, outbox.table().as_str())
+        .clock(Arc::new(h.clock().clone()))
+        .build()?;
+    let receiver = Receiver::new(&h, |_, _| Action::Answer(Delivery::Delivered));
+    let report = run_once(&h, &flaky_outbox, &receiver, limits())
+        .await?
+        .ok_or_else(|| super::Failure("crashed".into()))?;
+    ensure_eq!((report.delivered, report.settle_retries), (150, 1));
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
+    ensure!(
+        receiver.deliveries().values().all(|n| *n == 1),
+        "a settle error caused a redelivery"
+    );
+    Ok(())
+}
