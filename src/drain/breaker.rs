@@ -57,7 +57,7 @@ impl Breaker {
             .entry(topic.to_owned())
             .or_insert_with(|| Topic::Closed(Vec::new()));
         match state {
-            Topic::Open => vec![hand_back(settle, limits)],
+            Topic::Open => vec![(settle.0, hand_back(settle.1, limits))],
             Topic::Closed(streak) => {
                 streak.push(settle);
                 if streak.len() < limits.failures as usize {
@@ -67,7 +67,7 @@ impl Breaker {
                 *state = Topic::Open;
                 streak
                     .into_iter()
-                    .map(|settle| hand_back(settle, limits))
+                    .map(|(lease, fate)| (lease, hand_back(fate, limits)))
                     .collect()
             }
         }
@@ -83,6 +83,16 @@ impl Breaker {
         }
     }
 
+    /// A failure judged alone (a suspect's): handed back after the cooldown
+    /// if the topic tripped, otherwise rescheduled without spending the
+    /// attempt.
+    pub(super) fn undecided(&self, topic: &str, fate: Fate) -> Fate {
+        match self.limits {
+            Some(limits) if self.is_open(topic) => hand_back(fate, limits),
+            _ => undecided(fate),
+        }
+    }
+
     /// Held failures whose leases end before `cutoff`, to settle before
     /// they do. Their streak is undecided: nothing shows the messages at
     /// fault, so they spend no attempt.
@@ -94,7 +104,10 @@ impl Breaker {
                     .into_iter()
                     .partition(|(lease, _)| lease.until() <= cutoff);
                 *streak = later;
-                expiring.extend(soon.into_iter().map(undecided));
+                expiring.extend(
+                    soon.into_iter()
+                        .map(|(lease, fate)| (lease, undecided(fate))),
+                );
             }
         }
         expiring
@@ -119,8 +132,8 @@ impl Breaker {
 
 /// No evidence either way: reschedule after the usual backoff without
 /// spending the attempt.
-fn undecided((lease, fate): Settle) -> Settle {
-    let fate = match fate {
+fn undecided(fate: Fate) -> Fate {
+    match fate {
         Fate::Reschedule {
             error, not_before, ..
         } => Fate::Reschedule {
@@ -129,14 +142,13 @@ fn undecided((lease, fate): Settle) -> Settle {
             charged: false,
         },
         other => other,
-    };
-    (lease, fate)
+    }
 }
 
 /// The receiver is failing as a whole: reschedule after the cooldown without
 /// spending the attempt.
-fn hand_back((lease, fate): Settle, limits: CircuitBreaker) -> Settle {
-    let fate = match fate {
+fn hand_back(fate: Fate, limits: CircuitBreaker) -> Fate {
+    match fate {
         Fate::Reschedule {
             error, not_before, ..
         } => Fate::Reschedule {
@@ -145,8 +157,7 @@ fn hand_back((lease, fate): Settle, limits: CircuitBreaker) -> Settle {
             charged: false,
         },
         other => other,
-    };
-    (lease, fate)
+    }
 }
 
 #[cfg(test)]

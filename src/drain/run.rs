@@ -533,16 +533,20 @@ impl<'a> Run<'a> {
         message.lease = alone;
         self.report.suspects += 1;
         let attempt = self.drainer.attempt(&message).await;
-        // Its own verdict, settled at once: no breaker hold for a suspect.
+        // Settled at once, outside the breaker's streaks. It answered, so it
+        // did not crash: a retryable failure, with nothing to compare it
+        // with, gives the attempt spent up front back.
         let now = self.now();
         let fate = match attempt {
-            Attempt::Answered(delivery) => Fate::from(delivery),
+            Attempt::Answered(delivery) if !delivery.is_retryable() => Fate::from(delivery),
+            Attempt::Answered(delivery) => self.breaker.undecided(&message.topic, delivery.into()),
             Attempt::TimedOut => {
                 self.report.timed_out += 1;
-                Fate::from(crate::outbox::Delivery::retry(format!(
+                let timed_out = crate::outbox::Delivery::retry(format!(
                     "delivery timed out after {} ms",
                     self.drainer.limits.delivery_timeout.as_millis()
-                )))
+                ));
+                self.breaker.undecided(&message.topic, timed_out.into())
             }
         };
         self.push(message.lease().clone(), fate, now);

@@ -14,6 +14,10 @@ pub(crate) struct Faults {
     pub(crate) permanent_failures: u64,
     pub(crate) overruns: u64,
     pub(crate) clock_jumps: u64,
+    pub(crate) poison_crashes: u64,
+    pub(crate) outage_failures: u64,
+    pub(crate) throttled: u64,
+    pub(crate) hangs: u64,
 }
 
 #[derive(Debug, Default)]
@@ -23,7 +27,10 @@ pub(crate) struct Ledger {
     pub(crate) sent: BTreeSet<String>,
     pub(crate) deduplicated: u64,
     pub(crate) deliveries_started: u64,
-    pub(crate) started_ids: BTreeSet<String>,
+    /// Deliveries of a message whose effect the receiver had applied already.
+    pub(crate) deliveries_after_effect: u64,
+    /// Deliveries started, by message.
+    pub(crate) started_ids: BTreeMap<String, u64>,
     pub(crate) permanent: BTreeSet<String>,
     /// Deliveries that started while another lease on the row was live.
     pub(crate) concurrent_double_deliveries: u64,
@@ -53,6 +60,16 @@ pub(crate) struct Figures {
     pub(crate) effects_applied_twice: usize,
     pub(crate) rows_left_not_dead: usize,
     pub(crate) redeliveries: u64,
+    /// Dead messages that neither failed permanently nor were the poison.
+    pub(crate) innocent_dead: usize,
+    pub(crate) deliveries_after_effect: u64,
+    pub(crate) innocent_deliveries: u64,
+    pub(crate) innocent_messages: usize,
+    pub(crate) most_deliveries_of_one_innocent: u64,
+    /// The poison's spent attempts when it died.
+    pub(crate) poison_dead_after: Option<u32>,
+    /// Attempts spent by every message during the 2-hour outage.
+    pub(crate) outage_attempts: i64,
     pub(crate) simulated_seconds: u64,
 }
 
@@ -92,6 +109,12 @@ impl fmt::Display for Figures {
         )?;
         writeln!(
             f,
+            "weather: {} poison crashes, {} failures during the outage, {} throttled (429, Retry-After 0/1), \
+             {} hung deliveries",
+            x.poison_crashes, x.outage_failures, x.throttled, x.hangs
+        )?;
+        writeln!(
+            f,
             "delivered {} · dead {} · lost {}",
             self.delivered, self.dead, self.lost
         )?;
@@ -106,6 +129,19 @@ impl fmt::Display for Figures {
             self.effects_applied_twice,
             self.rows_left_not_dead
         )?;
-        write!(f, "total redeliveries {}", self.redeliveries)
+        writeln!(f, "total redeliveries {}", self.redeliveries)?;
+        write!(
+            f,
+            "innocent messages dead {} · delivery attempts per innocent message {:.3} (most {}) · \
+             deliveries after the effect was applied {} · poison dead after {} attempts · \
+             attempts spent during the 2-hour outage {}",
+            self.innocent_dead,
+            self.innocent_deliveries as f64 / self.innocent_messages.max(1) as f64,
+            self.most_deliveries_of_one_innocent,
+            self.deliveries_after_effect,
+            self.poison_dead_after
+                .map_or_else(|| "(not dead)".to_owned(), |n| n.to_string()),
+            self.outage_attempts
+        )
     }
 }

@@ -55,6 +55,24 @@ struct Rates {
     clock_jump: f64,
 }
 
+/// Downstream weather, by simulated time since the start: a receiver that
+/// is down for two hours (plain retryable failures), storms of 429 with
+/// `Retry-After: 0` or `1`, and bursts where every delivery hangs until the
+/// timeout (more hung deliveries than any drainer's concurrency).
+const HANG_BURSTS: [(u64, u64); 2] = [(150, 180), (9_700, 9_730)];
+const STORMS: [(u64, u64); 2] = [(200, 800), (9_000, 9_600)];
+const OUTAGE: (u64, u64) = (1_000, 1_000 + 2 * 3_600);
+/// The world runs at least until the weather has passed.
+const WEATHER_ENDS: u64 = 9_730;
+/// The message whose delivery kills its drainer, every time.
+const POISON: &str = "m000042";
+
+fn within(windows: &[(u64, u64)], second: u64) -> bool {
+    windows
+        .iter()
+        .any(|(from, to)| (*from..*to).contains(&second))
+}
+
 const RATES: Rates = Rates {
     db_error: 0.05,
     crash_after_claim: 0.01,
@@ -66,6 +84,7 @@ const RATES: Rates = Rates {
 };
 
 struct World {
+    start: Timestamp,
     raw: Arc<dyn Database>,
     outbox: Outbox,
     inbox: Inbox,
@@ -97,6 +116,25 @@ impl Receiver {
     async fn receive(&self, message: &ClaimedMessage) -> Delivery {
         let w = &self.world;
         self.check_start(message).await;
+        let second = w.clock.now().duration_since(w.start).as_secs();
+        if message.id == POISON {
+            w.ledger().faults.poison_crashes += 1;
+            self.crash.store(true, Ordering::SeqCst);
+            return std::future::pending().await;
+        }
+        if within(&[OUTAGE], second) {
+            w.ledger().faults.outage_failures += 1;
+            return Delivery::retry("injected: outage, 503");
+        }
+        if within(&STORMS, second) {
+            w.ledger().faults.throttled += 1;
+            let wait = Duration::from_secs(w.random.below(2));
+            return Delivery::unavailable("injected: 429", Some(wait));
+        }
+        if within(&HANG_BURSTS, second) {
+            w.ledger().faults.hangs += 1;
+            return std::future::pending().await;
+        }
         if w.random.chance(RATES.crash_after_claim) {
             w.ledger().faults.crashes_after_claim += 1;
             self.crash.store(true, Ordering::SeqCst);
@@ -180,9 +218,21 @@ impl Receiver {
                 .unwrap_or(0),
             _ => 0,
         };
+        let already_applied = !w
+            .raw
+            .query(&Statement::new(
+                "SELECT 1 FROM effects WHERE message_id = ?",
+                vec![Value::Text(message.id.clone())],
+            ))
+            .await
+            .expect("the raw database answers")
+            .is_empty();
         let mut ledger = w.ledger();
         ledger.deliveries_started += 1;
-        ledger.started_ids.insert(message.id.clone());
+        if already_applied {
+            ledger.deliveries_after_effect += 1;
+        }
+        *ledger.started_ids.entry(message.id.clone()).or_default() += 1;
         if !ours {
             ledger.concurrent_double_deliveries += 1;
         }
@@ -311,6 +361,21 @@ async fn drain_forever(world: Arc<World>, limits: DrainLimits, stop: Rc<Cell<boo
     }
 }
 
+/// Every row's spent attempts, by id.
+async fn attempts_by_id(raw: &Arc<dyn Database>) -> std::collections::BTreeMap<String, i64> {
+    raw.query(&Statement::new("SELECT id, attempts FROM outbox", vec![]))
+        .await
+        .expect("the raw database answers")
+        .iter()
+        .map(|row| {
+            (
+                row.get("id").expect("id"),
+                row.get("attempts").expect("attempts"),
+            )
+        })
+        .collect()
+}
+
 async fn count(raw: &Arc<dyn Database>, sql: &str) -> i64 {
     raw.query(&Statement::new(sql, vec![]))
         .await
@@ -395,6 +460,7 @@ fn simulate(seed: u64, messages: usize, drainers: usize) -> Figures {
         .expect("inbox")
         .with_clock(Arc::new(clock.clone()));
     let world = Arc::new(World {
+        start,
         raw: raw.clone(),
         outbox,
         inbox,
@@ -438,10 +504,26 @@ fn simulate(seed: u64, messages: usize, drainers: usize) -> Figures {
     }
 
     let mut steps = 0u64;
+    let mut attempts_at_outage_start = None;
+    let mut outage_attempts = None;
     loop {
         pool.run_until_stalled();
         steps += 1;
-        if produced.get() && steps.is_multiple_of(10) {
+        let second = clock.now().duration_since(start).as_secs();
+        if attempts_at_outage_start.is_none() && second >= OUTAGE.0 {
+            attempts_at_outage_start = Some(pool.run_until(attempts_by_id(&raw)));
+        }
+        if outage_attempts.is_none() && second >= OUTAGE.1 {
+            let before = attempts_at_outage_start.clone().unwrap_or_default();
+            let after = pool.run_until(attempts_by_id(&raw));
+            outage_attempts = Some(
+                after
+                    .iter()
+                    .map(|(id, attempts)| attempts - before.get(id).copied().unwrap_or(0))
+                    .sum::<i64>(),
+            );
+        }
+        if produced.get() && second >= WEATHER_ENDS && steps.is_multiple_of(10) {
             let open = pool.run_until(async {
                 tend_dead(&world).await;
                 count(
@@ -499,7 +581,11 @@ fn simulate(seed: u64, messages: usize, drainers: usize) -> Figures {
         let mut lost = 0;
         let mut delivered = 0;
         let mut dead = 0;
+        let mut innocent_dead = 0;
         for id in &ledger.sent {
+            if ledger.dead.contains_key(id) && !ledger.permanent.contains(id) && id != POISON {
+                innocent_dead += 1;
+            }
             let effect = applied.get(id).copied().unwrap_or(0);
             if effect > 0 {
                 delivered += 1;
@@ -531,6 +617,20 @@ fn simulate(seed: u64, messages: usize, drainers: usize) -> Figures {
             effects_applied_twice: applied.values().filter(|n| **n > 1).count(),
             rows_left_not_dead,
             redeliveries: ledger.deliveries_started - ledger.started_ids.len() as u64,
+            innocent_dead,
+            deliveries_after_effect: ledger.deliveries_after_effect,
+            innocent_deliveries: ledger.deliveries_started
+                - ledger.started_ids.get(POISON).copied().unwrap_or(0),
+            innocent_messages: ledger.sent.len() - usize::from(ledger.sent.contains(POISON)),
+            most_deliveries_of_one_innocent: ledger
+                .started_ids
+                .iter()
+                .filter(|(id, _)| id.as_str() != POISON)
+                .map(|(_, n)| *n)
+                .max()
+                .unwrap_or(0),
+            poison_dead_after: ledger.dead.get(POISON).copied(),
+            outage_attempts: outage_attempts.unwrap_or(0),
             simulated_seconds,
         }
     })
