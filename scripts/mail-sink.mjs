@@ -1,5 +1,5 @@
 // A stand-in mail API for local runs: prints every mail it receives.
-//   POST /send  {"id", "to", "subject", "text"}  ->  202
+//   POST /send  {"to", "subject", "text"}, Idempotency-Key: <outbox id>  ->  202
 // MAIL_SINK_STATUS=503 (or any status) makes it refuse mail, to watch
 // retries and dead letters.
 import { createServer } from "node:http";
@@ -26,7 +26,7 @@ createServer((request, response) => {
     const key = request.headers["idempotency-key"];
     const repeat = seen.has(key) ? " (repeat, same Idempotency-Key)" : "";
     seen.add(key);
-    console.log(`📬 mail ${mail.id} to ${mail.to}: "${mail.subject}" -> ${status}${repeat}`);
+    console.log(`📬 mail ${key} to ${mail.to}: "${mail.subject}" -> ${status}${repeat}`);
     response.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify({ accepted: status < 300 }));
   });
 }).listen(port, "127.0.0.1", () => {

@@ -55,6 +55,7 @@ pub mod database;
 pub mod defer;
 pub mod drain;
 mod error;
+pub mod http;
 mod identifier;
 pub mod inbox;
 pub mod outbox;

@@ -12,7 +12,8 @@ export class MailSink {
     const body = await request.json();
     if (this.delayMs) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
     const status = typeof this.status === "function" ? this.status(body) : this.status;
-    this.mails.push({ ...body, key: request.headers.get("idempotency-key"), status, url: request.url });
+    const key = request.headers.get("idempotency-key");
+    this.mails.push({ ...body, id: key, key, status, url: request.url });
     return new Response(JSON.stringify({ status }), { status });
   }
 

@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use worker::Env;
 use workers_outbox::database::d1::D1Database;
-use workers_outbox::drain::{DrainLimits, Drainer};
+use workers_outbox::drain::{CircuitBreaker, DrainLimits, Drainer};
+use workers_outbox::http::HttpDeliverer;
 use workers_outbox::{Database, ExponentialBackoff, Inbox, Outbox, RetryPolicy, WorkersTimer};
-
-use crate::mail::MailApi;
 
 /// Tunables, each an optional `[vars]` entry in `wrangler.toml`.
 pub(crate) struct Settings {
@@ -47,9 +46,11 @@ impl App {
     }
 
     pub(crate) fn drainer(&self, limits: DrainLimits) -> workers_outbox::Result<Drainer> {
+        let mail_api =
+            HttpDeliverer::new(&self.settings.mail_api_url)?.timeout(limits.delivery_timeout);
         Drainer::new(
             self.outbox.clone(),
-            Arc::new(MailApi::new(self.settings.mail_api_url.clone())),
+            Arc::new(mail_api),
             Arc::new(WorkersTimer),
             limits,
         )
@@ -71,10 +72,18 @@ impl Settings {
         let delivery_timeout = millis("DELIVERY_TIMEOUT_MS", 10_000)?;
         let lease = millis("LEASE_MS", 60_000)?;
         let settle_margin = millis("SETTLE_MARGIN_MS", 5_000)?;
+        let breaker = match count(env, "BREAKER_FAILURES", CircuitBreaker::default().failures)? {
+            0 => None,
+            failures => Some(CircuitBreaker {
+                failures,
+                ..CircuitBreaker::default()
+            }),
+        };
         let scheduled = DrainLimits {
             delivery_timeout,
             lease,
             settle_margin,
+            breaker,
             deadline: millis("DRAIN_DEADLINE_MS", 45_000)?,
             batch_size: count(env, "DRAIN_BATCH_SIZE", 100)?,
             max_queries: count(env, "DRAIN_MAX_QUERIES", 900)?,
@@ -84,6 +93,7 @@ impl Settings {
             delivery_timeout,
             lease,
             settle_margin,
+            breaker,
             ..DrainLimits::after_response()
         };
         for limits in [&scheduled, &after_response] {

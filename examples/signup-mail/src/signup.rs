@@ -6,7 +6,7 @@ use workers_outbox::defer::{Defer, WaitUntil};
 use workers_outbox::{Clock, Error, FastRandom, Message, RandomSource, Statement, SystemClock};
 
 use crate::app::App;
-use crate::mail::{CONFIRMATION_TOPIC, Confirmation};
+use crate::mail::{CONFIRMATION_TOPIC, Mail};
 use crate::responses::{error_response, json, json_error, read_body};
 
 const MAX_BODY_BYTES: usize = 4 * 1024;
@@ -38,10 +38,7 @@ pub(crate) async fn handle(mut request: Request, app: &App, ctx: &Context) -> Re
     };
     let account_id = new_account_id();
 
-    let payload = Confirmation {
-        to: email.clone(),
-        account_id: account_id.clone(),
-    };
+    let payload = Mail::confirmation(&email, &account_id);
     let message = match Message::json(CONFIRMATION_TOPIC, &payload) {
         Ok(message) => message.subject(&account_id).dedup_key(&email),
         Err(error) => return error_response(&error),

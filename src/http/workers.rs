@@ -1,0 +1,193 @@
+//! The HTTP deliverer on the Workers runtime's `fetch`.
+
+use std::fmt;
+use std::time::Duration;
+
+use futures_util::future::{Either, select};
+use wasm_bindgen::JsValue;
+use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
+
+use super::status::StatusMapping;
+use crate::drain::Deliver;
+use crate::error::{Error, Result};
+use crate::outbox::{ClaimedMessage, Delivery};
+use crate::send::BoxFuture;
+use crate::time::{Clock, SystemClock};
+
+/// POSTs each message's payload as JSON to one URL, with
+/// `Idempotency-Key: <message id>`; see [the module](super).
+///
+/// ```no_run
+/// # fn example(env: &worker::Env) -> workers_outbox::Result<()> {
+/// use std::time::Duration;
+/// use workers_outbox::http::{HttpDeliverer, StatusMapping, Treat};
+///
+/// let deliver = HttpDeliverer::new("https://api.mail.example/send")?
+///     .header("authorization", "Bearer …")? // kept out of errors and logs
+///     .timeout(Duration::from_secs(8))
+///     .statuses(StatusMapping::default().treat(409, Treat::Delivered));
+/// # Ok(()) }
+/// ```
+pub struct HttpDeliverer {
+    url: String,
+    headers: Vec<(String, String)>,
+    timeout: Duration,
+    statuses: StatusMapping,
+}
+
+/// Header values may be secrets: only their names are shown.
+impl fmt::Debug for HttpDeliverer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("HttpDeliverer")
+            .field("url", &self.url)
+            .field("headers", &names)
+            .field("timeout", &self.timeout)
+            .field("statuses", &self.statuses)
+            .finish()
+    }
+}
+
+/// Aborts the request when the delivery ends, however it ends: answered,
+/// timed out, or dropped by the drainer.
+struct AbortOnDrop(Option<AbortController>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(controller) = self.0.take() {
+            controller.abort();
+        }
+    }
+}
+
+impl HttpDeliverer {
+    /// The default timeout: shorter than [`DrainLimits`](crate::drain::DrainLimits)'
+    /// default delivery timeout, so the request is aborted here first.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(8);
+
+    /// Delivers to `url` (http or https).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if `url` is not an absolute http(s) URL.
+    pub fn new(url: &str) -> Result<Self> {
+        let parsed = worker::Url::parse(url)
+            .map_err(|error| Error::invalid("delivery URL", error.to_string()))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(Error::invalid(
+                "delivery URL",
+                format!("scheme {:?} is not http or https", parsed.scheme()),
+            ));
+        }
+        Ok(HttpDeliverer {
+            url: parsed.to_string(),
+            headers: Vec::new(),
+            timeout: Self::DEFAULT_TIMEOUT,
+            statuses: StatusMapping::default(),
+        })
+    }
+
+    /// Adds a header to every request (e.g. an API key).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a header name or value HTTP refuses, or
+    /// one this deliverer sets itself (`content-type`, `idempotency-key`).
+    pub fn header(mut self, name: &str, value: &str) -> Result<Self> {
+        let lower = name.to_ascii_lowercase();
+        if matches!(lower.as_str(), "content-type" | "idempotency-key") {
+            return Err(Error::invalid(
+                "header",
+                format!("{name} is set by the deliverer"),
+            ));
+        }
+        let valid_name = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        let valid_value = value
+            .bytes()
+            .all(|b| b == b'\t' || (b' '..=b'~').contains(&b));
+        if !valid_name || !valid_value {
+            return Err(Error::invalid(
+                "header",
+                format!("{name:?} or its value is not a valid HTTP header"),
+            ));
+        }
+        self.headers.push((lower, value.to_owned()));
+        Ok(self)
+    }
+
+    /// How long a request may take before it is aborted and retried.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How statuses become verdicts (default: [`StatusMapping::default`]).
+    #[must_use]
+    pub fn statuses(mut self, statuses: StatusMapping) -> Self {
+        self.statuses = statuses;
+        self
+    }
+
+    async fn send(&self, message: &ClaimedMessage) -> Delivery {
+        let controller = AbortController::default();
+        let signal = controller.signal();
+        let _abort = AbortOnDrop(Some(controller));
+        let request = match self.request(message) {
+            Ok(request) => request,
+            Err(error) => {
+                return Delivery::permanent(format!("cannot build the request: {error}"));
+            }
+        };
+        let exchange = async {
+            let fetch = Fetch::Request(request);
+            let mut response = fetch
+                .send_with_signal(&signal)
+                .await
+                .map_err(|error| format!("receiver unreachable: {error}"))?;
+            let status = response.status_code();
+            let retry_after = response.headers().get("retry-after").ok().flatten();
+            let body = if (200..300).contains(&status) {
+                String::new()
+            } else {
+                response.text().await.unwrap_or_default()
+            };
+            Ok::<_, String>(self.statuses.verdict(
+                status,
+                retry_after.as_deref(),
+                &body,
+                SystemClock.now(),
+            ))
+        };
+        futures_util::pin_mut!(exchange);
+        match select(exchange, Delay::from(self.timeout)).await {
+            Either::Left((Ok(delivery), _)) => delivery,
+            Either::Left((Err(error), _)) => Delivery::retry(error),
+            Either::Right(((), _)) => Delivery::retry(format!(
+                "no answer within {} ms; the request was aborted",
+                self.timeout.as_millis()
+            )),
+        }
+    }
+
+    fn request(&self, message: &ClaimedMessage) -> worker::Result<Request> {
+        let headers = Headers::new();
+        headers.set("content-type", "application/json")?;
+        headers.set("idempotency-key", &message.id)?;
+        for (name, value) in &self.headers {
+            headers.set(name, value)?;
+        }
+        let mut init = RequestInit::new();
+        init.with_method(Method::Post)
+            .with_headers(headers)
+            .with_body(Some(JsValue::from_str(&message.payload)));
+        Request::new_with_init(&self.url, &init)
+    }
+}
+
+impl Deliver for HttpDeliverer {
+    fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
+        Box::pin(self.send(message))
+    }
+}

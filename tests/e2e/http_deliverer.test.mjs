@@ -1,0 +1,87 @@
+// The library's HTTP deliverer in workerd, against a real HTTP server on
+// loopback: a request that outlives its timeout is aborted (its connection
+// closes at the timeout), so a hung receiver cannot keep holding the
+// invocation's connections while later deliveries of the same drain go on.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { eventually, start } from "./harness.mjs";
+
+const TOKEN = "test-admin-token";
+const admin = { authorization: `Bearer ${TOKEN}` };
+
+/**
+ * A mail API that first refuses everything (503), then hangs on mail to
+ * `hang-…` addresses and accepts the rest after 300 ms. Notes when each
+ * request arrived and when its connection closed.
+ */
+async function receiver() {
+  const state = { phase: "refuse", requests: [] };
+  const server = createServer((request, response) => {
+    let body = "";
+    request.on("data", (chunk) => (body += chunk));
+    request.on("end", () => {
+      const mail = JSON.parse(body);
+      if (state.phase === "refuse") return response.writeHead(503).end();
+      const seen = { to: mail.to, arrived: Date.now(), closed: null };
+      state.requests.push(seen);
+      response.on("close", () => (seen.closed = Date.now()));
+      if (mail.to.startsWith("hang-")) return; // never answered
+      setTimeout(() => response.writeHead(202).end(), 300);
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  state.url = `http://127.0.0.1:${server.address().port}/send`;
+  state.close = () => server.close();
+  return state;
+}
+
+describe("HTTP deliverer", () => {
+  it("aborts a hung request at its timeout while the drain goes on", async () => {
+    const api = await receiver();
+    const mf = await start("examples/signup-mail", {
+      bindings: {
+        MAIL_API_URL: api.url,
+        ADMIN_TOKEN: TOKEN,
+        DELIVERY_TIMEOUT_MS: "1000",
+        BACKOFF_BASE_MS: "50",
+        BACKOFF_CAP_MS: "100",
+        BREAKER_FAILURES: "0",
+      },
+    });
+    try {
+      const call = (path, init = {}) => mf.dispatchFetch(`http://example.test${path}`, init);
+      const stats = async () => (await call("/admin/outbox", { headers: admin })).json();
+      const emails = [
+        ...Array.from({ length: 6 }, (_, n) => `hang-${n}@example.com`),
+        ...Array.from({ length: 30 }, (_, n) => `ok-${n}@example.com`),
+      ];
+      for (const email of emails) {
+        const response = await call("/signup", { method: "POST", body: JSON.stringify({ email }) });
+        assert.equal(response.status, 201);
+      }
+      await eventually(async () => (await stats()).pending === 36);
+      await new Promise((resolve) => setTimeout(resolve, 200)); // past the backoff
+      api.phase = "serve";
+      const started = Date.now();
+      await (await mf.getWorker()).scheduled({ cron: "*/1 * * * *" });
+      const drainMs = Date.now() - started;
+
+      const hung = api.requests.filter((r) => r.to.startsWith("hang-"));
+      assert.equal(hung.length, 6);
+      await eventually(() => hung.every((r) => r.closed));
+      for (const request of hung) {
+        const held = request.closed - request.arrived;
+        // Closed by its abort at the 1 s timeout, not held for the rest of
+        // the drain (which ran on for the other deliveries).
+        assert.ok(held >= 900 && held < 1600, `a hung request was held ${held} ms (drain took ${drainMs} ms)`);
+      }
+      assert.ok(drainMs > 2000, `the drain took only ${drainMs} ms: nothing to compare with`);
+      const after = await stats();
+      assert.deepEqual({ pending: after.pending, dead: after.dead }, { pending: 6, dead: 0 });
+    } finally {
+      await mf.dispose();
+      api.close();
+    }
+  });
+});
