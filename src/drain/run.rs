@@ -33,13 +33,20 @@ struct Call {
 
 impl Call {
     fn statements(&self) -> Vec<Statement> {
-        let mut statements = self.settle.statements().to_vec();
-        statements.extend(self.isolate.iter().cloned());
+        let mut statements = self.retry_statements();
         statements.extend(
             self.claim
                 .iter()
                 .map(|(claim, _)| claim.statement().clone()),
         );
+        statements
+    }
+
+    /// What is sent again after an error: the settles and the isolation are
+    /// fenced and idempotent; a claim is not (it would lease other rows).
+    fn retry_statements(&self) -> Vec<Statement> {
+        let mut statements = self.settle.statements().to_vec();
+        statements.extend(self.isolate.iter().cloned());
         statements
     }
 }
@@ -386,10 +393,10 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Runs a call. A failed call may have committed; its settle statements
-    /// are fenced, so they are sent again (without the claim or isolation,
-    /// whose results could not be read) while the error is transient, the
-    /// budget allows, and the leases have time left.
+    /// Runs a call. A failed call may have committed; its settles and
+    /// isolation are fenced and idempotent, so they are sent again (without
+    /// the claim) while the error is transient, the budget allows, and the
+    /// leases have time left.
     fn execute<'c>(&self, call: &'c Call) -> BoxFuture<'c, Executed>
     where
         'a: 'c,
@@ -405,7 +412,8 @@ impl<'a> Run<'a> {
             let mut outcomes = db.batch_atomic(&call.statements()).await;
             let mut tries = 1;
             while let Err(error) = &outcomes {
-                let retryable = error.is_retryable() && !call.settle.is_empty();
+                let retryable =
+                    error.is_retryable() && (!call.settle.is_empty() || call.isolate.is_some());
                 let in_time = lease_end.is_none_or(|end| drainer.outbox.now() < end);
                 if !retryable || !in_time || tries > SETTLE_RETRIES || tries >= budget {
                     break;
@@ -414,7 +422,7 @@ impl<'a> Run<'a> {
                     let wait = std::time::Duration::from_millis(100 << tries);
                     drainer.timer.sleep(wait).await;
                 }
-                outcomes = db.batch_atomic(call.settle.statements()).await;
+                outcomes = db.batch_atomic(&call.retry_statements()).await;
                 tries += 1;
             }
             Executed { outcomes, tries }
@@ -436,12 +444,6 @@ impl<'a> Run<'a> {
         let settled = call.settle.statements().len();
         self.report
             .tally(call.settle.read(&outcomes[..settled.min(outcomes.len())]));
-        if executed.tries > 1 {
-            // Only the settle was sent again: the claim and isolation of the
-            // first try are unknown. Their rows come back when their leases
-            // end.
-            return None;
-        }
         let mut next = settled;
         let mut isolated = None;
         if call.isolate.is_some() {
@@ -452,7 +454,9 @@ impl<'a> Run<'a> {
             );
             next += 1;
         }
-        if let Some((claim, wanted)) = &call.claim {
+        // A claim is not sent again: after a retry its first try is unknown,
+        // and its rows (if it committed) come back when their lease ends.
+        if let Some((claim, wanted)) = call.claim.as_ref().filter(|_| executed.tries == 1) {
             let rows = outcomes.get(next).map(|outcome| &outcome.rows);
             let claimed = rows.map(|rows| claim.read(rows)).unwrap_or_default();
             self.accept(claimed, *wanted);
@@ -526,8 +530,7 @@ impl<'a> Run<'a> {
                 self.report.lease_lost += 1;
                 return;
             }
-            // Unknown: if the isolation committed, its lease ends unsettled
-            // and the suspect comes back.
+            // The call failed for good.
             None => return,
         }
         message.lease = alone;

@@ -408,7 +408,9 @@ impl Outbox {
             .value(col::DUE_AT, alone.until.as_unix_millis())
             .value(col::LEASE_TOKEN, alone.token.as_str())
             .value(col::ATTEMPTS, i64::from(alone.attempt))
-            .and_where(Self::held_by(current));
+            // Matching the new lease too makes the statement safe to send
+            // again: a repeat after it committed confirms it, spending nothing.
+            .and_where(Self::held_by(current).or(Self::held_by(&alone)));
         Ok((Statement::from_query(&update)?, alone))
     }
 }

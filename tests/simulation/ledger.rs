@@ -68,7 +68,8 @@ pub(crate) struct Figures {
     pub(crate) most_deliveries_of_one_innocent: u64,
     /// The poison's spent attempts when it died.
     pub(crate) poison_dead_after: Option<u32>,
-    /// Attempts spent by every message during the 2-hour outage.
+    /// Attempts spent by messages other than the poison from a minute into
+    /// the 2-hour outage to its end.
     pub(crate) outage_attempts: i64,
     pub(crate) simulated_seconds: u64,
 }
@@ -134,7 +135,7 @@ impl fmt::Display for Figures {
             f,
             "innocent messages dead {} · delivery attempts per innocent message {:.3} (most {}) · \
              deliveries after the effect was applied {} · poison dead after {} attempts · \
-             attempts spent during the 2-hour outage {}",
+             attempts spent during the 2-hour outage (poison aside) {}",
             self.innocent_dead,
             self.innocent_deliveries as f64 / self.innocent_messages.max(1) as f64,
             self.most_deliveries_of_one_innocent,

@@ -507,10 +507,11 @@ fn simulate(seed: u64, messages: usize, drainers: usize) -> Figures {
     let mut attempts_at_outage_start = None;
     let mut outage_attempts = None;
     loop {
-        pool.run_until_stalled();
-        steps += 1;
+        // Outage figures are read before the drains of this second run.
         let second = clock.now().duration_since(start).as_secs();
-        if attempts_at_outage_start.is_none() && second >= OUTAGE.0 {
+        // From a minute in (drains begun before the outage have settled) to
+        // its end.
+        if attempts_at_outage_start.is_none() && second >= OUTAGE.0 + 60 {
             attempts_at_outage_start = Some(pool.run_until(attempts_by_id(&raw)));
         }
         if outage_attempts.is_none() && second >= OUTAGE.1 {
@@ -519,10 +520,14 @@ fn simulate(seed: u64, messages: usize, drainers: usize) -> Figures {
             outage_attempts = Some(
                 after
                     .iter()
+                    .filter(|(id, _)| id.as_str() != POISON)
                     .map(|(id, attempts)| attempts - before.get(id).copied().unwrap_or(0))
                     .sum::<i64>(),
             );
         }
+        pool.run_until_stalled();
+        steps += 1;
+        let second = clock.now().duration_since(start).as_secs();
         if produced.get() && second >= WEATHER_ENDS && steps.is_multiple_of(10) {
             let open = pool.run_until(async {
                 tend_dead(&world).await;
