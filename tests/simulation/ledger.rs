@@ -84,6 +84,8 @@ impl Figures {
             && self.order_violations == 0
             && self.effects_applied_twice == 0
             && self.rows_left_not_dead == 0
+            && self.outage_attempts == 0
+            && self.poison_dead_after.is_some()
     }
 }
 

@@ -4,6 +4,8 @@
 //! `benches/run.mjs` through Miniflare).
 
 pub mod baseline;
+pub mod batch_loop;
+pub mod latency;
 pub mod scenarios;
 #[cfg(target_arch = "wasm32")]
 mod worker_entry;

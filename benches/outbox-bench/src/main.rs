@@ -23,9 +23,11 @@ fn main() -> std::process::ExitCode {
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
     use std::sync::Arc;
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
+    use outbox_bench::latency::{Mix, Sink};
     use outbox_bench::scenarios::{Algorithm, Bench, Kind, Meter, Probe};
+    use workers_outbox::send::BoxFuture;
     use serde_json::{Value as Json, json};
     use workers_outbox::database::CountingDatabase;
     use workers_outbox::{Database, Result, SqliteDatabase, TokioTimer};
@@ -121,13 +123,46 @@ mod native {
             }
             rows *= 10;
         }
-        Ok(json!({ "drain": drains, "claim": claims }))
+        let mut loops = Vec::new();
+        for algorithm in [Algorithm::Ours, Algorithm::BatchLoop] {
+            bench.reset().await?;
+            bench.seed(algorithm, Kind::Due, messages).await?;
+            let run = bench.drain(algorithm, 100, u32::MAX, u32::MAX).await?;
+            eprintln!("sqlite no-op drain {}: {} calls", name(algorithm), run.meter.calls);
+            loops.push(json!({ "algo": name(algorithm), "run": run }));
+        }
+        let mix = Mix {
+            scale: 0.1,
+            timeout: Duration::from_secs(1),
+        };
+        let mut latency = Vec::new();
+        for algorithm in [Algorithm::Ours, Algorithm::BatchLoop] {
+            let run = bench
+                .latency(algorithm, 1_500, 6, mix, Arc::new(Sleep))
+                .await?;
+            eprintln!(
+                "sqlite latency mix {}: {:.1}/s of an ideal {:.1}/s",
+                run.algo, run.per_second, run.ideal_per_second
+            );
+            latency.push(run);
+        }
+        Ok(json!({ "drain": drains, "claim": claims, "loop": loops, "latency": latency }))
     }
 
     fn name(algorithm: Algorithm) -> &'static str {
         match algorithm {
             Algorithm::Ours => "ours",
             Algorithm::Baseline => "baseline",
+            Algorithm::BatchLoop => "batch-loop",
+        }
+    }
+
+    /// The native sink: a tokio sleep.
+    struct Sleep;
+
+    impl Sink for Sleep {
+        fn visit(&self, ms: f64) -> BoxFuture<'static, ()> {
+            Box::pin(tokio::time::sleep(Duration::from_secs_f64(ms / 1000.0)))
         }
     }
 }

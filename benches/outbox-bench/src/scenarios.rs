@@ -12,6 +12,8 @@ use workers_outbox::{
 };
 
 use crate::baseline::{self, Baseline};
+use crate::batch_loop::BatchLoop;
+use crate::latency::{LatencyRun, Mix, MixedDownstream, Sink};
 
 /// What the adapter has cost so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -53,6 +55,8 @@ pub enum Algorithm {
     Ours,
     /// The original algorithm.
     Baseline,
+    /// This crate's drain loop before streaming (batch barrier).
+    BatchLoop,
 }
 
 impl Algorithm {
@@ -61,6 +65,7 @@ impl Algorithm {
         match name {
             "ours" => Some(Algorithm::Ours),
             "baseline" => Some(Algorithm::Baseline),
+            "batch-loop" => Some(Algorithm::BatchLoop),
             _ => None,
         }
     }
@@ -142,7 +147,7 @@ impl Bench {
             let numbers =
                 "WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM n WHERE i < ?)";
             let statement = match algorithm {
-                Algorithm::Ours => {
+                Algorithm::Ours | Algorithm::BatchLoop => {
                     let (state, due, token) = match kind {
                         Kind::Due => ("ready", now, None),
                         Kind::Future => ("ready", tomorrow, None),
@@ -246,6 +251,21 @@ impl Bench {
                 }
                 u64::from(report.delivered)
             }
+            Algorithm::BatchLoop => {
+                let deliver = deliver_fn(|_: ClaimedMessage| async { Delivery::Delivered });
+                let run = BatchLoop {
+                    outbox: self.outbox()?,
+                    deliver: Arc::new(deliver),
+                    timer: self.timer.clone(),
+                    batch,
+                    concurrency: DrainLimits::scheduled().concurrency,
+                    timeout: DrainLimits::scheduled().delivery_timeout,
+                    lease: LEASE,
+                }
+                .run(max_calls)
+                .await?;
+                run.delivered
+            }
             Algorithm::Baseline => {
                 let baseline = Baseline::new(self.db.clone());
                 let mut delivered = 0u64;
@@ -290,7 +310,9 @@ impl Bench {
         for _ in 0..claims {
             let started = self.probe.now_ms();
             claimed += match algorithm {
-                Algorithm::Ours => self.outbox()?.claim(batch, LEASE).await?.len() as u64,
+                Algorithm::Ours | Algorithm::BatchLoop => {
+                    self.outbox()?.claim(batch, LEASE).await?.len() as u64
+                }
                 Algorithm::Baseline => {
                     let now = SystemClock.now();
                     Baseline::new(self.db.clone())
@@ -306,6 +328,75 @@ impl Bench {
             meter: self.probe.meter().since(before),
             mean_ms: times.iter().sum::<f64>() / f64::from(claims.max(1)),
             times_ms: times,
+        })
+    }
+
+    /// Drains `messages` due messages against the log-normal downstream
+    /// (`mix`, reached through `sink`), with the streaming drain (`Ours`) or
+    /// the batch loop, and compares the attempts per second with the ideal
+    /// `concurrency / mean slot time`.
+    pub async fn latency(
+        &self,
+        algorithm: Algorithm,
+        messages: u64,
+        concurrency: usize,
+        mix: Mix,
+        sink: Arc<dyn Sink>,
+    ) -> Result<LatencyRun> {
+        self.reset().await?;
+        self.seed(Algorithm::Ours, Kind::Due, messages).await?;
+        let downstream = Arc::new(MixedDownstream::new(mix, sink));
+        let before = self.probe.meter();
+        let started = self.probe.now_ms();
+        let algo = match algorithm {
+            Algorithm::BatchLoop => {
+                BatchLoop {
+                    outbox: self.outbox()?,
+                    deliver: downstream.clone(),
+                    timer: self.timer.clone(),
+                    batch: 100,
+                    concurrency,
+                    timeout: mix.timeout,
+                    lease: LEASE,
+                }
+                .run(u32::MAX)
+                .await?;
+                "batch-loop"
+            }
+            Algorithm::Ours | Algorithm::Baseline => {
+                let limits = DrainLimits {
+                    batch_size: 100,
+                    concurrency,
+                    delivery_timeout: mix.timeout,
+                    settle_margin: Duration::from_secs(1),
+                    lease: LEASE,
+                    deadline: Duration::from_secs(3600),
+                    max_queries: u32::MAX,
+                    max_messages: u32::MAX,
+                    // A hang is no outage: compare the loops alone.
+                    breaker: None,
+                    ..DrainLimits::scheduled()
+                };
+                let drainer =
+                    Drainer::new(self.outbox()?, downstream.clone(), self.timer.clone(), limits)?;
+                let report = drainer.drain().await;
+                if let workers_outbox::drain::StopReason::DatabaseError(error) = report.stopped {
+                    return Err(error);
+                }
+                "streaming"
+            }
+        };
+        let elapsed_ms = self.probe.now_ms() - started;
+        let slots = downstream.slots();
+        let attempts = slots.len() as u64;
+        Ok(LatencyRun {
+            algo,
+            concurrency,
+            attempts,
+            elapsed_ms,
+            per_second: attempts as f64 / elapsed_ms * 1000.0,
+            ideal_per_second: concurrency as f64 / mean(&slots) * 1000.0,
+            calls: self.probe.meter().since(before).calls,
         })
     }
 

@@ -6,12 +6,14 @@
 #![allow(clippy::arc_with_non_send_sync)]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 use worker::{Context, Env, Request, Response, Result, event};
 use workers_outbox::WorkersTimer;
 use workers_outbox::database::d1::D1Database;
 
+use crate::latency::{Mix, Sink};
 use crate::scenarios::{Algorithm, Bench, Kind, Meter, Probe};
 
 struct D1Probe(Arc<D1Database>);
@@ -29,6 +31,21 @@ impl Probe for D1Probe {
 
     fn now_ms(&self) -> f64 {
         js_sys::Date::now()
+    }
+}
+
+/// A subrequest to the bench's sink (Miniflare's outbound service), which
+/// answers after the given time.
+struct DelayingSink;
+
+impl Sink for DelayingSink {
+    fn visit(&self, ms: f64) -> workers_outbox::send::BoxFuture<'static, ()> {
+        let url = format!("https://sink.test/delay?ms={ms:.1}");
+        Box::pin(async move {
+            if let Ok(request) = worker::Request::new(&url, worker::Method::Post) {
+                drop(worker::Fetch::Request(request).send().await);
+            }
+        })
     }
 }
 
@@ -76,6 +93,24 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
                 .await,
         ),
         "/signup" => answer(bench.signup(number("iterations")).await),
+        "/latency" => {
+            let mix = Mix {
+                scale: param("scale").parse().unwrap_or(0.1),
+                timeout: Duration::from_millis(u64::from(number("timeout_ms").max(1))),
+            };
+            let concurrency = usize::try_from(number("concurrency").max(1)).unwrap_or(6);
+            answer(
+                bench
+                    .latency(
+                        algorithm,
+                        u64::from(number("count")),
+                        concurrency,
+                        mix,
+                        Arc::new(DelayingSink),
+                    )
+                    .await,
+            )
+        }
         _ => Response::error("no such scenario", 404),
     }
 }
