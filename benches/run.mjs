@@ -11,11 +11,18 @@ import { renderChart } from "./chart.mjs";
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 10_000);
 const LARGEST = Number(process.env.BENCH_LARGEST ?? 1_000_000);
+const LATENCY_MESSAGES = Number(process.env.BENCH_LATENCY_MESSAGES ?? 1_500);
 const BATCHES = [1, 10, 50, 100];
 const ALGOS = ["ours", "baseline"];
 const log = (...args) => console.error("bench:", ...args);
 
-const mf = await start("benches/outbox-bench", { migrate: false });
+// The delaying sink for the latency mix: answers after `?ms=`.
+const sink = async (request) => {
+  const ms = Number(new URL(request.url).searchParams.get("ms") ?? 0);
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  return new Response(null, { status: 202 });
+};
+const mf = await start("benches/outbox-bench", { migrate: false, outboundService: sink });
 async function call(route, params = {}) {
   const query = new URLSearchParams(params).toString();
   const started = performance.now();
@@ -93,6 +100,24 @@ for (const kind of ["stuck", "dead"]) {
 
 await reset();
 results.d1.signup = (await call("signup", { iterations: 200 })).body;
+
+// The streaming drain against the batch loop it replaced: database calls per
+// message with no-op deliveries, and throughput against a log-normal
+// downstream (median 15 ms, p99 200 ms, 1% hanging to the 1 s timeout).
+results.d1.loop = [];
+for (const algo of ["ours", "batch-loop"]) {
+  await reset();
+  await seed(algo, "due", MESSAGES);
+  const { body } = await call("drain", { algo, batch: 100, max_calls: 1_000_000, max_messages: 10_000_000 });
+  log(`D1 no-op drain ${algo}: ${body.messages} msgs, ${body.meter.calls} calls`);
+  results.d1.loop.push({ algo, messages: body.messages, calls: body.meter.calls });
+}
+results.d1.latency = [];
+for (const algo of ["ours", "batch-loop"]) {
+  const { body } = await call("latency", { algo, count: LATENCY_MESSAGES, concurrency: 6, scale: 0.1, timeout_ms: 1000 });
+  log(`D1 latency mix ${body.algo}: ${body.per_second.toFixed(1)}/s of an ideal ${body.ideal_per_second.toFixed(1)}/s`);
+  results.d1.latency.push(body);
+}
 await mf.dispose();
 
 log("example Worker: a 1,000-message cron drain");
@@ -146,6 +171,8 @@ results.sqlite.drain = native.drain.map(({ algo, batch, run }) => ({
   msgsPerSecond: (run.messages / run.elapsed_ms) * 1000,
 }));
 results.sqlite.claim = native.claim.map(({ algo, rows, run }) => ({ algo, rows, meanMs: run.mean_ms }));
+results.sqlite.loop = native.loop.map(({ algo, run }) => ({ algo, messages: run.messages, calls: run.meter.calls }));
+results.sqlite.latency = native.latency;
 
 const wasm = readFileSync(path.join(root, "examples/signup-mail/build/index_bg.wasm"));
 results.wasm = { bytes: wasm.length, gzipped: gzipSync(wasm, { level: 9 }).length };
@@ -184,6 +211,35 @@ function markdown(r) {
     "",
     "![round trips and throughput per batch size](benches/chart.png)",
     "",
+    "## The streaming drain against the batch loop it replaced",
+    "",
+    `Batch 100, 6 deliveries in flight. **Calls per message**: ${int(MESSAGES)} no-op deliveries;`,
+    "outcomes ride along with the next claim, so a batch costs one call instead of two.",
+    "**Throughput**: deliveries take a log-normal time (median 150 ms, p99 2 s, scaled ×0.1 to",
+    "15 ms and 200 ms) and 1% hang until the delivery timeout (1 s); the ideal is",
+    "`concurrency / mean time a delivery holds its slot`. Natively the deliverer sleeps; on D1 it",
+    "makes a subrequest to a sink that answers after the delay. The batch loop waits for its",
+    "slowest delivery before the next claim; the streaming drain keeps every slot busy.",
+    "",
+  );
+  const callsPer = (list, algo) => {
+    const x = list.find((y) => y.algo === algo);
+    return x ? fmt(x.calls / x.messages, 4) : "–";
+  };
+  const speed = (list, algo) => {
+    const x = list.find((y) => y.algo === algo);
+    return x ? `${fmt(x.per_second, 1)} of ${fmt(x.ideal_per_second, 1)} (**${fmt((100 * x.per_second) / x.ideal_per_second, 1)}%**)` : "–";
+  };
+  table(
+    ["backend", "loop", "database calls / delivered message (no-op)", "deliveries / s under the latency mix, of the ideal"],
+    [
+      ["D1", "streaming (ours)", callsPer(r.d1.loop, "ours"), speed(r.d1.latency, "streaming")],
+      ["D1", "batch loop (before)", callsPer(r.d1.loop, "batch-loop"), speed(r.d1.latency, "batch-loop")],
+      ["SQLite", "streaming (ours)", callsPer(r.sqlite.loop, "ours"), speed(r.sqlite.latency, "streaming")],
+      ["SQLite", "batch loop (before)", callsPer(r.sqlite.loop, "batch-loop"), speed(r.sqlite.latency, "batch-loop")],
+    ],
+  );
+  lines.push(
     "## Draining on D1: cost per delivered message",
     "",
   );

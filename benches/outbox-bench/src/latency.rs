@@ -51,11 +51,9 @@ pub struct Mix {
 impl Mix {
     /// How the delivery of message `id` behaves.
     pub fn behaviour(&self, id: &str) -> Behaviour {
-        let mut state = id
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-                (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-            });
+        let mut state = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        });
         let mut uniform = || {
             // splitmix64
             state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);

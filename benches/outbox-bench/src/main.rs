@@ -27,9 +27,9 @@ mod native {
 
     use outbox_bench::latency::{Mix, Sink};
     use outbox_bench::scenarios::{Algorithm, Bench, Kind, Meter, Probe};
-    use workers_outbox::send::BoxFuture;
     use serde_json::{Value as Json, json};
     use workers_outbox::database::CountingDatabase;
+    use workers_outbox::send::BoxFuture;
     use workers_outbox::{Database, Result, SqliteDatabase, TokioTimer};
 
     struct SqliteProbe {
@@ -128,7 +128,11 @@ mod native {
             bench.reset().await?;
             bench.seed(algorithm, Kind::Due, messages).await?;
             let run = bench.drain(algorithm, 100, u32::MAX, u32::MAX).await?;
-            eprintln!("sqlite no-op drain {}: {} calls", name(algorithm), run.meter.calls);
+            eprintln!(
+                "sqlite no-op drain {}: {} calls",
+                name(algorithm),
+                run.meter.calls
+            );
             loops.push(json!({ "algo": name(algorithm), "run": run }));
         }
         let mix = Mix {

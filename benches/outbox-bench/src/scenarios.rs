@@ -377,8 +377,12 @@ impl Bench {
                     breaker: None,
                     ..DrainLimits::scheduled()
                 };
-                let drainer =
-                    Drainer::new(self.outbox()?, downstream.clone(), self.timer.clone(), limits)?;
+                let drainer = Drainer::new(
+                    self.outbox()?,
+                    downstream.clone(),
+                    self.timer.clone(),
+                    limits,
+                )?;
                 let report = drainer.drain().await;
                 if let workers_outbox::drain::StopReason::DatabaseError(error) = report.stopped {
                     return Err(error);
