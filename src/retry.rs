@@ -92,8 +92,10 @@ impl RetryPolicy {
 
     /// Sets how long after its enqueue a message may be rescheduled without
     /// spending attempts (a receiver that is unavailable or throttling, a
-    /// tripped circuit breaker). Past it, every failure spends an attempt,
-    /// so nothing waits forever.
+    /// tripped circuit breaker, a failure nothing shows to be its own); each
+    /// such deferral grows the backoff. Past the limit, every failure spends
+    /// an attempt, so nothing waits forever. (A replayed dead letter older
+    /// than the limit gets its full attempts, but no free deferrals.)
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a zero limit.

@@ -83,7 +83,7 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-type Snapshot = (String, &'static str, i64, bool, u32, u32);
+type Snapshot = (String, &'static str, i64, bool, u32, u32, u32);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -102,6 +102,8 @@ struct Row {
     attempts: u32,
     /// Leases in a row that expired without a settle.
     unsettled: u32,
+    /// Failures that spent no attempt.
+    deferrals: u32,
     key: Option<u8>,
     seq: u32,
     dedup: Option<u8>,
@@ -153,6 +155,7 @@ impl Model {
                     row.lease.is_some(),
                     row.attempts,
                     row.unsettled,
+                    row.deferrals,
                 )
             })
             .collect();
@@ -190,7 +193,7 @@ impl Real {
 
     fn snapshot(&self) -> Vec<Snapshot> {
         let rows = block_on(self.db.query(&Statement::new(
-            "SELECT id, state, due_at, lease_token, attempts, unsettled_leases FROM outbox ORDER BY id",
+            "SELECT id, state, due_at, lease_token, attempts, unsettled_leases, deferrals FROM outbox ORDER BY id",
             vec![],
         )))
         .unwrap();
@@ -208,6 +211,7 @@ impl Real {
                     row.get::<Option<String>>("lease_token").unwrap().is_some(),
                     row.get("attempts").unwrap(),
                     row.get("unsettled_leases").unwrap(),
+                    row.get("deferrals").unwrap(),
                 )
             })
             .collect()
@@ -252,6 +256,7 @@ fn step(model: &mut Model, real: &mut Real, op: &Op) -> Result<(), TestCaseError
                     lease: None,
                     attempts: 0,
                     unsettled: 0,
+                    deferrals: 0,
                     key,
                     seq: latest.map_or(1, |seq| seq + 1),
                     dedup,
@@ -360,7 +365,8 @@ fn step(model: &mut Model, real: &mut Real, op: &Op) -> Result<(), TestCaseError
                 }
                 Outcome::Unavailable => {
                     (row.due, row.lease) = (now + BACKOFF_MS, None);
-                    (row.attempts, row.unsettled) = (attempt - 1, 0);
+                    // No attempt spent, a deferral counted; a suspect stays one.
+                    (row.attempts, row.deferrals) = (attempt - 1, row.deferrals + 1);
                     prop_assert_eq!(report.deferred, 1);
                 }
                 Outcome::Permanent => {
@@ -393,6 +399,7 @@ fn step(model: &mut Model, real: &mut Real, op: &Op) -> Result<(), TestCaseError
                     let now = model.now;
                     let row = model.row(id).unwrap();
                     (row.state, row.due, row.attempts, row.lease) = (State::Ready, now, 0, None);
+                    row.deferrals = 0;
                 }
                 None => {
                     let result = block_on(real.outbox.replay("none"));

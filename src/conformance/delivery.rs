@@ -219,20 +219,23 @@ pub(crate) async fn a_lost_claim_spends_no_attempt(h: Harness) -> CaseResult {
     let rows = h
         .sql(
             &format!(
-                "SELECT attempts, unsettled_leases FROM \"{}\"",
+                "SELECT attempts, unsettled_leases, deferrals FROM \"{}\"",
                 outbox.table()
             ),
             vec![],
         )
         .await?;
     for row in rows.iter() {
-        // Neither the lost claim nor the isolation spent an attempt.
+        // Neither the lost claim nor the isolation spent an attempt; the
+        // failure counts as a deferral, and nothing has cleared the row of
+        // suspicion yet (so it is still delivered alone).
         ensure_eq!(
             (
                 row.get::<i64>("attempts")?,
-                row.get::<i64>("unsettled_leases")?
+                row.get::<i64>("unsettled_leases")?,
+                row.get::<i64>("deferrals")?
             ),
-            (0, 0)
+            (0, 1, 1)
         );
     }
     Ok(())

@@ -43,7 +43,22 @@ pub struct Outcome {
 ///   into one batch.
 /// - **Visibility.** Once a call returns `Ok`, its writes are durable and
 ///   visible to every later call through any handle to the same database.
-///   A call that returns `Err` wrote nothing.
+/// - **An error may have committed.** A call refused by the database
+///   ([`Retry::Never`](crate::Retry::Never): a constraint, bad SQL) wrote
+///   nothing. A transient failure ([`Error::Unavailable`](crate::Error::Unavailable))
+///   leaves the outcome unknown: D1 can report a lost connection after the
+///   batch committed. So:
+///   - the outbox's own statements are safe to send again: settles and
+///     isolations are fenced by their lease and write absolute values; a
+///     claim is never sent again (its rows come back, attempts unspent,
+///     when its lease ends);
+///   - an inbox key is first-writer-wins: a replayed effect batch fails on
+///     the key, and the effect stays applied once;
+///   - a caller's own business batch must be made safe to replay before it
+///     is retried: give its messages a caller id ([`Message::id`](crate::Message::id):
+///     a replay after a commit fails with `Conflict`, which tells you it
+///     committed) or a dedup key, write business rows with a natural key,
+///     or read back whether the batch committed. Never assume it did not.
 /// - **Results.** `execute` reports rows affected; `query` returns the rows
 ///   of a `SELECT` or of a write with `RETURNING` (whose writes commit);
 ///   `batch_atomic` returns one [`Outcome`] per statement, in order. An empty

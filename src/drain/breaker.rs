@@ -174,6 +174,7 @@ mod tests {
             until: Timestamp::from_unix_millis(until).unwrap_or(Timestamp::EPOCH),
             attempt: 1,
             ordering_key: None,
+            deferrals: 0,
             created_at: Timestamp::EPOCH,
         }
     }

@@ -67,7 +67,7 @@ impl Drainer {
     /// A drainer over `outbox`; `timer` times out slow deliveries.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] if `limits` do not [validate](DrainLimits::validate).
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) if `limits` do not [validate](DrainLimits::validate).
     pub fn new(
         outbox: Outbox,
         deliver: Arc<dyn Deliver>,

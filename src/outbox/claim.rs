@@ -21,8 +21,10 @@ pub struct LeaseHandle {
     pub(crate) until: Timestamp,
     pub(crate) attempt: u32,
     pub(crate) ordering_key: Option<String>,
-    /// When the message was enqueued: bounds how long it may be deferred
-    /// without spending attempts.
+    /// Failures so far that spent no attempt: they grow the backoff.
+    pub(crate) deferrals: u32,
+    /// When the message was enqueued: free deferrals end at the policy's
+    /// [`defer_limit`](crate::RetryPolicy::defer_limit) after it.
     pub(crate) created_at: Timestamp,
 }
 
@@ -172,12 +174,13 @@ impl ClaimStatement {
                 lease: None,
             })
         })?;
-        let lease = |attempt, ordering_key, created_at| LeaseHandle {
+        let lease = |attempt, ordering_key, deferrals, created_at| LeaseHandle {
             id: id.clone(),
             token: self.token.clone(),
             until: self.until,
             attempt,
             ordering_key,
+            deferrals,
             created_at,
         };
         let decoded = (|| {
@@ -197,6 +200,7 @@ impl ClaimStatement {
                 lease: lease(
                     attempts.saturating_add(1),
                     row.get(col::ORDERING_KEY)?,
+                    row.get(col::DEFERRALS)?,
                     created_at,
                 ),
             }))
@@ -209,7 +213,7 @@ impl ClaimStatement {
                 .map_or(u32::MAX, |attempts| attempts.saturating_add(1));
             Box::new(MalformedMessage {
                 error: error.in_row(&self.table, Some(&id)),
-                lease: Some(lease(attempt, None, Timestamp::EPOCH)),
+                lease: Some(lease(attempt, None, 0, Timestamp::EPOCH)),
             })
         })
     }
@@ -374,6 +378,7 @@ impl Outbox {
                 col::ATTEMPTS,
                 col::CREATED_AT,
                 col::UNSETTLED_LEASES,
+                col::DEFERRALS,
             ]))
             .with_cte(WithClause::new().cte(boundary).to_owned());
         Ok(ClaimStatement {

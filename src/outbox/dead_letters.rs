@@ -108,6 +108,7 @@ impl Outbox {
             .value(col::STATE, state::READY)
             .value(col::DUE_AT, self.now().as_unix_millis())
             .value(col::ATTEMPTS, 0)
+            .value(col::DEFERRALS, 0)
             .value(col::LEASE_TOKEN, Option::<String>::None)
             .and_where(Expr::col(col::STATE).eq(state::DEAD));
         if let Some(id) = id {

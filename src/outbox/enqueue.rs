@@ -157,6 +157,7 @@ impl Outbox {
                 until,
                 attempt: 1,
                 ordering_key: None,
+                deferrals: 0,
                 created_at: now,
             },
         };

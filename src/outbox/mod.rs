@@ -83,6 +83,7 @@ pub(crate) mod col {
     pub(crate) const LAST_ERROR: &str = "last_error";
     pub(crate) const CREATED_AT: &str = "created_at";
     pub(crate) const UNSETTLED_LEASES: &str = "unsettled_leases";
+    pub(crate) const DEFERRALS: &str = "deferrals";
 }
 
 /// The values of the `state` column.

@@ -46,6 +46,8 @@ pub struct StoredMessage {
     /// drainer, or succeeded with its settle lost. Check with the receiver
     /// before replaying such a dead message.
     pub unsettled_leases: u32,
+    /// Failures that spent no attempt (receiver unavailable, circuit open).
+    pub deferrals: u32,
     /// The latest failure, if any.
     pub last_error: Option<String>,
     /// Pending: when it is next due. Leased: when the lease ends. Dead: when
@@ -56,7 +58,7 @@ pub struct StoredMessage {
 }
 
 /// The columns [`decode`] reads.
-pub(crate) const COLUMNS: [&str; 13] = [
+pub(crate) const COLUMNS: [&str; 14] = [
     col::STATE,
     col::DUE_AT,
     col::ID,
@@ -70,6 +72,7 @@ pub(crate) const COLUMNS: [&str; 13] = [
     col::LAST_ERROR,
     col::CREATED_AT,
     col::UNSETTLED_LEASES,
+    col::DEFERRALS,
 ];
 
 /// Decodes a row read with [`COLUMNS`]; errors name the table and row.
@@ -105,6 +108,7 @@ pub(crate) fn decode(row: Row<'_>, table: &str, now: Timestamp) -> Result<Stored
             ordering_key: row.get(col::ORDERING_KEY)?,
             attempts: row.get(col::ATTEMPTS)?,
             unsettled_leases: row.get(col::UNSETTLED_LEASES)?,
+            deferrals: row.get(col::DEFERRALS)?,
             last_error: row.get(col::LAST_ERROR)?,
             due_at,
             created_at: row.get(col::CREATED_AT)?,

@@ -4,7 +4,8 @@
 --           'dead'    parked after a permanent failure or its last attempt; due_at = when it died
 -- attempts counts failed deliveries (and leases of a message delivered alone that expired unsettled);
 -- unsettled_leases counts the leases in a row that expired without a settle: a message with one
--- is a suspect, delivered alone until its outcome is known.
+-- is a suspect, delivered alone until its outcome is known. deferrals counts failures that spent
+-- no attempt (receiver unavailable, circuit open); it grows the backoff and bounds free retries.
 -- The primary key leads with (state, due_at), so a claim reads only due rows.
 -- (`state` has no CHECK constraint: on D1 it costs a row read per claimed row. The
 -- decoder rejects unknown states instead.)
@@ -24,6 +25,7 @@ CREATE TABLE IF NOT EXISTS "{table}" (
     last_error   TEXT,
     created_at   INTEGER NOT NULL,
     unsettled_leases INTEGER NOT NULL DEFAULT 0,
+    deferrals    INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (state, due_at, id)
 ) STRICT, WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_dedup" ON "{table}" (dedup_key) WHERE dedup_key IS NOT NULL;

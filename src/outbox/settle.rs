@@ -39,11 +39,11 @@ pub enum Delivery {
         delay: Duration,
     },
     /// The receiver is down, overloaded or throttling (HTTP 429, 503): not
-    /// this message's fault. Rescheduled after the policy's backoff (or
-    /// `retry_after`, if longer) **without spending an attempt**, until the
-    /// message is older than [`RetryPolicy::defer_limit`](crate::RetryPolicy::defer_limit);
-    /// then it spends attempts like [`Retry`](Delivery::Retry), so nothing
-    /// waits forever.
+    /// this message's fault. Rescheduled after the backoff (or `retry_after`,
+    /// if longer) **without spending an attempt**; each such deferral grows
+    /// the backoff. Once the message is older than
+    /// [`RetryPolicy::defer_limit`](crate::RetryPolicy::defer_limit) it spends
+    /// attempts like [`Retry`](Delivery::Retry), so nothing waits forever.
     Unavailable {
         /// What the receiver said.
         error: String,
@@ -97,7 +97,7 @@ pub(crate) enum Fate {
     /// Delete the row.
     Complete,
     /// Due again after the backoff (or `not_before`, if longer). `charged`
-    /// spends the lease's attempt; otherwise it is handed back, unless the
+    /// spends the lease's attempt; otherwise it counts a deferral, unless the
     /// message is older than the policy's deferral limit.
     Reschedule {
         error: String,
@@ -381,22 +381,29 @@ impl Outbox {
             ));
             return Ok((Effect::Dead, self.bury(lease, &error, now)?));
         }
-        let backoff = policy.delay(lease.attempt, self.inner.random.as_ref());
+        // Every failure so far grows the wait, free or not.
+        let failures = lease.attempt.saturating_add(lease.deferrals);
+        let backoff = policy.delay(failures, self.inner.random.as_ref());
         let wait = not_before.map_or(backoff, |asked| asked.min(MAX_RETRY_AFTER).max(backoff));
-        let attempts = if charged {
-            lease.attempt
-        } else {
-            lease.attempt.saturating_sub(1)
-        };
         let mut update = Query::update();
         update
             .table(self.table_name())
             .value(col::DUE_AT, now.checked_add(wait)?.as_unix_millis())
             .value(col::LEASE_TOKEN, Option::<String>::None)
-            .value(col::ATTEMPTS, i64::from(attempts))
-            .value(col::UNSETTLED_LEASES, 0)
             .value(col::LAST_ERROR, clip(error))
             .and_where(Self::held_by(lease));
+        if charged {
+            // Its own failure: the outcome is known, it is no suspect now.
+            update
+                .value(col::ATTEMPTS, i64::from(lease.attempt))
+                .value(col::UNSETTLED_LEASES, 0);
+        } else {
+            // Nothing blames it, nor clears it: a suspect stays one (and so
+            // is still delivered alone).
+            update
+                .value(col::ATTEMPTS, i64::from(lease.attempt.saturating_sub(1)))
+                .value(col::DEFERRALS, i64::from(lease.deferrals.saturating_add(1)));
+        }
         let effect = if charged {
             Effect::Retried
         } else {
