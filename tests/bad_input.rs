@@ -273,7 +273,7 @@ async fn drain_limits_that_contradict_each_other_are_refused() {
     };
     let base = DrainLimits::scheduled();
     let lease_too_short = DrainLimits {
-        lease: base.delivery_timeout,
+        lease: (base.delivery_timeout + base.settle_margin) * 2 - Duration::from_millis(1),
         ..base
     };
     assert_invalid(drainer(lease_too_short), "lease");
@@ -312,7 +312,8 @@ async fn drain_limits_that_would_make_a_drain_a_no_op_are_refused() {
     let cases = [
         (
             DrainLimits {
-                deadline: base.delivery_timeout + base.settle_margin - Duration::from_millis(1),
+                deadline: base.delivery_timeout + base.settle_margin + base.flush_interval
+                    - Duration::from_millis(1),
                 ..base
             },
             "deadline",

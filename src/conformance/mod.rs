@@ -200,6 +200,7 @@ pub fn cases() -> Vec<Case> {
         delivery::a_throttling_storm_kills_no_message,
         delivery::retry_after_waits_at_least_the_backoff,
         delivery::a_transient_settle_error_is_retried,
+        delivery::a_claim_whose_reply_is_lost_is_read_back,
         ordering::erasing_an_in_flight_message_holds_its_key_until_its_lease_ends,
     ]
 }

@@ -17,8 +17,9 @@ pub(super) struct Breaker {
 }
 
 enum Topic {
-    /// Failures in a row so far, held back until the streak is decided.
-    Closed(Vec<Settle>),
+    /// Failures in a row so far: those held back until the streak is
+    /// decided, and the count of suspects' failures (settled at once).
+    Closed { held: Vec<Settle>, alone: u32 },
     /// Tripped: nothing more of this topic is delivered in this run.
     Open,
 }
@@ -49,28 +50,49 @@ impl Breaker {
     /// now: nothing while the streak is undecided, the whole streak handed
     /// back free of attempts once it trips.
     pub(super) fn failed(&mut self, topic: &str, settle: Settle) -> Vec<Settle> {
-        let Some(limits) = self.limits else {
+        if self.limits.is_none() {
             return vec![settle];
+        }
+        self.count_failure(topic, Some(settle))
+    }
+
+    /// A suspect of `topic` failed alone (its outcome is settled at once):
+    /// it counts toward the streak, and may trip it. Returns the held
+    /// failures to hand back if it did.
+    pub(super) fn failed_alone(&mut self, topic: &str) -> Vec<Settle> {
+        self.count_failure(topic, None)
+    }
+
+    fn count_failure(&mut self, topic: &str, settle: Option<Settle>) -> Vec<Settle> {
+        let Some(limits) = self.limits else {
+            return Vec::new();
         };
         let state = self
             .topics
             .entry(topic.to_owned())
-            .or_insert_with(|| Topic::Closed(Vec::new()));
-        match state {
-            Topic::Open => vec![(settle.0, hand_back(settle.1, limits))],
-            Topic::Closed(streak) => {
-                streak.push(settle);
-                if streak.len() < limits.failures as usize {
-                    return Vec::new();
-                }
-                let streak = std::mem::take(streak);
-                *state = Topic::Open;
-                streak
-                    .into_iter()
-                    .map(|(lease, fate)| (lease, hand_back(fate, limits)))
-                    .collect()
-            }
+            .or_insert_with(|| Topic::Closed {
+                held: Vec::new(),
+                alone: 0,
+            });
+        let Topic::Closed { held, alone } = state else {
+            return settle
+                .map(|(lease, fate)| (lease, hand_back(fate, limits)))
+                .into_iter()
+                .collect();
+        };
+        match settle {
+            Some(settle) => held.push(settle),
+            None => *alone += 1,
         }
+        if (held.len() as u64 + u64::from(*alone)) < u64::from(limits.failures) {
+            return Vec::new();
+        }
+        let streak = std::mem::take(held);
+        *state = Topic::Open;
+        streak
+            .into_iter()
+            .map(|(lease, fate)| (lease, hand_back(fate, limits)))
+            .collect()
     }
 
     /// The receiver of `topic` answered (delivered, or refused for good): it
@@ -78,7 +100,10 @@ impl Breaker {
     /// their attempts as reported.
     pub(super) fn answered(&mut self, topic: &str) -> Vec<Settle> {
         match self.topics.get_mut(topic) {
-            Some(Topic::Closed(streak)) => std::mem::take(streak),
+            Some(Topic::Closed { held, alone }) => {
+                *alone = 0;
+                std::mem::take(held)
+            }
             _ => Vec::new(),
         }
     }
@@ -99,11 +124,11 @@ impl Breaker {
     pub(super) fn take_expiring(&mut self, cutoff: Timestamp) -> Vec<Settle> {
         let mut expiring = Vec::new();
         for topic in self.topics.values_mut() {
-            if let Topic::Closed(streak) = topic {
-                let (soon, later): (Vec<Settle>, Vec<Settle>) = std::mem::take(streak)
+            if let Topic::Closed { held, .. } = topic {
+                let (soon, later): (Vec<Settle>, Vec<Settle>) = std::mem::take(held)
                     .into_iter()
                     .partition(|(lease, _)| lease.until() <= cutoff);
-                *streak = later;
+                *held = later;
                 expiring.extend(
                     soon.into_iter()
                         .map(|(lease, fate)| (lease, undecided(fate))),
@@ -123,7 +148,7 @@ impl Breaker {
         self.topics
             .values()
             .filter_map(|topic| match topic {
-                Topic::Closed(streak) => streak.iter().map(|(lease, _)| lease.until()).min(),
+                Topic::Closed { held, .. } => held.iter().map(|(lease, _)| lease.until()).min(),
                 Topic::Open => None,
             })
             .min()
@@ -235,6 +260,16 @@ mod tests {
         assert_eq!((expiring.len(), charged(&expiring)), (1, vec![false]));
         assert_eq!(charged(&breaker.take_all()), [false]);
         assert!(breaker.take_all().is_empty());
+    }
+
+    #[test]
+    fn suspects_failing_alone_count_toward_the_streak() {
+        let mut breaker = breaker();
+        breaker.failed("mail", failure("a"));
+        assert!(breaker.failed_alone("mail").is_empty());
+        let handed_back = breaker.failed_alone("mail");
+        assert!(breaker.is_open("mail"));
+        assert_eq!(charged(&handed_back), [false]);
     }
 
     #[test]

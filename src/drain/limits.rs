@@ -17,18 +17,20 @@ pub struct DrainLimits {
     /// A delivery taking longer counts as a retryable failure, and is
     /// dropped (an HTTP deliverer aborts its request).
     pub delivery_timeout: Duration,
-    /// How long a claim leases its rows. Must exceed `delivery_timeout` plus
-    /// `settle_margin`; a crashed drainer's rows return after this.
+    /// How long a claim leases its rows: at least twice `delivery_timeout`
+    /// plus `settle_margin`, so a claim's rows can start in time. A crashed
+    /// drainer's rows return after this.
     pub lease: Duration,
     /// Time kept free after a delivery's timeout for its settle call: no
     /// delivery starts unless it can time out and still be settled before
     /// the deadline and before its lease ends. Must not be zero.
     pub settle_margin: Duration,
-    /// Wall-clock budget of the drain; must fit at least one delivery and
-    /// its settle.
+    /// Wall-clock budget of the drain; must fit one delivery, its settle
+    /// margin and a flush interval.
     pub deadline: Duration,
     /// Database calls allowed (claims, settles, retries of settles). One is
-    /// always kept for the last settle.
+    /// always kept for the last settle; once only it is left, no delivery
+    /// starts that would finish after a waiting outcome's lease.
     pub max_queries: u32,
     /// Messages claimed at most.
     pub max_messages: u32,
@@ -135,11 +137,12 @@ impl DrainLimits {
             ));
         }
         let one_delivery = self.delivery_timeout + self.settle_margin;
-        if self.lease <= one_delivery {
+        if self.lease < one_delivery * 2 {
             return Err(Error::invalid(
                 "lease",
                 format!(
-                    "{} ms does not outlive the delivery timeout ({} ms) plus the settle margin ({} ms)",
+                    "{} ms is under twice the delivery timeout ({} ms) plus the settle margin ({} ms): \
+                     most of a claim could not start in time and would be claimed again and again",
                     self.lease.as_millis(),
                     self.delivery_timeout.as_millis(),
                     self.settle_margin.as_millis()
@@ -147,15 +150,16 @@ impl DrainLimits {
             ));
         }
         crate::outbox::check_lease(self.lease)?;
-        if self.deadline < one_delivery {
+        if self.deadline < one_delivery + self.flush_interval {
             return Err(Error::invalid(
                 "deadline",
                 format!(
-                    "{} ms cannot fit one delivery timeout ({} ms) and its settle margin ({} ms): \
-                     every drain would stop at once",
+                    "{} ms cannot fit one delivery timeout ({} ms), its settle margin ({} ms) and a \
+                     flush interval ({} ms) of slack: every drain would stop at once",
                     self.deadline.as_millis(),
                     self.delivery_timeout.as_millis(),
-                    self.settle_margin.as_millis()
+                    self.settle_margin.as_millis(),
+                    self.flush_interval.as_millis()
                 ),
             ));
         }

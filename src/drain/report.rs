@@ -20,6 +20,9 @@ pub enum StopReason {
     Deadline,
     /// The message cap was reached.
     MessageCap,
+    /// Every message of the last claim belonged to a topic whose circuit
+    /// opened in this run; the next run probes again.
+    CircuitOpen,
     /// The database failed; leased messages come back when their leases
     /// expire.
     #[serde(serialize_with = "error_text")]
@@ -37,6 +40,7 @@ impl fmt::Display for StopReason {
             StopReason::QueryBudget => f.write_str("query budget reached"),
             StopReason::Deadline => f.write_str("deadline reached"),
             StopReason::MessageCap => f.write_str("message cap reached"),
+            StopReason::CircuitOpen => f.write_str("every due topic's circuit is open"),
             StopReason::DatabaseError(error) => write!(f, "database error: {error}"),
         }
     }
@@ -52,7 +56,9 @@ pub struct DrainReport {
     /// Messages rescheduled after a failure that spent an attempt.
     pub retried: u32,
     /// Messages rescheduled without spending an attempt: the receiver was
-    /// unavailable or throttling, or its topic's circuit opened.
+    /// unavailable or throttling, its topic's circuit opened, or nothing
+    /// showed the failure to be the message's own (an undecided streak, a
+    /// suspect answering alone).
     pub deferred: u32,
     /// Messages parked as dead (permanent failure, last attempt, or
     /// undecodable).
@@ -63,8 +69,9 @@ pub struct DrainReport {
     /// Messages given back unattempted (no time left, or handed back by the
     /// circuit breaker); no attempt spent.
     pub released: u32,
-    /// Of the released, those of a topic whose circuit opened; due again
-    /// after the cooldown.
+    /// Messages of a topic whose circuit opened, given back unattempted to
+    /// be due again after the cooldown (counted when handed back; the
+    /// settle also counts them in `released`).
     pub handed_back: u32,
     /// Deliveries that hit the delivery timeout.
     pub timed_out: u32,

@@ -2,7 +2,7 @@
 //! are settled as they finish (riding along with the next claim when one is
 //! due), and suspects are delivered alone.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use futures_util::future::{Either, FutureExt, select};
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -28,26 +28,46 @@ struct Call {
     /// The earliest lease end among the settles: retrying past it is futile.
     settle_until: Option<Timestamp>,
     isolate: Option<Statement>,
-    claim: Option<(ClaimStatement, u32)>,
+    claim: Option<Claiming>,
 }
+
+/// A claim, how many rows it asked for, and how to read its rows back if
+/// its reply is lost.
+type Claiming = (ClaimStatement, u32, Option<Statement>);
 
 impl Call {
     fn statements(&self) -> Vec<Statement> {
-        let mut statements = self.retry_statements();
+        let mut statements = self.settle.statements().to_vec();
+        statements.extend(self.isolate.iter().cloned());
         statements.extend(
             self.claim
                 .iter()
-                .map(|(claim, _)| claim.statement().clone()),
+                .map(|(claim, ..)| claim.statement().clone()),
         );
         statements
     }
 
     /// What is sent again after an error: the settles and the isolation are
-    /// fenced and idempotent; a claim is not (it would lease other rows).
+    /// fenced and idempotent; a claim is not (it would lease other rows), so
+    /// a read of the rows it may have leased takes its place.
     fn retry_statements(&self) -> Vec<Statement> {
         let mut statements = self.settle.statements().to_vec();
         statements.extend(self.isolate.iter().cloned());
+        statements.extend(
+            self.claim
+                .iter()
+                .filter_map(|(_, _, recovery)| recovery.clone()),
+        );
         statements
+    }
+
+    fn is_retryable(&self) -> bool {
+        !self.settle.is_empty()
+            || self.isolate.is_some()
+            || self
+                .claim
+                .as_ref()
+                .is_some_and(|(_, _, recovery)| recovery.is_some())
     }
 }
 
@@ -72,6 +92,8 @@ pub(super) struct Run<'a> {
     /// Settle at the next chance (a suspect's outcome).
     settle_at_once: bool,
     breaker: Breaker,
+    /// Lease ends of the deliveries in flight, with how many share each.
+    running: BTreeMap<Timestamp, usize>,
     /// Why no more claims are made, once that is decided.
     claims_over: Option<StopReason>,
     /// A call failed for good: nothing new starts.
@@ -93,6 +115,7 @@ impl<'a> Run<'a> {
             first_outcome_at: None,
             settle_at_once: false,
             breaker: Breaker::new(drainer.limits.breaker),
+            running: BTreeMap::new(),
             claims_over: (!may_claim).then_some(StopReason::Drained),
             failed: false,
         };
@@ -111,7 +134,7 @@ impl<'a> Run<'a> {
                 continue;
             }
             if let Some(call) = self.next_call() {
-                let executing = self.execute(&call);
+                let executing = self.execute(&call, false);
                 futures_util::pin_mut!(executing);
                 let executed = loop {
                     if in_flight.is_empty() {
@@ -202,6 +225,7 @@ impl<'a> Run<'a> {
                 self.push(message.lease().clone(), Fate::Release { due: now }, now);
             } else {
                 let drainer = self.drainer;
+                *self.running.entry(message.lease().until()).or_default() += 1;
                 in_flight.push(Box::pin(async move {
                     let attempt = drainer.attempt(&message).await;
                     (message, attempt)
@@ -212,10 +236,23 @@ impl<'a> Run<'a> {
 
     /// Whether a delivery started `now` can time out and be settled before
     /// both the deadline and `lease_end`.
+    ///
+    /// Once only the last settle is left in the budget, everything waiting
+    /// for it must still land before its lease ends, so nothing starts that
+    /// would finish later than that.
     fn fits(&self, lease_end: Timestamp, now: Timestamp) -> bool {
         let limits = &self.drainer.limits;
+        let mut settle_by = self.deadline.min(lease_end);
+        if !self.can_afford_call() {
+            let waiting = self.outcomes.iter().map(|(lease, _)| lease.until());
+            let held = self.breaker.earliest_lease_end();
+            let running = self.running.keys().next().copied();
+            if let Some(end) = waiting.chain(held).chain(running).min() {
+                settle_by = settle_by.min(end);
+            }
+        }
         now.checked_add(limits.delivery_timeout + limits.settle_margin)
-            .is_ok_and(|finish| finish <= self.deadline.min(lease_end))
+            .is_ok_and(|finish| finish <= settle_by)
     }
 
     fn hand_back(&mut self, message: ClaimedMessage, now: Timestamp) {
@@ -239,6 +276,13 @@ impl<'a> Run<'a> {
     /// breaker while its topic's streak is undecided.
     fn finish(&mut self, message: ClaimedMessage, attempt: Attempt) {
         let now = self.now();
+        let until = message.lease().until();
+        if let Some(count) = self.running.get_mut(&until) {
+            *count -= 1;
+            if *count == 0 {
+                self.running.remove(&until);
+            }
+        }
         let (delivery, timed_out) = match attempt {
             Attempt::Answered(delivery) => (delivery, false),
             Attempt::TimedOut => {
@@ -296,7 +340,7 @@ impl<'a> Run<'a> {
 
     /// A claim, when the queue is empty and no limit stops it; records why
     /// claims end.
-    fn claim_if_wanted(&mut self, now: Timestamp) -> Option<(ClaimStatement, u32)> {
+    fn claim_if_wanted(&mut self, now: Timestamp) -> Option<Claiming> {
         if self.claims_over.is_some() || !self.ready.is_empty() || !self.suspects.is_empty() {
             return None;
         }
@@ -318,7 +362,10 @@ impl<'a> Run<'a> {
             .batch_size
             .min(limits.max_messages - self.report.claimed);
         match self.drainer.outbox.claim_statement(wanted, limits.lease) {
-            Ok(claim) => Some((claim, wanted)),
+            Ok(claim) => {
+                let recovery = claim.recovery().ok();
+                Some((claim, wanted, recovery))
+            }
             Err(error) => {
                 self.claims_over = Some(StopReason::DatabaseError(error));
                 None
@@ -397,7 +444,9 @@ impl<'a> Run<'a> {
     /// isolation are fenced and idempotent, so they are sent again (without
     /// the claim) while the error is transient, the budget allows, and the
     /// leases have time left.
-    fn execute<'c>(&self, call: &'c Call) -> BoxFuture<'c, Executed>
+    /// Retries never take the query kept for the last settle unless this is
+    /// it (`last`).
+    fn execute<'c>(&self, call: &'c Call, last: bool) -> BoxFuture<'c, Executed>
     where
         'a: 'c,
     {
@@ -405,15 +454,16 @@ impl<'a> Run<'a> {
         let budget = drainer
             .limits
             .max_queries
-            .saturating_sub(self.report.queries);
+            .saturating_sub(self.report.queries)
+            .saturating_sub(u32::from(!last))
+            .max(1);
         let lease_end = call.settle_until;
         Box::pin(async move {
             let db = drainer.outbox.database();
             let mut outcomes = db.batch_atomic(&call.statements()).await;
             let mut tries = 1;
             while let Err(error) = &outcomes {
-                let retryable =
-                    error.is_retryable() && (!call.settle.is_empty() || call.isolate.is_some());
+                let retryable = error.is_retryable() && call.is_retryable();
                 let in_time = lease_end.is_none_or(|end| drainer.outbox.now() < end);
                 if !retryable || !in_time || tries > SETTLE_RETRIES || tries >= budget {
                     break;
@@ -454,12 +504,15 @@ impl<'a> Run<'a> {
             );
             next += 1;
         }
-        // A claim is not sent again: after a retry its first try is unknown,
-        // and its rows (if it committed) come back when their lease ends.
-        if let Some((claim, wanted)) = call.claim.as_ref().filter(|_| executed.tries == 1) {
+        // After a retry, the claim's rows are read back by its recovery (a
+        // claim that did not commit leased nothing; one whose rows cannot be
+        // read back returns them, unspent, when its lease ends).
+        if let Some((claim, wanted, _)) = &call.claim {
             let rows = outcomes.get(next).map(|outcome| &outcome.rows);
             let claimed = rows.map(|rows| claim.read(rows)).unwrap_or_default();
-            self.accept(claimed, *wanted);
+            if executed.tries == 1 || !claimed.is_empty() {
+                self.accept(claimed, *wanted);
+            }
         }
         isolated
     }
@@ -477,9 +530,17 @@ impl<'a> Run<'a> {
                 self.push(lease, Fate::Bury { error }, now);
             }
         }
+        let all_tripped = !claim.messages.is_empty()
+            && claim
+                .messages
+                .iter()
+                .all(|message| self.breaker.is_open(&message.topic));
         self.queue(claim.messages);
         if touched < wanted {
             self.claims_over = Some(StopReason::Drained);
+        } else if all_tripped {
+            // Claiming on would only hand back more of the failing topics.
+            self.claims_over = Some(StopReason::CircuitOpen);
         }
     }
 
@@ -513,6 +574,11 @@ impl<'a> Run<'a> {
                 return;
             }
         };
+        // Failures held by the breaker ride along, undecided: a suspect may
+        // kill this drainer, and they must not die with it.
+        for (lease, fate) in self.breaker.take_all() {
+            self.push(lease, fate, now);
+        }
         let Some((settle, settle_until)) = self.take_outcomes() else {
             return;
         };
@@ -522,7 +588,7 @@ impl<'a> Run<'a> {
             isolate: Some(isolate),
             claim: None,
         };
-        let executed = self.execute(&call).await;
+        let executed = self.execute(&call, false).await;
         match self.absorb(&call, executed) {
             Some(true) => {}
             // Taken by another drainer, or settled meanwhile.
@@ -530,29 +596,47 @@ impl<'a> Run<'a> {
                 self.report.lease_lost += 1;
                 return;
             }
-            // The call failed for good.
-            None => return,
+            // The call failed for good: give the lease back, whichever holds
+            // (only one of them applies), in the last settle.
+            None => {
+                let now = self.now();
+                self.push(message.lease().clone(), Fate::Release { due: now }, now);
+                self.push(alone, Fate::Release { due: now }, now);
+                return;
+            }
         }
         message.lease = alone;
         self.report.suspects += 1;
         let attempt = self.drainer.attempt(&message).await;
-        // Settled at once, outside the breaker's streaks. It answered, so it
-        // did not crash: a retryable failure, with nothing to compare it
-        // with, gives the attempt spent up front back.
+        // Settled at once, outside the breaker's held streaks, though a
+        // failure counts toward one. It answered, so it did not crash: a
+        // retryable failure, with nothing to compare it with, gives the
+        // attempt spent up front back.
         let now = self.now();
-        let fate = match attempt {
-            Attempt::Answered(delivery) if !delivery.is_retryable() => Fate::from(delivery),
-            Attempt::Answered(delivery) => self.breaker.undecided(&message.topic, delivery.into()),
+        let failure = match attempt {
+            Attempt::Answered(delivery) if !delivery.is_retryable() => {
+                let settles = self.breaker.answered(&message.topic);
+                for (lease, fate) in settles {
+                    self.push(lease, fate, now);
+                }
+                self.push(message.lease().clone(), Fate::from(delivery), now);
+                self.settle_at_once = true;
+                return;
+            }
+            Attempt::Answered(delivery) => delivery,
             Attempt::TimedOut => {
                 self.report.timed_out += 1;
-                let timed_out = crate::outbox::Delivery::retry(format!(
+                crate::outbox::Delivery::retry(format!(
                     "delivery timed out after {} ms",
                     self.drainer.limits.delivery_timeout.as_millis()
-                ));
-                self.breaker.undecided(&message.topic, timed_out.into())
+                ))
             }
         };
+        let fate = self.breaker.undecided(&message.topic, failure.into());
         self.push(message.lease().clone(), fate, now);
+        for (lease, fate) in self.breaker.failed_alone(&message.topic) {
+            self.push(lease, fate, now);
+        }
         self.settle_at_once = true;
     }
 
@@ -581,7 +665,7 @@ impl<'a> Run<'a> {
             isolate: None,
             claim: None,
         };
-        let executed = self.execute(&call).await;
+        let executed = self.execute(&call, true).await;
         self.absorb(&call, executed);
     }
 }

@@ -154,6 +154,25 @@ impl ClaimStatement {
         &self.statement
     }
 
+    /// A read of the rows this claim leased, for when the claim may have
+    /// committed but its reply was lost: safe to send any number of times,
+    /// and read with [`read`](ClaimStatement::read) like the claim's own
+    /// rows. (Rows the claim parked as dead are not among them.)
+    ///
+    /// # Errors
+    /// If the statement cannot be built.
+    pub fn recovery(&self) -> Result<Statement> {
+        let mut select = Query::select();
+        select
+            .columns(RETURNED)
+            .from(self.table.clone())
+            .and_where(Expr::col(col::STATE).eq(state::READY))
+            .and_where(Expr::col(col::DUE_AT).eq(self.until.as_unix_millis()))
+            .and_where(Expr::col(col::LEASE_TOKEN).eq(self.token.as_str()))
+            .order_by(col::ID, Order::Asc);
+        Statement::from_query(&select)
+    }
+
     /// Reads the rows the statement returned.
     pub fn read(&self, rows: &Rows) -> Claim {
         let mut claim = Claim::default();
@@ -218,6 +237,20 @@ impl ClaimStatement {
         })
     }
 }
+
+/// The columns a claim returns.
+const RETURNED: [&str; 10] = [
+    col::STATE,
+    col::ID,
+    col::TOPIC,
+    col::PAYLOAD,
+    col::SUBJECT,
+    col::ORDERING_KEY,
+    col::ATTEMPTS,
+    col::CREATED_AT,
+    col::UNSETTLED_LEASES,
+    col::DEFERRALS,
+];
 
 enum Returned {
     Leased(ClaimedMessage),
@@ -368,18 +401,7 @@ impl Outbox {
                     from_boundary("last_id").if_null(Vec::<u8>::new()),
                 ])),
             )
-            .returning(Query::returning().columns([
-                col::STATE,
-                col::ID,
-                col::TOPIC,
-                col::PAYLOAD,
-                col::SUBJECT,
-                col::ORDERING_KEY,
-                col::ATTEMPTS,
-                col::CREATED_AT,
-                col::UNSETTLED_LEASES,
-                col::DEFERRALS,
-            ]))
+            .returning(Query::returning().columns(RETURNED))
             .with_cte(WithClause::new().cte(boundary).to_owned());
         Ok(ClaimStatement {
             statement: Statement::from_query(&update)?,

@@ -48,7 +48,7 @@ describe("reliability on D1", () => {
         ADMIN_TOKEN: TOKEN,
         DELIVERY_TIMEOUT_MS: "250",
         SETTLE_MARGIN_MS: "100",
-        LEASE_MS: "600",
+        LEASE_MS: "800",
         BACKOFF_BASE_MS: "20",
         BACKOFF_CAP_MS: "200",
         MAX_ATTEMPTS: "60",

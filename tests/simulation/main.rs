@@ -521,7 +521,7 @@ fn simulate(seed: u64, messages: usize, drainers: usize) -> Figures {
                 after
                     .iter()
                     .filter(|(id, _)| id.as_str() != POISON)
-                    .map(|(id, attempts)| attempts - before.get(id).copied().unwrap_or(0))
+                    .map(|(id, attempts)| (attempts - before.get(id).copied().unwrap_or(0)).max(0))
                     .sum::<i64>(),
             );
         }
