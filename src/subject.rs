@@ -52,7 +52,8 @@ pub async fn export_subject(
 ///
 /// # Errors
 /// [`Error::InvalidInput`] if the two live in different databases (erase
-/// each on its own then); database errors, in which case nothing was removed.
+/// each on its own then); database errors (a transient one may have
+/// committed: erasing again is safe).
 pub async fn erase_subject(outbox: &Outbox, inbox: &Inbox, subject: &str) -> Result<Erased> {
     if !std::ptr::addr_eq(
         Arc::as_ptr(outbox.database()),

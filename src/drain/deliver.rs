@@ -8,9 +8,13 @@ use crate::send::{BoxFuture, MaybeSend, MaybeSync};
 /// Sends one message somewhere (a mail API, a webhook, another module).
 ///
 /// Report [`Delivery::Delivered`] only once the receiver has the message;
-/// [`Delivery::Retry`] for failures that may pass (timeouts, 5xx, 429);
-/// [`Delivery::Permanent`] for failures that never will (a rejected
-/// request). The drainer times out slow deliveries itself.
+/// [`Delivery::Retry`] (or [`Delivery::RetryAfter`]) when this message
+/// failed in a way that may pass (a 500); [`Delivery::Unavailable`] when the
+/// receiver as a whole is down or throttling (429, 503: no attempt spent);
+/// [`Delivery::Permanent`] for failures that never will (a 400). The
+/// drainer times out slow deliveries itself, and a dropped delivery future
+/// should cancel its request (the library's
+/// [`HttpDeliverer`](crate::http) aborts its `fetch`).
 ///
 /// Delivery is at least once: the same message can arrive twice (after a
 /// crash between delivery and settle). Pass [`ClaimedMessage::id`] along as

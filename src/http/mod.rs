@@ -10,8 +10,9 @@
 //!   and so is one whose delivery the drainer drops: a hung receiver does not
 //!   keep holding one of the invocation's connections.
 //! - Nothing is logged; errors kept in `last_error` carry the status and at
-//!   most 200 characters of the receiver's answer, never the payload or the
-//!   request headers (which may hold secrets).
+//!   most 200 characters of the receiver's answer (of which at most 4 KiB
+//!   is read), never the payload or the request headers (which may hold
+//!   secrets); `Debug` shows neither header values nor the URL's query.
 //!
 //! The HTTP client is the Workers runtime's `fetch` (feature `workers`,
 //! `wasm32`); the status mapping is plain Rust on every target.

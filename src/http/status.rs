@@ -26,7 +26,7 @@ pub enum Treat {
 /// | status | treated as |
 /// | --- | --- |
 /// | 2xx | delivered |
-/// | 429, 503 | unavailable (throttling, down): no attempt spent |
+/// | 429, 502, 503, 504, 520–530 | unavailable (throttling, down, unreachable): no attempt spent |
 /// | 408, 409 (still in progress), 425, other 5xx | retry |
 /// | other 4xx, 1xx, 3xx | permanent |
 ///
@@ -51,7 +51,7 @@ impl StatusMapping {
         }
         match status {
             200..=299 => Treat::Delivered,
-            429 | 503 => Treat::Unavailable,
+            429 | 502..=504 | 520..=530 => Treat::Unavailable,
             408 | 409 | 425 | 500..=599 => Treat::Retry,
             _ => Treat::Permanent,
         }
@@ -123,8 +123,10 @@ mod tests {
             (409, Treat::Retry),
             (425, Treat::Retry),
             (500, Treat::Retry),
-            (502, Treat::Retry),
-            (504, Treat::Retry),
+            (502, Treat::Unavailable),
+            (504, Treat::Unavailable),
+            (522, Treat::Unavailable),
+            (501, Treat::Retry),
             (400, Treat::Permanent),
             (401, Treat::Permanent),
             (404, Treat::Permanent),
@@ -183,8 +185,8 @@ mod tests {
             }
         );
         assert_eq!(
-            mapping.verdict(502, None, "", now()),
-            Delivery::retry("receiver answered 502")
+            mapping.verdict(500, None, "", now()),
+            Delivery::retry("receiver answered 500")
         );
         let long = "x".repeat(1_000);
         match mapping.verdict(400, None, &long, now()) {

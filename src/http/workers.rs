@@ -35,12 +35,17 @@ pub struct HttpDeliverer {
     statuses: StatusMapping,
 }
 
-/// Header values may be secrets: only their names are shown.
+/// Header values and a URL's credentials or query may be secrets: only
+/// header names and the URL's origin and path are shown.
 impl fmt::Debug for HttpDeliverer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        let shown = worker::Url::parse(&self.url).map_or_else(
+            |_| "(invalid)".to_owned(),
+            |url| format!("{}{}", url.origin().ascii_serialization(), url.path()),
+        );
         f.debug_struct("HttpDeliverer")
-            .field("url", &self.url)
+            .field("url", &shown)
             .field("headers", &names)
             .field("timeout", &self.timeout)
             .field("statuses", &self.statuses)
@@ -151,7 +156,7 @@ impl HttpDeliverer {
             let body = if (200..300).contains(&status) {
                 String::new()
             } else {
-                response.text().await.unwrap_or_default()
+                excerpt(&mut response).await
             };
             Ok::<_, String>(self.statuses.verdict(
                 status,
@@ -185,6 +190,27 @@ impl HttpDeliverer {
         Request::new_with_init(&self.url, &init)
     }
 }
+
+/// At most the first [`EXCERPT_BYTES`] of a response body, as text: a
+/// failure's body is kept only as a hint for `last_error`.
+async fn excerpt(response: &mut worker::Response) -> String {
+    use futures_util::StreamExt;
+    let Ok(mut stream) = response.stream() else {
+        return String::new();
+    };
+    let mut bytes = Vec::new();
+    while bytes.len() < EXCERPT_BYTES {
+        match stream.next().await {
+            Some(Ok(chunk)) => bytes.extend_from_slice(&chunk),
+            Some(Err(_)) | None => break,
+        }
+    }
+    bytes.truncate(EXCERPT_BYTES);
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// How much of a failure's body is read.
+const EXCERPT_BYTES: usize = 4096;
 
 impl Deliver for HttpDeliverer {
     fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {

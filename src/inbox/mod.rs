@@ -155,8 +155,9 @@ impl Inbox {
     ///
     /// # Errors
     /// Input errors as [`claim_statement`](Inbox::claim_statement); any
-    /// database error other than the key's own conflict (then nothing
-    /// changed).
+    /// database error other than the key's own conflict. A transient error
+    /// may have committed the key and effects: calling again is safe (it
+    /// then answers that the key was seen).
     pub async fn process_once(
         &self,
         key: &str,

@@ -86,7 +86,8 @@ impl Outbox {
     /// many. Rows their ordering keys held back become ready.
     ///
     /// # Errors
-    /// Database errors; then nothing was deleted.
+    /// Database errors (a transient one may have committed: purging again is
+    /// safe).
     pub async fn purge_dead(&self, older_than: Timestamp) -> Result<u64> {
         let mut delete = Query::delete();
         delete
