@@ -428,22 +428,33 @@ impl Database for FailsOnce {
     }
 }
 
-pub(crate) async fn a_transient_settle_error_is_retried(h: Harness) -> CaseResult {
+/// Drains 150 messages, batch 100, while the second database call (the
+/// first batch's settle, riding with the next claim) fails once, before or
+/// after committing.
+async fn drain_through_a_lost_call(
+    h: &Harness,
+    after_commit: bool,
+) -> Result<(Outbox, DrainReport, Receiver), super::Failure> {
     let outbox = h.outbox().await?;
     enqueue_many(&outbox, "mail", 150).await?;
     let flaky: Arc<dyn Database> = Arc::new(FailsOnce {
         inner: h.db(),
         calls: AtomicU32::new(0),
         nth: 2,
-        after_commit: false,
+        after_commit,
     });
     let flaky_outbox = Outbox::builder(flaky, outbox.table().as_str())
         .clock(Arc::new(h.clock().clone()))
         .build()?;
-    let receiver = Receiver::new(&h, |_, _| Action::Answer(Delivery::Delivered));
-    let report = run_once(&h, &flaky_outbox, &receiver, limits())
+    let receiver = Receiver::new(h, |_, _| Action::Answer(Delivery::Delivered));
+    let report = run_once(h, &flaky_outbox, &receiver, limits())
         .await?
         .ok_or_else(|| super::Failure("crashed".into()))?;
+    Ok((outbox, report, receiver))
+}
+
+pub(crate) async fn a_transient_settle_error_is_retried(h: Harness) -> CaseResult {
+    let (outbox, report, receiver) = drain_through_a_lost_call(&h, false).await?;
     ensure_eq!((report.delivered, report.settle_retries), (150, 1));
     ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
     ensure!(
@@ -454,23 +465,8 @@ pub(crate) async fn a_transient_settle_error_is_retried(h: Harness) -> CaseResul
 }
 
 pub(crate) async fn a_claim_whose_reply_is_lost_is_read_back(h: Harness) -> CaseResult {
-    let outbox = h.outbox().await?;
-    enqueue_many(&outbox, "mail", 150).await?;
-    // The second call (the first batch's settle, riding with the next claim)
-    // commits, and then its reply is lost.
-    let flaky: Arc<dyn Database> = Arc::new(FailsOnce {
-        inner: h.db(),
-        calls: AtomicU32::new(0),
-        nth: 2,
-        after_commit: true,
-    });
-    let flaky_outbox = Outbox::builder(flaky, outbox.table().as_str())
-        .clock(Arc::new(h.clock().clone()))
-        .build()?;
-    let receiver = Receiver::new(&h, |_, _| Action::Answer(Delivery::Delivered));
-    let report = run_once(&h, &flaky_outbox, &receiver, limits())
-        .await?
-        .ok_or_else(|| super::Failure("crashed".into()))?;
+    // The call commits, and then its reply is lost.
+    let (outbox, report, receiver) = drain_through_a_lost_call(&h, true).await?;
     // The settle sent again found its work done; the claim's rows were read
     // back by its lease token and delivered in the same run: nothing waits
     // for a lease to end, nothing becomes a suspect, nothing is sent twice.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use workers_outbox::drain::{DrainLimits, Drainer, deliver_fn};
+use workers_outbox::drain::{Deliver, DrainLimits, DrainReport, Drainer, StopReason, deliver_fn};
 use workers_outbox::{
     ClaimedMessage, Clock, Database, Delivery, Message, Outbox, Result, Statement, SystemClock,
     Timer, Value,
@@ -239,17 +239,7 @@ impl Bench {
                     ..DrainLimits::scheduled()
                 };
                 let deliver = deliver_fn(|_: ClaimedMessage| async { Delivery::Delivered });
-                let drainer = Drainer::new(
-                    self.outbox()?,
-                    Arc::new(deliver),
-                    self.timer.clone(),
-                    limits,
-                )?;
-                let report = drainer.drain().await;
-                if let workers_outbox::drain::StopReason::DatabaseError(error) = report.stopped {
-                    return Err(error);
-                }
-                u64::from(report.delivered)
+                u64::from(self.drain_ours(Arc::new(deliver), limits).await?.delivered)
             }
             Algorithm::BatchLoop => {
                 let deliver = deliver_fn(|_: ClaimedMessage| async { Delivery::Delivered });
@@ -300,6 +290,20 @@ impl Bench {
             meter: self.probe.meter().since(before),
             elapsed_ms: self.probe.now_ms() - started,
         })
+    }
+
+    /// One drain of this crate's outbox; a database error is the bench's.
+    async fn drain_ours(
+        &self,
+        deliver: Arc<dyn Deliver>,
+        limits: DrainLimits,
+    ) -> Result<DrainReport> {
+        let drainer = Drainer::new(self.outbox()?, deliver, self.timer.clone(), limits)?;
+        let report = drainer.drain().await;
+        if let StopReason::DatabaseError(error) = report.stopped {
+            return Err(error);
+        }
+        Ok(report)
     }
 
     /// `claims` claims of `batch` rows each, timed one by one.
@@ -377,16 +381,7 @@ impl Bench {
                     breaker: None,
                     ..DrainLimits::scheduled()
                 };
-                let drainer = Drainer::new(
-                    self.outbox()?,
-                    downstream.clone(),
-                    self.timer.clone(),
-                    limits,
-                )?;
-                let report = drainer.drain().await;
-                if let workers_outbox::drain::StopReason::DatabaseError(error) = report.stopped {
-                    return Err(error);
-                }
+                self.drain_ours(downstream.clone(), limits).await?;
                 "streaming"
             }
         };
