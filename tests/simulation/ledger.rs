@@ -39,6 +39,8 @@ pub(crate) struct Ledger {
     pub(crate) attempts_over_max: u64,
     /// Keyed deliveries that started while an earlier row of the key remained.
     pub(crate) order_violations: u64,
+    /// Dead messages whose last lease expired unsettled (outcome unknown).
+    pub(crate) died_unsettled: BTreeSet<String>,
     /// Dead messages, with their attempts, when last seen (before purges).
     pub(crate) dead: BTreeMap<String, u32>,
 }
@@ -62,6 +64,9 @@ pub(crate) struct Figures {
     pub(crate) redeliveries: u64,
     /// Dead messages that neither failed permanently nor were the poison.
     pub(crate) innocent_dead: usize,
+    /// Of those, the ones whose last lease expired unsettled: a drainer died
+    /// while delivering them alone, as often as the policy allows.
+    pub(crate) innocent_dead_unsettled: usize,
     pub(crate) deliveries_after_effect: u64,
     pub(crate) innocent_deliveries: u64,
     pub(crate) innocent_messages: usize,
@@ -135,10 +140,12 @@ impl fmt::Display for Figures {
         writeln!(f, "total redeliveries {}", self.redeliveries)?;
         write!(
             f,
-            "innocent messages dead {} · delivery attempts per innocent message {:.3} (most {}) · \
+            "innocent messages dead {} ({} of them with their last lease unsettled) · \
+             delivery attempts per innocent message {:.3} (most {}) · \
              deliveries after the effect was applied {} · poison dead after {} attempts · \
              attempts spent during the 2-hour outage (poison aside) {}",
             self.innocent_dead,
+            self.innocent_dead_unsettled,
             self.innocent_deliveries as f64 / self.innocent_messages.max(1) as f64,
             self.most_deliveries_of_one_innocent,
             self.deliveries_after_effect,

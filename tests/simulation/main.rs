@@ -392,7 +392,7 @@ async fn tend_dead(world: &World) {
     let dead = world
         .raw
         .query(&Statement::new(
-            "SELECT id, attempts FROM outbox WHERE state = 'dead'",
+            "SELECT id, attempts, unsettled_leases FROM outbox WHERE state = 'dead'",
             vec![],
         ))
         .await
@@ -400,10 +400,11 @@ async fn tend_dead(world: &World) {
     {
         let mut ledger = world.ledger();
         for row in dead.iter() {
-            ledger.dead.insert(
-                row.get("id").expect("id"),
-                row.get("attempts").expect("attempts"),
-            );
+            let id: String = row.get("id").expect("id");
+            if row.get::<i64>("unsettled_leases").expect("unsettled") > 0 {
+                ledger.died_unsettled.insert(id.clone());
+            }
+            ledger.dead.insert(id, row.get("attempts").expect("attempts"));
         }
     }
     let waiting = count(
@@ -587,9 +588,13 @@ fn simulate(seed: u64, messages: usize, drainers: usize) -> Figures {
         let mut delivered = 0;
         let mut dead = 0;
         let mut innocent_dead = 0;
+        let mut innocent_dead_unsettled = 0;
         for id in &ledger.sent {
             if ledger.dead.contains_key(id) && !ledger.permanent.contains(id) && id != POISON {
                 innocent_dead += 1;
+                if ledger.died_unsettled.contains(id) {
+                    innocent_dead_unsettled += 1;
+                }
             }
             let effect = applied.get(id).copied().unwrap_or(0);
             if effect > 0 {
@@ -623,6 +628,7 @@ fn simulate(seed: u64, messages: usize, drainers: usize) -> Figures {
             rows_left_not_dead,
             redeliveries: ledger.deliveries_started - ledger.started_ids.len() as u64,
             innocent_dead,
+            innocent_dead_unsettled,
             deliveries_after_effect: ledger.deliveries_after_effect,
             innocent_deliveries: ledger.deliveries_started
                 - ledger.started_ids.get(POISON).copied().unwrap_or(0),
