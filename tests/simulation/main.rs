@@ -404,7 +404,9 @@ async fn tend_dead(world: &World) {
             if row.get::<i64>("unsettled_leases").expect("unsettled") > 0 {
                 ledger.died_unsettled.insert(id.clone());
             }
-            ledger.dead.insert(id, row.get("attempts").expect("attempts"));
+            ledger
+                .dead
+                .insert(id, row.get("attempts").expect("attempts"));
         }
     }
     let waiting = count(
