@@ -155,9 +155,33 @@ impl fmt::Display for DrainReport {
             self.batches,
             self.queries,
             self.settle_retries,
-            self.tripped.join(", "),
             self.elapsed.as_millis(),
+            self.tripped.join(", "),
             self.stopped
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_line_puts_each_figure_in_its_place() {
+        let report = DrainReport {
+            claimed: 7,
+            delivered: 5,
+            deferred: 2,
+            queries: 3,
+            elapsed: Duration::from_millis(42),
+            tripped: vec!["mail".into(), "webhook".into()],
+            ..DrainReport::new()
+        };
+        assert_eq!(
+            report.to_string(),
+            "outbox drain: 7 claimed, 5 delivered, 0 retried, 2 deferred, 0 timed out, 0 dead, \
+             0 lease lost, 0 released (0 handed back), 0 suspects alone, 0 malformed; 0 batches, \
+             3 queries (0 settle retries), 42 ms; circuit open: [mail, webhook]; stopped: nothing left due"
+        );
     }
 }
