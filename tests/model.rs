@@ -236,7 +236,8 @@ fn step(model: &mut Model, real: &mut Real, op: &Op) -> Result<(), TestCaseError
             if let Some(dedup) = dedup {
                 message = message.dedup_key(format!("d{dedup}"));
             }
-            let (enqueue, inserted) = block_on(real.outbox.enqueue_alone(message)).unwrap();
+            let enqueued = block_on(real.outbox.enqueue_alone(message)).unwrap();
+            let inserted = enqueued.written;
             let duplicate = dedup.is_some() && model.rows.iter().any(|row| row.dedup == dedup);
             prop_assert_eq!(inserted, !duplicate, "dedup verdict");
             if inserted {
@@ -246,7 +247,7 @@ fn step(model: &mut Model, real: &mut Real, op: &Op) -> Result<(), TestCaseError
                     .filter(|row| key.is_some() && row.key == key);
                 let latest = same_key.map(|row| row.seq).max();
                 model.rows.push(Row {
-                    id: enqueue.id().to_owned(),
+                    id: enqueued.id.clone(),
                     state: if latest.is_some() {
                         State::Waiting
                     } else {

@@ -333,9 +333,9 @@ pub(crate) async fn enqueue(outbox: &Outbox, topic: &str) -> Result<String, Fail
 
 /// Enqueues `message` on its own and returns its id.
 pub(crate) async fn enqueue_message(outbox: &Outbox, message: Message) -> Result<String, Failure> {
-    let (enqueue, written) = outbox.enqueue_alone(message).await?;
-    ensure!(written, "the enqueue wrote no row");
-    Ok(enqueue.id().to_owned())
+    let enqueued = outbox.enqueue_alone(message).await?;
+    ensure!(enqueued.written, "the enqueue wrote no row");
+    Ok(enqueued.id)
 }
 
 /// Gives the other tasks on the executor one turn, whatever the executor.

@@ -39,6 +39,7 @@ impl std::fmt::Debug for Inbox {
 
 /// An inbox key's row, ready to join the effect's batch.
 #[derive(Debug, Clone, PartialEq)]
+#[must_use = "an inbox key protects nothing until it joins the effect's batch"]
 pub struct InboxClaim {
     statement: Statement,
     constraint: String,

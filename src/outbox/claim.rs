@@ -141,6 +141,7 @@ impl Claim {
 /// caller send the claim in the same batch as other statements (for
 /// example the previous batch's settle).
 #[derive(Debug, Clone)]
+#[must_use = "a prepared claim leases nothing until it is sent"]
 pub struct ClaimStatement {
     statement: Statement,
     token: String,

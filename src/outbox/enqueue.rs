@@ -13,6 +13,7 @@ use crate::time::Timestamp;
 
 /// An enqueue, ready to join the caller's batch.
 #[derive(Debug, Clone, PartialEq)]
+#[must_use = "an enqueue writes nothing until its statement joins a batch"]
 pub struct Enqueue {
     id: String,
     statement: Statement,
@@ -38,12 +39,23 @@ impl Enqueue {
     }
 }
 
+/// What [`Outbox::enqueue_alone`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enqueued {
+    /// The message's id.
+    pub id: String,
+    /// Whether a row was written: `false` when a row with the same dedup
+    /// key was already in the outbox.
+    pub written: bool,
+}
+
 /// An enqueue whose row is written already leased to the caller, so the
 /// caller can deliver it right after its batch commits without a claim.
 ///
 /// If the caller never settles (the isolate is evicted, the deadline hits),
 /// the lease expires and the next drain delivers the message as usual.
 #[derive(Debug, Clone)]
+#[must_use = "an enqueue writes nothing until its statement joins a batch"]
 pub struct LeasedEnqueue {
     enqueue: Enqueue,
     claimed: ClaimedMessage,
@@ -168,15 +180,18 @@ impl Outbox {
     }
 
     /// Enqueues `message` on its own, for work that changes no other state.
-    /// Returns the enqueue and whether it wrote a row (see
-    /// [`Enqueue::inserted`]).
     ///
     /// # Errors
-    /// As [`enqueue`](Outbox::enqueue), plus any database error.
-    pub async fn enqueue_alone(&self, message: Message) -> Result<(Enqueue, bool)> {
+    /// As [`enqueue`](Outbox::enqueue), plus any database error (a
+    /// transient one may have committed: see the [`Database`](crate::Database)
+    /// contract).
+    pub async fn enqueue_alone(&self, message: Message) -> Result<Enqueued> {
         let enqueue = self.enqueue(message)?;
         let written = self.inner.db.execute(enqueue.statement()).await?;
-        Ok((enqueue, written > 0))
+        Ok(Enqueued {
+            id: enqueue.id,
+            written: written > 0,
+        })
     }
 
     fn insert_statement(&self, row: &NewRow<'_>) -> Result<Statement> {

@@ -161,6 +161,7 @@ pub struct SettleReport {
 /// settle again after an error is safe: what the first try applied is
 /// reported as lease lost, nothing is applied twice.
 #[derive(Debug, Clone, Default)]
+#[must_use = "a prepared settle changes nothing until it is sent"]
 pub struct PreparedSettle {
     statements: Vec<Statement>,
     plan: Vec<Planned>,
