@@ -184,16 +184,15 @@ impl Inbox {
     /// # Errors
     /// Database errors.
     pub async fn seen(&self, key: &str) -> Result<bool> {
-        let mut select = Query::select();
-        select
-            .expr(Expr::val(1))
-            .from(self.table.as_str().to_owned())
-            .and_where(Expr::col(KEY).eq(key));
-        Ok(!self
-            .db
-            .query(&Statement::from_query(&select)?)
-            .await?
-            .is_empty())
+        let statement = {
+            let mut select = Query::select();
+            select
+                .expr(Expr::val(1))
+                .from(self.table.as_str().to_owned())
+                .and_where(Expr::col(KEY).eq(key));
+            Statement::from_query(&select)?
+        };
+        Ok(!self.db.query(&statement).await?.is_empty())
     }
 
     /// Forgets keys first processed before `older_than`; returns how many.
@@ -203,11 +202,14 @@ impl Inbox {
     /// # Errors
     /// Database errors.
     pub async fn purge(&self, older_than: Timestamp) -> Result<u64> {
-        let mut delete = Query::delete();
-        delete
-            .from_table(self.table.as_str().to_owned())
-            .and_where(Expr::col(SEEN_AT).lt(older_than.as_unix_millis()));
-        self.db.execute(&Statement::from_query(&delete)?).await
+        let statement = {
+            let mut delete = Query::delete();
+            delete
+                .from_table(self.table.as_str().to_owned())
+                .and_where(Expr::col(SEEN_AT).lt(older_than.as_unix_millis()));
+            Statement::from_query(&delete)?
+        };
+        self.db.execute(&statement).await
     }
 
     /// Every key recorded for `subject`.
@@ -215,13 +217,16 @@ impl Inbox {
     /// # Errors
     /// [`Error::MalformedRow`] naming an undecodable row; database errors.
     pub async fn export_subject(&self, subject: &str) -> Result<Vec<InboxEntry>> {
-        let mut select = Query::select();
-        select
-            .columns([KEY, SUBJECT, SEEN_AT])
-            .from(self.table.as_str().to_owned())
-            .and_where(Expr::col(SUBJECT).eq(subject))
-            .order_by(SEEN_AT, Order::Asc);
-        let rows = self.db.query(&Statement::from_query(&select)?).await?;
+        let statement = {
+            let mut select = Query::select();
+            select
+                .columns([KEY, SUBJECT, SEEN_AT])
+                .from(self.table.as_str().to_owned())
+                .and_where(Expr::col(SUBJECT).eq(subject))
+                .order_by(SEEN_AT, Order::Asc);
+            Statement::from_query(&select)?
+        };
+        let rows = self.db.query(&statement).await?;
         rows.iter()
             .map(|row| {
                 let in_row = |error: Error| error.in_row(self.table.as_str(), None);

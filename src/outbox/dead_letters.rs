@@ -27,27 +27,27 @@ impl Outbox {
                 format!("{limit} is outside 1 ..= {}", Self::MAX_CLAIM),
             ));
         }
-        let mut select = Query::select();
-        select
-            .columns(COLUMNS)
-            .from(self.table_name())
-            .and_where(Expr::col(col::STATE).eq(state::DEAD))
-            .order_by(col::DUE_AT, Order::Asc)
-            .order_by(col::ID, Order::Asc)
-            .limit(u64::from(limit));
-        if let Some(after) = after {
-            let died = after.due_at.as_unix_millis();
-            select.and_where(
-                Expr::col(col::DUE_AT).gt(died).or(Expr::col(col::DUE_AT)
-                    .eq(died)
-                    .and(Expr::col(col::ID).gt(after.id.as_str()))),
-            );
-        }
-        let rows = self
-            .inner
-            .db
-            .query(&Statement::from_query(&select)?)
-            .await?;
+        // Built apart from the await: sea-query's builders are not `Send`.
+        let statement = {
+            let mut select = Query::select();
+            select
+                .columns(COLUMNS)
+                .from(self.table_name())
+                .and_where(Expr::col(col::STATE).eq(state::DEAD))
+                .order_by(col::DUE_AT, Order::Asc)
+                .order_by(col::ID, Order::Asc)
+                .limit(u64::from(limit));
+            if let Some(after) = after {
+                let died = after.due_at.as_unix_millis();
+                select.and_where(
+                    Expr::col(col::DUE_AT).gt(died).or(Expr::col(col::DUE_AT)
+                        .eq(died)
+                        .and(Expr::col(col::ID).gt(after.id.as_str()))),
+                );
+            }
+            Statement::from_query(&select)?
+        };
+        let rows = self.inner.db.query(&statement).await?;
         let now = self.now();
         rows.iter()
             .map(|row| decode(row, self.table().as_str(), now))
@@ -89,16 +89,15 @@ impl Outbox {
     /// Database errors (a transient one may have committed: purging again is
     /// safe).
     pub async fn purge_dead(&self, older_than: Timestamp) -> Result<u64> {
-        let mut delete = Query::delete();
-        delete
-            .from_table(self.table_name())
-            .and_where(Expr::col(col::STATE).eq(state::DEAD))
-            .and_where(Expr::col(col::DUE_AT).lt(older_than.as_unix_millis()));
-        let outcomes = self
-            .inner
-            .db
-            .batch_atomic(&[Statement::from_query(&delete)?, self.promote_all_heads()?])
-            .await?;
+        let statements = {
+            let mut delete = Query::delete();
+            delete
+                .from_table(self.table_name())
+                .and_where(Expr::col(col::STATE).eq(state::DEAD))
+                .and_where(Expr::col(col::DUE_AT).lt(older_than.as_unix_millis()));
+            [Statement::from_query(&delete)?, self.promote_all_heads()?]
+        };
+        let outcomes = self.inner.db.batch_atomic(&statements).await?;
         Ok(outcomes.first().map_or(0, |outcome| outcome.rows_affected))
     }
 

@@ -45,6 +45,23 @@ impl Outbox {
     /// Database errors; [`Error::MalformedRow`] if the counts are not
     /// integers.
     pub async fn stats(&self) -> Result<OutboxStats> {
+        let statement = self.stats_statement()?;
+        let rows = self.inner.db.query(&statement).await?;
+        let row = rows.first().ok_or_else(|| Error::Database {
+            message: "an aggregate query returned no row".into(),
+        })?;
+        let in_table = |error: Error| error.in_row(self.table().as_str(), None);
+        let oldest: Option<Timestamp> = row.get("oldest_due_at").map_err(in_table)?;
+        Ok(OutboxStats {
+            pending: row.get("pending").map_err(in_table)?,
+            due: row.get("due").map_err(in_table)?,
+            leased: row.get("leased").map_err(in_table)?,
+            dead: row.get("dead").map_err(in_table)?,
+            oldest_due_age: oldest.map(|at| self.now().duration_since(at)),
+        })
+    }
+
+    fn stats_statement(&self) -> Result<Statement> {
         let now = self.now().as_unix_millis();
         let ready = || Expr::col(col::STATE).eq(state::READY);
         let due = || ready().and(Expr::col(col::DUE_AT).lte(now));
@@ -68,22 +85,6 @@ impl Outbox {
                 "oldest_due_at",
             )
             .from(self.table_name());
-        let rows = self
-            .inner
-            .db
-            .query(&Statement::from_query(&select)?)
-            .await?;
-        let row = rows.first().ok_or_else(|| Error::Database {
-            message: "an aggregate query returned no row".into(),
-        })?;
-        let in_table = |error: Error| error.in_row(self.table().as_str(), None);
-        let oldest: Option<Timestamp> = row.get("oldest_due_at").map_err(in_table)?;
-        Ok(OutboxStats {
-            pending: row.get("pending").map_err(in_table)?,
-            due: row.get("due").map_err(in_table)?,
-            leased: row.get("leased").map_err(in_table)?,
-            dead: row.get("dead").map_err(in_table)?,
-            oldest_due_age: oldest.map(|at| self.now().duration_since(at)),
-        })
+        Statement::from_query(&select)
     }
 }

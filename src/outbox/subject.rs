@@ -19,18 +19,17 @@ impl Outbox {
     /// [`Error::MalformedRow`](crate::Error::MalformedRow) naming an
     /// undecodable row; database errors.
     pub async fn export_subject(&self, subject: &str) -> Result<Vec<StoredMessage>> {
-        let mut select = Query::select();
-        select
-            .columns(COLUMNS)
-            .from(self.table_name())
-            .and_where(Expr::col(col::SUBJECT).eq(subject))
-            .order_by(col::CREATED_AT, Order::Asc)
-            .order_by(col::ID, Order::Asc);
-        let rows = self
-            .inner
-            .db
-            .query(&Statement::from_query(&select)?)
-            .await?;
+        let statement = {
+            let mut select = Query::select();
+            select
+                .columns(COLUMNS)
+                .from(self.table_name())
+                .and_where(Expr::col(col::SUBJECT).eq(subject))
+                .order_by(col::CREATED_AT, Order::Asc)
+                .order_by(col::ID, Order::Asc);
+            Statement::from_query(&select)?
+        };
+        let rows = self.inner.db.query(&statement).await?;
         let now = self.now();
         rows.iter()
             .map(|row| decode(row, self.table().as_str(), now))
