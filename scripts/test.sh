@@ -21,6 +21,9 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features conformance
 say "the core builds for wasm32 with its default features"
 cargo check --target wasm32-unknown-unknown -p workers-outbox
 
+say "the library as published, against the newest compatible releases"
+bash scripts/check-newest.sh
+
 say "clippy (wasm32)"
 cargo clippy --workspace --target wasm32-unknown-unknown --no-default-features \
   --features workers,conformance -- -D warnings
