@@ -49,6 +49,7 @@
 // JavaScript handles that are neither `Send` nor `Sync`, by design.
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
+mod batch;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod database;
@@ -65,7 +66,11 @@ mod schema;
 pub mod send;
 pub mod subject;
 mod time;
+mod vars;
 
+pub use batch::{
+    Batch, Committed, InboxKey, OfErasure, OfLeasedMessage, OfMessage, OfStatement, Ticket,
+};
 #[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
 pub use database::SqliteDatabase;
 pub use database::{Database, Outcome, Row, Rows, Statement, Value};
@@ -80,3 +85,5 @@ pub use time::TokioTimer;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub use time::WorkersTimer;
 pub use time::{Clock, ManualClock, SystemClock, Timer, Timestamp};
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
+pub use vars::worker_vars;

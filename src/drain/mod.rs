@@ -63,7 +63,78 @@ enum Attempt {
     TimedOut,
 }
 
+/// Configures a [`Drainer`]; made by [`Drainer::builder`].
+#[must_use = "a builder does nothing until it is built"]
+pub struct DrainerBuilder {
+    outbox: Outbox,
+    deliver: Arc<dyn Deliver>,
+    timer: Option<Arc<dyn Timer>>,
+    limits: DrainLimits,
+}
+
+impl std::fmt::Debug for DrainerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DrainerBuilder")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DrainerBuilder {
+    /// The limits (default: [`DrainLimits::scheduled`]).
+    pub fn limits(mut self, limits: DrainLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// What times deliveries out (default: the runtime's, `WorkersTimer` on
+    /// Workers and `TokioTimer` natively with the `tokio` feature).
+    pub fn timer(mut self, timer: Arc<dyn Timer>) -> Self {
+        self.timer = Some(timer);
+        self
+    }
+
+    /// The drainer.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) if the limits do
+    /// not [validate](DrainLimits::validate), or no timer was set where the
+    /// target has no default.
+    pub fn build(self) -> Result<Drainer> {
+        let timer = match self.timer.or_else(default_timer) {
+            Some(timer) => timer,
+            None => {
+                return Err(crate::Error::invalid(
+                    "timer",
+                    "this target has no default timer: set one with `.timer(…)`",
+                ));
+            }
+        };
+        Drainer::new(self.outbox, self.deliver, timer, self.limits)
+    }
+}
+
+/// The runtime's timer, where the enabled features provide one.
+fn default_timer() -> Option<Arc<dyn Timer>> {
+    #[cfg(all(feature = "workers", target_arch = "wasm32"))]
+    return Some(Arc::new(crate::time::WorkersTimer));
+    #[cfg(all(feature = "tokio", not(target_arch = "wasm32")))]
+    return Some(Arc::new(crate::time::TokioTimer));
+    #[allow(unreachable_code)]
+    None
+}
+
 impl Drainer {
+    /// Starts configuring a drainer of `outbox` delivering through `deliver`.
+    pub fn builder(outbox: Outbox, deliver: impl Deliver + 'static) -> DrainerBuilder {
+        DrainerBuilder {
+            outbox,
+            deliver: Arc::new(deliver),
+            timer: None,
+            limits: DrainLimits::scheduled(),
+        }
+    }
+
     /// A drainer over `outbox`; `timer` times out slow deliveries.
     ///
     /// # Errors
@@ -94,6 +165,17 @@ impl Drainer {
         let report = run::Run::new(self, Vec::new(), true).go().await;
         log::info!("{report}");
         report
+    }
+
+    /// Hands the immediate delivery of `message` (leased to this request by
+    /// [`Batch::enqueue_leased`](crate::Batch::enqueue_leased)) to `defer`:
+    /// Workers' `wait_until`, or `tokio::spawn`. If the runtime drops it,
+    /// the message is delivered by a drain once its lease ends.
+    pub fn deliver_now(&self, defer: &dyn crate::defer::Defer, message: ClaimedMessage) {
+        let drainer = self.clone();
+        defer.defer(Box::pin(async move {
+            drainer.deliver_claimed(vec![message]).await;
+        }));
     }
 
     /// Delivers messages the caller already leases (from

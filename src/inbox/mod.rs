@@ -52,6 +52,11 @@ impl InboxClaim {
         &self.statement
     }
 
+    /// The unique constraint a repeat of this key fails on.
+    pub(crate) fn constraint(&self) -> &str {
+        &self.constraint
+    }
+
     /// Whether `error` (from running the batch) means the key was already
     /// present: the message was processed before, and the batch changed
     /// nothing.

@@ -79,6 +79,12 @@ impl LeasedEnqueue {
     pub fn confirm(self, outcome: &Outcome) -> Option<ClaimedMessage> {
         self.enqueue.inserted(outcome).then_some(self.claimed)
     }
+
+    /// The leased message, whether or not its row was written: for a
+    /// [`Batch`](crate::Batch), which checks its own outcome.
+    pub(crate) fn into_claimed(self) -> ClaimedMessage {
+        self.claimed
+    }
 }
 
 /// Values of a new row, before they become an `INSERT`.

@@ -1,0 +1,319 @@
+//! One atomic write, owned by the library: the caller's statements, outbox
+//! messages, inbox keys and erasures, committed together and read back
+//! through typed tickets, never through positions.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::database::{Database, Outcome, Statement};
+use crate::error::{Error, Result};
+use crate::inbox::Inbox;
+use crate::outbox::{ClaimedMessage, Message, Outbox};
+
+/// Tells one batch's tickets from another's.
+static BATCHES: AtomicU64 = AtomicU64::new(1);
+
+/// An atomic batch under construction. [`commit`](Batch::commit) runs it as
+/// one [`Database::batch_atomic`]: every part is written, or none is.
+///
+/// Inbox keys go first whatever the order they were added in, so a repeat
+/// fails on its key before any effect. Every part must live in the
+/// database the batch was made for.
+///
+/// ```
+/// # #[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
+/// # fn main() -> workers_outbox::Result<()> {
+/// # futures_util::FutureExt::now_or_never(async {
+/// use std::sync::Arc;
+/// use workers_outbox::{Batch, Database, Message, Outbox, SqliteDatabase, Statement};
+///
+/// let db: Arc<dyn Database> = Arc::new(SqliteDatabase::open_in_memory()?);
+/// let outbox = Outbox::new(db.clone(), "outbox")?;
+/// outbox.create_schema().await?;
+/// db.execute(&Statement::new("CREATE TABLE accounts (email TEXT PRIMARY KEY)", vec![])).await?;
+///
+/// let mut batch = Batch::new(db.clone());
+/// let account = batch.statement(Statement::new(
+///     "INSERT INTO accounts (email) VALUES (?)",
+///     vec!["ada@example.com".into()],
+/// ));
+/// let mail = batch.enqueue(&outbox, Message::raw_json("welcome-mail", "{}").dedup_key("ada"))?;
+/// let committed = batch.commit().await?;
+/// assert_eq!(committed.outcome(&account)?.rows_affected, 1);
+/// assert!(committed.enqueued(&mail)?);
+/// # Ok(()) }).expect("SQLite futures complete at once")
+/// # }
+/// # #[cfg(not(all(feature = "sqlite", not(target_arch = "wasm32"))))]
+/// # fn main() {}
+/// ```
+#[must_use = "nothing is written until the batch is committed"]
+pub struct Batch {
+    db: Arc<dyn Database>,
+    id: u64,
+    inbox_keys: Vec<Statement>,
+    parts: Vec<Part>,
+}
+
+/// One part: its statements, which of them its ticket reads, and the
+/// leased message it carries, if any.
+struct Part {
+    statements: Vec<Statement>,
+    read: usize,
+    claimed: Option<ClaimedMessage>,
+}
+
+impl std::fmt::Debug for Batch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch")
+            .field("inbox_keys", &self.inbox_keys.len())
+            .field("parts", &self.parts.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where one part of a batch stands, typed by what it is: read its result
+/// from the [`Committed`] batch with the matching method.
+#[must_use = "a ticket is how the part's result is read back"]
+pub struct Ticket<Kind> {
+    batch: u64,
+    part: usize,
+    kind: PhantomData<Kind>,
+}
+
+impl<Kind> std::fmt::Debug for Ticket<Kind> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticket")
+            .field("batch", &self.batch)
+            .field("part", &self.part)
+            .finish()
+    }
+}
+
+/// A caller's statement ([`Committed::outcome`]).
+#[derive(Debug)]
+pub enum OfStatement {}
+/// An outbox message ([`Committed::enqueued`]).
+#[derive(Debug)]
+pub enum OfMessage {}
+/// An outbox message leased to this request ([`Committed::claimed`]).
+#[derive(Debug)]
+pub enum OfLeasedMessage {}
+/// A subject's erasure ([`Committed::erased`]).
+#[derive(Debug)]
+pub enum OfErasure {}
+
+/// An inbox key in a batch: tells whether a failed commit means the key was
+/// processed already.
+#[derive(Debug, Clone)]
+#[must_use = "an inbox key tells a repeat apart from a failure"]
+pub struct InboxKey {
+    constraint: String,
+}
+
+impl InboxKey {
+    /// Whether `error` (from [`Batch::commit`]) means this key was processed
+    /// before: nothing of the batch was written, and nothing needs to be.
+    pub fn already_processed(&self, error: &Error) -> bool {
+        matches!(error, Error::Conflict { constraint } if *constraint == self.constraint)
+    }
+}
+
+impl Batch {
+    /// An empty batch on `db`.
+    pub fn new(db: Arc<dyn Database>) -> Self {
+        Batch {
+            db,
+            id: BATCHES.fetch_add(1, Ordering::Relaxed),
+            inbox_keys: Vec::new(),
+            parts: Vec::new(),
+        }
+    }
+
+    fn part<Kind>(
+        &mut self,
+        statements: Vec<Statement>,
+        read: usize,
+        claimed: Option<ClaimedMessage>,
+    ) -> Ticket<Kind> {
+        self.parts.push(Part {
+            statements,
+            read,
+            claimed,
+        });
+        Ticket {
+            batch: self.id,
+            part: self.parts.len() - 1,
+            kind: PhantomData,
+        }
+    }
+
+    /// Adds one of the caller's statements.
+    pub fn statement(&mut self, statement: Statement) -> Ticket<OfStatement> {
+        self.part(vec![statement], 0, None)
+    }
+
+    /// Adds `message` to `outbox`: it exists exactly when the rest of the
+    /// batch does. A drain delivers it.
+    ///
+    /// # Errors
+    /// As [`Outbox::enqueue`].
+    pub fn enqueue(&mut self, outbox: &Outbox, message: Message) -> Result<Ticket<OfMessage>> {
+        let enqueue = outbox.enqueue(message)?;
+        Ok(self.part(vec![enqueue.statement().clone()], 0, None))
+    }
+
+    /// Adds `message` to `outbox` already leased to this request for
+    /// `lease`, to deliver it right after the commit (see
+    /// [`Drainer::deliver_now`](crate::drain::Drainer::deliver_now)); if
+    /// that never happens, a drain delivers it once the lease ends.
+    ///
+    /// # Errors
+    /// As [`Outbox::enqueue_leased`].
+    pub fn enqueue_leased(
+        &mut self,
+        outbox: &Outbox,
+        message: Message,
+        lease: Duration,
+    ) -> Result<Ticket<OfLeasedMessage>> {
+        let leased = outbox.enqueue_leased(message, lease)?;
+        let statement = leased.statement().clone();
+        Ok(self.part(vec![statement], 0, Some(leased.into_claimed())))
+    }
+
+    /// Adds `key` to `inbox`, first in the batch: if the key was processed
+    /// before, the commit fails on it and nothing of the batch is written.
+    ///
+    /// # Errors
+    /// As [`Inbox::claim_statement`].
+    pub fn inbox_key(
+        &mut self,
+        inbox: &Inbox,
+        key: &str,
+        subject: Option<&str>,
+    ) -> Result<InboxKey> {
+        let claim = inbox.claim_statement(key, subject)?;
+        self.inbox_keys.push(claim.statement().clone());
+        Ok(InboxKey {
+            constraint: claim.constraint().to_owned(),
+        })
+    }
+
+    /// Erases every outbox message of `subject` (see
+    /// [`Outbox::erase_subject`]: an in-flight delivery is not recalled).
+    ///
+    /// # Errors
+    /// If a statement cannot be built.
+    pub fn erase_outbox_subject(
+        &mut self,
+        outbox: &Outbox,
+        subject: &str,
+    ) -> Result<Ticket<OfErasure>> {
+        let statements = outbox.erase_subject_statements(subject)?;
+        Ok(self.part(statements, Outbox::ERASE_DELETE, None))
+    }
+
+    /// Erases every inbox key of `subject`.
+    ///
+    /// # Errors
+    /// If the statement cannot be built.
+    pub fn erase_inbox_subject(
+        &mut self,
+        inbox: &Inbox,
+        subject: &str,
+    ) -> Result<Ticket<OfErasure>> {
+        let statement = inbox.erase_subject_statement(subject)?;
+        Ok(self.part(vec![statement], 0, None))
+    }
+
+    /// Runs the batch as one transaction.
+    ///
+    /// # Errors
+    /// Any database error; then nothing was written, unless the error is
+    /// transient and the batch committed anyway (see the
+    /// [`Database`] contract: give messages a caller id or a dedup key to
+    /// make a retry safe). An inbox key seen before fails the batch with a
+    /// conflict its [`InboxKey::already_processed`] recognises.
+    pub async fn commit(self) -> Result<Committed> {
+        let mut statements = self.inbox_keys;
+        let mut reads = Vec::with_capacity(self.parts.len());
+        let mut claimed = Vec::with_capacity(self.parts.len());
+        for part in self.parts {
+            reads.push(statements.len() + part.read);
+            statements.extend(part.statements);
+            claimed.push(part.claimed);
+        }
+        let outcomes = self.db.batch_atomic(&statements).await?;
+        Ok(Committed {
+            batch: self.id,
+            outcomes,
+            reads,
+            claimed,
+        })
+    }
+}
+
+/// A committed batch: read each part's result with its ticket.
+#[derive(Debug)]
+pub struct Committed {
+    batch: u64,
+    outcomes: Vec<Outcome>,
+    /// Per part, the statement its ticket reads.
+    reads: Vec<usize>,
+    claimed: Vec<Option<ClaimedMessage>>,
+}
+
+impl Committed {
+    /// The outcome a ticket reads.
+    fn read<Kind>(&self, ticket: &Ticket<Kind>) -> Result<&Outcome> {
+        if ticket.batch != self.batch {
+            return Err(Error::invalid("ticket", "it belongs to another batch"));
+        }
+        let position = self
+            .reads
+            .get(ticket.part)
+            .copied()
+            .ok_or_else(|| Error::invalid("ticket", "it names no part of this batch"))?;
+        self.outcomes.get(position).ok_or_else(|| Error::Database {
+            message: format!("the batch returned no outcome for statement {position}"),
+        })
+    }
+
+    /// What the caller's statement did.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a ticket of another batch.
+    pub fn outcome(&self, ticket: &Ticket<OfStatement>) -> Result<&Outcome> {
+        self.read(ticket)
+    }
+
+    /// Whether the message was written: `false` when a message with the
+    /// same dedup key was already in the outbox.
+    ///
+    /// # Errors
+    /// As [`outcome`](Committed::outcome).
+    pub fn enqueued(&self, ticket: &Ticket<OfMessage>) -> Result<bool> {
+        Ok(self.read(ticket)?.rows_affected > 0)
+    }
+
+    /// The message leased to this request, to deliver now; `None` when a
+    /// message with the same dedup key was already in the outbox (there is
+    /// nothing to deliver then).
+    ///
+    /// # Errors
+    /// As [`outcome`](Committed::outcome).
+    pub fn claimed(&mut self, ticket: Ticket<OfLeasedMessage>) -> Result<Option<ClaimedMessage>> {
+        let written = self.read(&ticket)?.rows_affected > 0;
+        let claimed = self.claimed.get_mut(ticket.part).and_then(Option::take);
+        Ok(claimed.filter(|_| written))
+    }
+
+    /// How many rows the erasure removed.
+    ///
+    /// # Errors
+    /// As [`outcome`](Committed::outcome).
+    pub fn erased(&self, ticket: &Ticket<OfErasure>) -> Result<u64> {
+        Ok(self.read(ticket)?.rows_affected)
+    }
+}
