@@ -149,7 +149,16 @@ impl Batch {
         }
     }
 
-    /// Adds one of the caller's statements.
+    /// Adds one of the caller's statements, whose outcome is not needed.
+    pub fn push(&mut self, statement: Statement) {
+        self.parts.push(Part {
+            statements: vec![statement],
+            read: 0,
+            claimed: None,
+        });
+    }
+
+    /// Adds one of the caller's statements, to read its outcome.
     pub fn statement(&mut self, statement: Statement) -> Ticket<OfStatement> {
         self.part(vec![statement], 0, None)
     }

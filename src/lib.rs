@@ -66,6 +66,7 @@ mod schema;
 pub mod send;
 pub mod subject;
 mod time;
+pub mod topic;
 mod vars;
 
 pub use batch::{
@@ -85,5 +86,6 @@ pub use time::TokioTimer;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub use time::WorkersTimer;
 pub use time::{Clock, ManualClock, SystemClock, Timer, Timestamp};
+pub use topic::Topic;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub use vars::worker_vars;

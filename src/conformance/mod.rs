@@ -9,6 +9,7 @@
 //! Every case works in its own tables (named after the case's position), so
 //! cases can share one database.
 
+mod batch;
 mod claim;
 mod dead_letters;
 mod delivery;
@@ -202,6 +203,11 @@ pub fn cases() -> Vec<Case> {
         delivery::a_transient_settle_error_is_retried,
         delivery::a_claim_whose_reply_is_lost_is_read_back,
         ordering::erasing_an_in_flight_message_holds_its_key_until_its_lease_ends,
+        batch::parts_are_read_through_their_tickets,
+        batch::a_ticket_of_another_batch_is_refused,
+        batch::inbox_keys_go_first_and_a_repeat_writes_nothing,
+        batch::an_erasure_counts_what_it_removed,
+        batch::typed_topics_are_routed_and_decoded,
     ]
 }
 

@@ -1,0 +1,152 @@
+//! Typed topics: a payload type declares its topic once; enqueue and
+//! delivery use the type, and nobody spells a topic string or decodes JSON
+//! by hand.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::drain::Deliver;
+use crate::error::Result;
+use crate::outbox::{ClaimedMessage, Delivery, Message};
+use crate::send::{BoxFuture, MaybeSend, MaybeSync};
+
+/// A message payload type and the topic it travels under.
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use workers_outbox::{Message, Topic};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct WelcomeMail { to: String }
+///
+/// impl Topic for WelcomeMail {
+///     const NAME: &'static str = "welcome-mail";
+/// }
+///
+/// let message = Message::of(&WelcomeMail { to: "ada@example.com".into() })?;
+/// # Ok::<(), workers_outbox::Error>(())
+/// ```
+pub trait Topic: Serialize + DeserializeOwned {
+    /// The topic's name, as stored with each message.
+    const NAME: &'static str;
+}
+
+impl Message {
+    /// A message of topic `T` carrying `payload` as JSON.
+    ///
+    /// # Errors
+    /// As [`Message::json`].
+    pub fn of<T: Topic>(payload: &T) -> Result<Message> {
+        Message::json(T::NAME, payload)
+    }
+}
+
+/// One topic's delivery: `Send + Sync` natively, unbounded on `wasm32` (see
+/// [`crate::send`]).
+#[cfg(not(target_arch = "wasm32"))]
+type Route = Box<dyn for<'a> Fn(&'a ClaimedMessage) -> BoxFuture<'a, Delivery> + Send + Sync>;
+#[cfg(target_arch = "wasm32")]
+type Route = Box<dyn for<'a> Fn(&'a ClaimedMessage) -> BoxFuture<'a, Delivery>>;
+
+/// A [`Deliver`] that sends each message to the route of its topic, with its
+/// payload decoded. A message of a topic without a route, or whose payload
+/// does not decode, fails permanently (it never could succeed), with an
+/// error that says so.
+///
+/// ```
+/// # use serde::{Deserialize, Serialize};
+/// # use workers_outbox::{Delivery, Topic};
+/// use workers_outbox::topic::Router;
+/// # #[derive(Serialize, Deserialize)] struct WelcomeMail { to: String }
+/// # impl Topic for WelcomeMail { const NAME: &'static str = "welcome-mail"; }
+///
+/// let router = Router::new().handle(|mail: WelcomeMail, message| async move {
+///     // send `mail.to` a welcome, with `message.id` as the idempotency key
+///     Delivery::Delivered
+/// });
+/// ```
+#[derive(Default)]
+pub struct Router {
+    routes: BTreeMap<&'static str, Route>,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("topics", &self.routes.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Router {
+    /// A router without routes.
+    pub fn new() -> Self {
+        Router::default()
+    }
+
+    /// Messages of topic `T` go to `handler`, with their payload decoded.
+    #[must_use]
+    pub fn handle<T, F, Fut>(mut self, handler: F) -> Self
+    where
+        T: Topic + 'static,
+        F: Fn(T, ClaimedMessage) -> Fut + MaybeSend + MaybeSync + 'static,
+        Fut: Future<Output = Delivery> + MaybeSend + 'static,
+    {
+        let handler = Arc::new(handler);
+        self.routes.insert(
+            T::NAME,
+            Box::new(move |message: &ClaimedMessage| -> BoxFuture<'_, Delivery> {
+                match message.payload_as::<T>() {
+                    Ok(payload) => Box::pin(handler(payload, message.clone())),
+                    Err(error) => Box::pin(std::future::ready(Delivery::permanent(format!(
+                        "the payload is not a {}: {error}",
+                        T::NAME
+                    )))),
+                }
+            }),
+        );
+        self
+    }
+
+    /// Messages of topic `T` go to `deliver` as they are (after checking
+    /// that their payload decodes as `T`): for a ready deliverer such as the
+    /// HTTP one.
+    #[must_use]
+    pub fn route<T, D>(mut self, deliver: D) -> Self
+    where
+        T: Topic + 'static,
+        D: Deliver + 'static,
+    {
+        let deliver = Arc::new(deliver);
+        self.routes.insert(
+            T::NAME,
+            Box::new(move |message: &ClaimedMessage| -> BoxFuture<'_, Delivery> {
+                if let Err(error) = message.payload_as::<T>() {
+                    return Box::pin(std::future::ready(Delivery::permanent(format!(
+                        "the payload is not a {}: {error}",
+                        T::NAME
+                    ))));
+                }
+                let deliver = deliver.clone();
+                Box::pin(async move { deliver.deliver(message).await })
+            }),
+        );
+        self
+    }
+}
+
+impl Deliver for Router {
+    fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
+        match self.routes.get(message.topic.as_str()) {
+            Some(route) => route(message),
+            None => Box::pin(std::future::ready(Delivery::permanent(format!(
+                "no route for topic {:?}",
+                message.topic
+            )))),
+        }
+    }
+}
