@@ -79,7 +79,23 @@ impl std::fmt::Debug for Batch {
 pub struct Ticket<Kind> {
     batch: u64,
     part: usize,
+    /// The message's id, for message tickets.
+    id: String,
     kind: PhantomData<Kind>,
+}
+
+impl Ticket<OfMessage> {
+    /// The message's id (generated, or the caller's).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Ticket<OfLeasedMessage> {
+    /// The message's id (generated, or the caller's).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
 }
 
 impl<Kind> std::fmt::Debug for Ticket<Kind> {
@@ -136,6 +152,7 @@ impl Batch {
         statements: Vec<Statement>,
         read: usize,
         claimed: Option<ClaimedMessage>,
+        id: String,
     ) -> Ticket<Kind> {
         self.parts.push(Part {
             statements,
@@ -145,6 +162,7 @@ impl Batch {
         Ticket {
             batch: self.id,
             part: self.parts.len() - 1,
+            id,
             kind: PhantomData,
         }
     }
@@ -160,7 +178,7 @@ impl Batch {
 
     /// Adds one of the caller's statements, to read its outcome.
     pub fn statement(&mut self, statement: Statement) -> Ticket<OfStatement> {
-        self.part(vec![statement], 0, None)
+        self.part(vec![statement], 0, None, String::new())
     }
 
     /// Adds `message` to `outbox`: it exists exactly when the rest of the
@@ -170,7 +188,8 @@ impl Batch {
     /// As [`Outbox::enqueue`].
     pub fn enqueue(&mut self, outbox: &Outbox, message: Message) -> Result<Ticket<OfMessage>> {
         let enqueue = outbox.enqueue(message)?;
-        Ok(self.part(vec![enqueue.statement().clone()], 0, None))
+        let id = enqueue.id().to_owned();
+        Ok(self.part(vec![enqueue.statement().clone()], 0, None, id))
     }
 
     /// Adds `message` to `outbox` already leased to this request for
@@ -188,7 +207,8 @@ impl Batch {
     ) -> Result<Ticket<OfLeasedMessage>> {
         let leased = outbox.enqueue_leased(message, lease)?;
         let statement = leased.statement().clone();
-        Ok(self.part(vec![statement], 0, Some(leased.into_claimed())))
+        let id = leased.id().to_owned();
+        Ok(self.part(vec![statement], 0, Some(leased.into_claimed()), id))
     }
 
     /// Adds `key` to `inbox`, first in the batch: if the key was processed
@@ -220,7 +240,7 @@ impl Batch {
         subject: &str,
     ) -> Result<Ticket<OfErasure>> {
         let statements = outbox.erase_subject_statements(subject)?;
-        Ok(self.part(statements, Outbox::ERASE_DELETE, None))
+        Ok(self.part(statements, Outbox::ERASE_DELETE, None, String::new()))
     }
 
     /// Erases every inbox key of `subject`.
@@ -233,7 +253,7 @@ impl Batch {
         subject: &str,
     ) -> Result<Ticket<OfErasure>> {
         let statement = inbox.erase_subject_statement(subject)?;
-        Ok(self.part(vec![statement], 0, None))
+        Ok(self.part(vec![statement], 0, None, String::new()))
     }
 
     /// Runs the batch as one transaction.

@@ -130,6 +130,19 @@ impl Error {
         }
     }
 
+    /// The HTTP status that describes this error to a client of yours: the
+    /// caller's fault (400 bad input, 404 not found, 409 conflict or lost
+    /// lease), a passing fault worth retrying (503), or the server's (500).
+    pub fn http_status(&self) -> u16 {
+        match self {
+            Error::InvalidInput { .. } => 400,
+            Error::NotFound { .. } => 404,
+            Error::Conflict { .. } | Error::LeaseLost { .. } => 409,
+            Error::Unavailable { .. } => 503,
+            Error::MalformedRow { .. } | Error::Database { .. } => 500,
+        }
+    }
+
     /// Shorthand for `self.retry() != Retry::Never`.
     pub fn is_retryable(&self) -> bool {
         self.retry() != Retry::Never
@@ -182,6 +195,24 @@ mod tests {
         };
         assert_eq!(permanent.retry(), Retry::Never);
         assert!(!Error::LeaseLost { id: "m".into() }.is_retryable());
+    }
+
+    #[test]
+    fn http_statuses_say_whose_fault_it_is() {
+        assert_eq!(Error::invalid("x", "y").http_status(), 400);
+        assert_eq!(Error::LeaseLost { id: "m".into() }.http_status(), 409);
+        let down = Error::Unavailable {
+            message: "overloaded".into(),
+            advice: Retry::AfterBackoff,
+        };
+        assert_eq!(down.http_status(), 503);
+        assert_eq!(
+            Error::Database {
+                message: "x".into()
+            }
+            .http_status(),
+            500
+        );
     }
 
     #[test]

@@ -2,171 +2,109 @@
 //! erasure. Every route needs `Authorization: Bearer <ADMIN_TOKEN>`.
 
 use percent_encoding::percent_decode_str;
+use serde_json::json;
 use subtle::ConstantTimeEq;
 use worker::{Method, Request, Response, Result};
-use workers_outbox::database::Value;
 use workers_outbox::drain::DrainLimits;
 use workers_outbox::subject::export_subject;
-use workers_outbox::{Outbox, Statement};
+use workers_outbox::{Batch, Outbox, Statement, Value};
 
 use crate::app::App;
-use crate::responses::{error_response, json, json_error};
+use crate::{error_response, json, json_error};
 
-pub(crate) async fn handle(request: Request, app: &App, path: &[String]) -> Result<Response> {
-    if !authorized(&request, app.settings.admin_token.as_deref())? {
+pub(crate) async fn handle(request: Request, app: &App, path: &[&str]) -> Result<Response> {
+    if !authorized(&request, app.admin_token.as_deref())? {
         let mut response = json_error(401, "missing or wrong bearer token")?;
         response.headers_mut().set("www-authenticate", "Bearer")?;
         return Ok(response);
     }
-    let path: Vec<&str> = path.iter().map(String::as_str).collect();
-    let query = request.url()?;
+    let url = request.url()?;
     let param = |name: &str| {
-        query
-            .query_pairs()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.into_owned())
+        url.query_pairs()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
     };
-    match (request.method(), path.as_slice()) {
-        (Method::Get, ["outbox"]) => match app.outbox.stats().await {
-            Ok(stats) => json(200, &stats),
-            Err(error) => error_response(&error),
-        },
+    let subject = |raw: &str| percent_decode_str(raw).decode_utf8_lossy().into_owned();
+    let result = match (request.method(), path) {
+        (Method::Get, ["outbox"]) => app.outbox.stats().await.map(|s| json!(s)),
         (Method::Get, ["outbox", "dead"]) => {
-            let limit = match number(param("limit"), 100) {
-                Ok(limit) => limit.min(Outbox::MAX_CLAIM),
-                Err(problem) => return json_error(400, &problem),
+            let limit = param("limit").map_or(Ok(100), |text| text.parse::<u32>());
+            let Ok(limit) = limit else {
+                return json_error(400, "limit is not a whole number");
             };
-            match app.outbox.list_dead(limit, None).await {
-                Ok(dead) => json(200, &dead),
-                Err(error) => error_response(&error),
-            }
+            let dead = app.outbox.list_dead(limit.min(Outbox::MAX_CLAIM), None);
+            dead.await.map(|d| json!(d))
         }
         (Method::Post, ["outbox", "dead", id, "replay"]) => {
-            let id = decode(id);
-            match app.outbox.replay(&id).await {
-                Ok(()) => json(200, &serde_json::json!({ "replayed": id })),
-                Err(error) => error_response(&error),
-            }
+            let id = subject(id);
+            app.outbox
+                .replay(&id)
+                .await
+                .map(|()| json!({ "replayed": id }))
         }
         (Method::Post, ["outbox", "drain"]) => {
-            let base = app.settings.scheduled;
-            let limits = (|| {
-                Ok::<_, String>(DrainLimits {
-                    batch_size: number(param("batch_size"), base.batch_size)?,
-                    max_queries: number(param("max_queries"), base.max_queries)?,
-                    max_messages: number(param("max_messages"), base.max_messages)?,
-                    ..base
-                })
-            })();
-            let limits = match limits {
-                Ok(limits) => limits,
-                Err(problem) => return json_error(400, &problem),
+            let overrides = |name: &str| match name {
+                "DRAIN_BATCH_SIZE" => param("batch_size"),
+                "DRAIN_MAX_QUERIES" => param("max_queries"),
+                "DRAIN_MAX_MESSAGES" => param("max_messages"),
+                _ => None,
             };
-            match app.drainer(limits) {
-                Ok(drainer) => json(200, &drainer.drain().await),
-                Err(error) => error_response(&error),
+            let drainer =
+                DrainLimits::from_vars(app.scheduled, overrides).and_then(|l| app.drainer(l));
+            match drainer {
+                Ok(drainer) => Ok(json!(drainer.drain().await)),
+                Err(error) => Err(error),
             }
         }
-        (Method::Get, ["subjects", subject]) => export(app, &decode(subject)).await,
-        (Method::Delete, ["subjects", subject]) => erase(app, &decode(subject)).await,
-        _ => json_error(404, "no such admin route"),
+        (Method::Get, ["subjects", id]) => export(app, &subject(id)).await,
+        (Method::Delete, ["subjects", id]) => erase(app, &subject(id)).await,
+        _ => return json_error(404, "no such admin route"),
+    };
+    match result {
+        Ok(body) => json(200, &body),
+        Err(error) => error_response(&error),
     }
 }
 
 /// The bearer token, compared in constant time. No token configured means
 /// no admin access at all.
 fn authorized(request: &Request, token: Option<&str>) -> Result<bool> {
-    let Some(token) = token else {
-        return Ok(false);
-    };
     let header = request.headers().get("authorization")?.unwrap_or_default();
-    let Some(given) = header.strip_prefix("Bearer ") else {
-        return Ok(false);
-    };
-    Ok(bool::from(given.as_bytes().ct_eq(token.as_bytes())))
-}
-
-/// A whole-number query parameter, or `default` when absent.
-fn number(value: Option<String>, default: u32) -> std::result::Result<u32, String> {
-    match value {
-        None => Ok(default),
-        Some(text) => text
-            .parse()
-            .map_err(|_| format!("{text:?} is not a whole number")),
-    }
-}
-
-fn decode(segment: &str) -> String {
-    percent_decode_str(segment).decode_utf8_lossy().into_owned()
+    let given = header.strip_prefix("Bearer ");
+    Ok(token
+        .zip(given)
+        .is_some_and(|(t, g)| bool::from(g.as_bytes().ct_eq(t.as_bytes()))))
 }
 
 /// Everything about one account: its row, its outbox messages, its inbox keys.
-async fn export(app: &App, subject: &str) -> Result<Response> {
-    let account = Statement::new(
-        "SELECT id, email, created_at FROM accounts WHERE id = ?",
-        vec![Value::from(subject)],
+async fn export(app: &App, id: &str) -> workers_outbox::Result<serde_json::Value> {
+    let select = Statement::new(
+        "SELECT json_object('id', id, 'email', email, 'created_at', created_at) AS account \
+         FROM accounts WHERE id = ?",
+        vec![Value::from(id)],
     );
-    let rows = match app.db.query(&account).await {
-        Ok(rows) => rows,
-        Err(error) => return error_response(&error),
-    };
-    let account = match rows.first().map(|row| -> workers_outbox::Result<_> {
-        Ok(serde_json::json!({
-            "id": row.get::<String>("id")?,
-            "email": row.get::<String>("email")?,
-            "created_at": row.get::<i64>("created_at")?,
-        }))
-    }) {
-        None => None,
-        Some(Ok(account)) => Some(account),
-        Some(Err(error)) => return error_response(&error),
-    };
-    match export_subject(&app.outbox, &app.inbox, subject).await {
-        Ok(export) => json(
-            200,
-            &serde_json::json!({
-                "subject": export.subject,
-                "account": account,
-                "outbox": export.outbox,
-                "inbox": export.inbox,
-            }),
-        ),
-        Err(error) => error_response(&error),
-    }
+    let rows = app.db.query(&select).await?;
+    let account: Option<String> = rows.first().map(|row| row.get("account")).transpose()?;
+    let account = account.and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
+    let export = export_subject(&app.outbox, &app.inbox, id).await?;
+    Ok(json!({
+        "subject": id, "account": account, "outbox": export.outbox, "inbox": export.inbox,
+    }))
 }
 
 /// Deletes the account, its outbox messages and inbox keys in one batch.
-async fn erase(app: &App, subject: &str) -> Result<Response> {
-    let statements = (|| -> workers_outbox::Result<Vec<Statement>> {
-        let mut statements = app.outbox.erase_subject_statements(subject)?;
-        statements.push(app.inbox.erase_subject_statement(subject)?);
-        statements.push(Statement::new(
-            "DELETE FROM accounts WHERE id = ?",
-            vec![Value::from(subject)],
-        ));
-        Ok(statements)
-    })();
-    let statements = match statements {
-        Ok(statements) => statements,
-        Err(error) => return error_response(&error),
-    };
-    let removed = |outcomes: &[workers_outbox::Outcome], index: usize| {
-        outcomes
-            .get(index)
-            .map_or(0, |outcome| outcome.rows_affected)
-    };
-    match app.db.batch_atomic(&statements).await {
-        Ok(outcomes) => {
-            let last = statements.len() - 1;
-            json(
-                200,
-                &serde_json::json!({
-                    "outbox": removed(&outcomes, Outbox::ERASE_DELETE),
-                    "inbox": removed(&outcomes, last - 1),
-                    "accounts": removed(&outcomes, last),
-                }),
-            )
-        }
-        Err(error) => error_response(&error),
-    }
+async fn erase(app: &App, id: &str) -> workers_outbox::Result<serde_json::Value> {
+    let mut batch = Batch::new(app.db.clone());
+    let outbox = batch.erase_outbox_subject(&app.outbox, id)?;
+    let inbox = batch.erase_inbox_subject(&app.inbox, id)?;
+    let account = batch.statement(Statement::new(
+        "DELETE FROM accounts WHERE id = ?",
+        vec![Value::from(id)],
+    ));
+    let done = batch.commit().await?;
+    Ok(json!({
+        "outbox": done.erased(&outbox)?,
+        "inbox": done.erased(&inbox)?,
+        "accounts": done.outcome(&account)?.rows_affected,
+    }))
 }

@@ -1,112 +1,90 @@
 //! `POST /signup`: the account and its confirmation mail, in one D1 batch.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
-use worker::{Context, Request, Response, Result};
-use workers_outbox::defer::{Defer, WaitUntil};
-use workers_outbox::{Clock, Error, FastRandom, Message, RandomSource, Statement, SystemClock};
+use worker::{Context, Request, Response};
+use workers_outbox::defer::WaitUntil;
+use workers_outbox::{Batch, Clock, Error, FastRandom, Message, RandomSource, Result, Statement};
+use workers_outbox::{SystemClock, Timestamp, Topic};
 
 use crate::app::App;
-use crate::mail::{CONFIRMATION_TOPIC, Mail};
-use crate::responses::{error_response, json, json_error, read_body};
+use crate::{error_response, json, json_error};
 
-const MAX_BODY_BYTES: usize = 4 * 1024;
-
-#[derive(Deserialize)]
-struct SignupRequest {
-    email: String,
+/// The confirmation mail: POSTed as is to the mail API, with the outbox id
+/// as `Idempotency-Key`.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Mail {
+    to: String,
+    subject: String,
+    text: String,
 }
 
-#[derive(Serialize)]
-struct Created<'a> {
-    account_id: &'a str,
-    outbox_id: &'a str,
+impl Topic for Mail {
+    const NAME: &'static str = "signup-confirmation";
 }
 
-pub(crate) async fn handle(mut request: Request, app: &App, ctx: &Context) -> Result<Response> {
-    let body = match read_body(&mut request, MAX_BODY_BYTES).await? {
-        Ok(body) => body,
-        Err(too_large) => return Ok(too_large),
-    };
-    let Ok(SignupRequest { email }) = serde_json::from_slice(&body) else {
-        return json_error(
-            400,
-            r#"the body must be JSON like {"email": "ada@example.com"}"#,
-        );
-    };
-    let Some(email) = plausible_email(&email) else {
-        return json_error(400, "that is not a plausible email address");
-    };
-    let account_id = new_account_id();
-
-    let payload = Mail::confirmation(&email, &account_id);
-    let message = match Message::json(CONFIRMATION_TOPIC, &payload) {
-        Ok(message) => message.subject(&account_id).dedup_key(&email),
-        Err(error) => return error_response(&error),
-    };
-    // The row is written already leased to this request, so the attempt
-    // below needs no claim: one more D1 call (its settle) per signup.
-    let mail = match app.outbox.enqueue_leased(message, app.settings.lease) {
-        Ok(mail) => mail,
-        Err(error) => return error_response(&error),
-    };
-    let account = Statement::new(
-        "INSERT INTO accounts (id, email, created_at) VALUES (?, ?, ?)",
-        vec![
-            account_id.as_str().into(),
-            email.as_str().into(),
-            SystemClock.now().into(),
-        ],
-    );
-    let outcomes = match app
-        .db
-        .batch_atomic(&[account, mail.statement().clone()])
-        .await
-    {
-        Ok(outcomes) => outcomes,
-        Err(Error::Conflict { constraint }) if constraint == "accounts.email" => {
-            return json_error(409, "that email already has an account");
-        }
-        Err(error) => return error_response(&error),
-    };
-    let outbox_id = mail.id().to_owned();
-    if let Some(claimed) = mail.confirm(&outcomes[1]) {
-        match app.drainer(app.settings.after_response) {
-            Ok(drainer) => WaitUntil::new(ctx).defer(Box::pin(async move {
-                drainer.deliver_claimed(vec![claimed]).await;
-            })),
-            // The mail is stored; the cron drain will send it.
-            Err(error) => log::error!("no immediate delivery: {error}"),
-        }
+pub(crate) async fn handle(
+    mut request: Request,
+    app: &App,
+    ctx: &Context,
+) -> worker::Result<Response> {
+    let body = request.bytes().await?;
+    if body.len() > 4096 {
+        return json_error(413, "the body is over 4096 bytes");
     }
-    json(
-        201,
-        &Created {
-            account_id: &account_id,
-            outbox_id: &outbox_id,
-        },
-    )
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let Some(email) = body["email"].as_str().and_then(plausible_email) else {
+        return json_error(400, "the body must be JSON with a plausible email address");
+    };
+    let random = FastRandom::from_entropy();
+    let bits = (u128::from(random.next_u64()) << 64) | u128::from(random.next_u64());
+    let now = SystemClock.now();
+    let id = ulid::Ulid::from_parts(now.as_unix_millis().unsigned_abs(), bits).to_string();
+    match signup(app, ctx, &id, &email, now).await {
+        Ok(outbox) => json(
+            201,
+            &serde_json::json!({ "account_id": id, "outbox_id": outbox }),
+        ),
+        Err(Error::Conflict { constraint }) if constraint == "accounts.email" => {
+            json_error(409, "that email already has an account")
+        }
+        Err(error) => error_response(&error),
+    }
+}
+
+/// The account and its mail commit together; the mail then goes out at once
+/// through `wait_until` (a cron drain sends it if that fails).
+async fn signup(app: &App, ctx: &Context, id: &str, email: &str, now: Timestamp) -> Result<String> {
+    let mail = Mail {
+        to: email.into(),
+        subject: "Confirm your account".into(),
+        text: format!("Welcome! Your account {id} is ready once you confirm this address."),
+    };
+    let mut batch = Batch::new(app.db.clone());
+    batch.push(Statement::new(
+        "INSERT INTO accounts (id, email, created_at) VALUES (?, ?, ?)",
+        vec![id.into(), email.into(), now.into()],
+    ));
+    let message = Message::of(&mail)?.subject(id).dedup_key(email);
+    let mail = batch.enqueue_leased(&app.outbox, message, Duration::from_secs(60))?;
+    let outbox_id = mail.id().to_owned();
+    let drainer = app.drainer(app.after_response)?;
+    if let Some(mail) = batch.commit().await?.claimed(mail)? {
+        drainer.deliver_now(&WaitUntil::new(ctx), mail);
+    }
+    Ok(outbox_id)
 }
 
 /// `local@domain.tld`, lower-cased, without spaces or controls, at most 254
 /// bytes: plausible, not verified (the confirmation mail verifies it).
 fn plausible_email(raw: &str) -> Option<String> {
     let email = raw.trim().to_lowercase();
-    if email.len() > 254 || email.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return None;
-    }
     let (local, domain) = email.split_once('@')?;
     let labels: Vec<&str> = domain.split('.').collect();
-    let plausible = !local.is_empty()
-        && local.len() <= 64
-        && !domain.contains('@')
-        && labels.len() >= 2
-        && labels.iter().all(|label| !label.is_empty());
-    plausible.then_some(email)
-}
-
-fn new_account_id() -> String {
-    let random = FastRandom::from_entropy();
-    let bits = (u128::from(random.next_u64()) << 64) | u128::from(random.next_u64());
-    let millis = u64::try_from(SystemClock.now().as_unix_millis()).unwrap_or(0);
-    ulid::Ulid::from_parts(millis, bits).to_string()
+    let plausible = email.len() <= 254 && (1..=64).contains(&local.len()) && labels.len() >= 2;
+    let clean = !email
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || c == '"');
+    (plausible && clean && !domain.contains('@') && !labels.contains(&"")).then_some(email)
 }
