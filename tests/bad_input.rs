@@ -250,9 +250,9 @@ async fn a_lease_of_zero_length_is_refused() {
         s.outbox.claim(10, Duration::ZERO).await
     })
     .await;
+    let mut batch = workers_outbox::Batch::new(s.db.clone());
     assert_invalid(
-        s.outbox
-            .enqueue_leased(Message::raw_json("mail", "{}"), Duration::ZERO),
+        batch.enqueue_leased(&s.outbox, Message::raw_json("mail", "{}"), Duration::ZERO),
         "lease",
     );
 }

@@ -254,10 +254,8 @@ pub(crate) async fn overlapping_drains_never_deliver_a_leased_row(h: Harness) ->
 
 pub(crate) async fn immediate_delivery_costs_one_call(h: Harness) -> CaseResult {
     let outbox = h.outbox().await?;
-    let pending = outbox.enqueue_leased(Message::raw_json("mail", "{}"), LEASE)?;
-    let outcomes = h.db().batch_atomic(&[pending.statement().clone()]).await?;
-    let claimed = pending
-        .confirm(&outcomes[0])
+    let claimed = super::enqueue_leased(&h, &outbox, Message::raw_json("mail", "{}"))
+        .await?
         .ok_or_else(|| Failure("not confirmed".into()))?;
     let before = h.counts();
     let report = drainer(

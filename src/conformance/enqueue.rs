@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use super::{CaseResult, Failure, Harness, LEASE, enqueue_message, ensure, ensure_eq, ids};
+use super::{
+    CaseResult, Failure, Harness, LEASE, enqueue_leased, enqueue_message, ensure, ensure_eq, ids,
+};
+use crate::batch::Batch;
 use crate::database::Statement;
 use crate::error::Error;
 use crate::outbox::{Message, MessageLimits, Outbox};
@@ -52,15 +55,15 @@ pub(crate) async fn dedup_key_makes_a_repeat_a_no_op(h: Harness) -> CaseResult {
     let outbox = h.outbox().await?;
     let db = h.db();
     let message = || Message::raw_json("mail", "{}").dedup_key("welcome:a@x.io");
-    let first = outbox.enqueue(message())?;
-    let outcome = db.batch_atomic(&[first.statement().clone()]).await?;
-    ensure!(
-        first.inserted(&outcome[0]),
-        "the first enqueue wrote nothing"
-    );
-    let repeat = outbox.enqueue(message())?;
-    let outcome = db.batch_atomic(&[repeat.statement().clone()]).await?;
-    ensure!(!repeat.inserted(&outcome[0]), "the repeat wrote a row");
+    for (attempt, expected) in [("first", true), ("repeat", false)] {
+        let mut batch = Batch::new(db.clone());
+        let ticket = batch.enqueue(&outbox, message())?;
+        let written = batch.commit().await?.enqueued(&ticket)?;
+        ensure!(
+            written == expected,
+            "the {attempt} enqueue wrote: {written}"
+        );
+    }
     ensure_eq!(h.count(outbox.table().as_str()).await?, 1);
 
     // Once delivered, the key is free again.
@@ -193,11 +196,8 @@ pub(crate) async fn sql_in_text_is_stored_verbatim(h: Harness) -> CaseResult {
 
 pub(crate) async fn pre_leased_message_settles_in_one_round_trip(h: Harness) -> CaseResult {
     let outbox = h.outbox().await?;
-    let db = h.db();
-    let pending = outbox.enqueue_leased(Message::raw_json("mail", "{}"), LEASE)?;
-    let outcomes = db.batch_atomic(&[pending.statement().clone()]).await?;
-    let claimed = pending
-        .confirm(&outcomes[0])
+    let claimed = enqueue_leased(&h, &outbox, Message::raw_json("mail", "{}"))
+        .await?
         .ok_or_else(|| Failure("the pre-leased row was not confirmed".into()))?;
     ensure_eq!(claimed.attempt(), 1);
     // While leased, no claim takes it.
@@ -211,10 +211,8 @@ pub(crate) async fn pre_leased_message_settles_in_one_round_trip(h: Harness) -> 
     ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
 
     // If the holder never settles, the lease runs out and a drain takes it.
-    let lost = outbox.enqueue_leased(Message::raw_json("mail", "{}"), LEASE)?;
-    let outcomes = db.batch_atomic(&[lost.statement().clone()]).await?;
-    let abandoned = lost
-        .confirm(&outcomes[0])
+    let abandoned = enqueue_leased(&h, &outbox, Message::raw_json("mail", "{}"))
+        .await?
         .ok_or_else(|| Failure("not confirmed".into()))?;
     h.clock().advance(LEASE);
     let claim = outbox.claim(10, LEASE).await?;
@@ -234,15 +232,13 @@ pub(crate) async fn pre_leased_message_settles_in_one_round_trip(h: Harness) -> 
 
 pub(crate) async fn pre_leased_duplicate_is_not_confirmed(h: Harness) -> CaseResult {
     let outbox = h.outbox().await?;
-    let db = h.db();
     let message = || Message::raw_json("mail", "{}").dedup_key("once");
-    let first = outbox.enqueue_leased(message(), LEASE)?;
-    let outcomes = db.batch_atomic(&[first.statement().clone()]).await?;
-    ensure!(first.confirm(&outcomes[0]).is_some(), "first not confirmed");
-    let repeat = outbox.enqueue_leased(message(), LEASE)?;
-    let outcomes = db.batch_atomic(&[repeat.statement().clone()]).await?;
     ensure!(
-        repeat.confirm(&outcomes[0]).is_none(),
+        enqueue_leased(&h, &outbox, message()).await?.is_some(),
+        "first not confirmed"
+    );
+    ensure!(
+        enqueue_leased(&h, &outbox, message()).await?.is_none(),
         "a deduplicated message was confirmed for delivery"
     );
     ensure_eq!(h.count(outbox.table().as_str()).await?, 1);

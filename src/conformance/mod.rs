@@ -344,6 +344,18 @@ pub(crate) async fn enqueue_message(outbox: &Outbox, message: Message) -> Result
     Ok(enqueued.id)
 }
 
+/// Enqueues `message` leased to the caller, alone in a batch: the leased
+/// message if its row was written.
+pub(crate) async fn enqueue_leased(
+    h: &Harness,
+    outbox: &Outbox,
+    message: Message,
+) -> Result<Option<crate::outbox::ClaimedMessage>, Failure> {
+    let mut batch = crate::batch::Batch::new(h.db());
+    let ticket = batch.enqueue_leased(outbox, message, LEASE)?;
+    Ok(batch.commit().await?.claimed(ticket)?)
+}
+
 /// Gives the other tasks on the executor one turn, whatever the executor.
 pub async fn yield_now() {
     struct YieldOnce(bool);

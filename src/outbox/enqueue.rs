@@ -7,7 +7,7 @@ use sea_query::{Expr, ExprTrait, OnConflict, Query};
 use super::claim::{ClaimedMessage, LeaseHandle, check_lease};
 use super::message::Message;
 use super::{Outbox, col, state};
-use crate::database::{Outcome, Statement, query_error};
+use crate::database::{Statement, query_error};
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 
@@ -30,13 +30,6 @@ impl Enqueue {
     pub fn statement(&self) -> &Statement {
         &self.statement
     }
-
-    /// Whether the row was written, judged from this statement's outcome in
-    /// the batch. `false` means a row with the same dedup key was already
-    /// in the outbox, and nothing was written.
-    pub fn inserted(&self, outcome: &Outcome) -> bool {
-        outcome.rows_affected > 0
-    }
 }
 
 /// What [`Outbox::enqueue_alone`] did.
@@ -56,28 +49,20 @@ pub struct Enqueued {
 /// the lease expires and the next drain delivers the message as usual.
 #[derive(Debug, Clone)]
 #[must_use = "an enqueue writes nothing until its statement joins a batch"]
-pub struct LeasedEnqueue {
+pub(crate) struct LeasedEnqueue {
     enqueue: Enqueue,
     claimed: ClaimedMessage,
 }
 
 impl LeasedEnqueue {
     /// The message's id.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         self.enqueue.id()
     }
 
     /// The `INSERT` to put into the caller's batch.
-    pub fn statement(&self) -> &Statement {
+    pub(crate) fn statement(&self) -> &Statement {
         self.enqueue.statement()
-    }
-
-    /// The leased message, once `outcome` (this statement's result in the
-    /// committed batch) shows the row was written; `None` if a row with the
-    /// same dedup key already existed, in which case there is nothing to
-    /// deliver.
-    pub fn confirm(self, outcome: &Outcome) -> Option<ClaimedMessage> {
-        self.enqueue.inserted(outcome).then_some(self.claimed)
     }
 
     /// The leased message, whether or not its row was written: for a
@@ -131,7 +116,11 @@ impl Outbox {
     /// [`Error::InvalidInput`] for a bad field, a lease out of range, or an
     /// ordering key (an ordered message must wait its turn, so it cannot be
     /// delivered at once).
-    pub fn enqueue_leased(&self, message: Message, lease: Duration) -> Result<LeasedEnqueue> {
+    pub(crate) fn enqueue_leased(
+        &self,
+        message: Message,
+        lease: Duration,
+    ) -> Result<LeasedEnqueue> {
         message.validate(&self.inner.limits)?;
         check_lease(lease)?;
         if message.ordering_key.is_some() {

@@ -50,7 +50,7 @@ use std::sync::Arc;
 
 pub(crate) use claim::check_lease;
 pub use claim::{Claim, ClaimStatement, ClaimedMessage, LeaseHandle, MalformedMessage};
-pub use enqueue::{Enqueue, Enqueued, LeasedEnqueue};
+pub use enqueue::{Enqueue, Enqueued};
 pub(crate) use message::check_key;
 pub use message::{Message, MessageLimits};
 pub use records::{MessageState, StoredMessage};

@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde::Serialize;
 use workers_outbox::drain::{Deliver, DrainLimits, DrainReport, Drainer, StopReason, deliver_fn};
 use workers_outbox::{
-    ClaimedMessage, Clock, Database, Delivery, Message, Outbox, Result, Statement, SystemClock,
-    Timer, Value,
+    Batch, ClaimedMessage, Clock, Database, Delivery, Message, Outbox, Result, Statement,
+    SystemClock, Timer, Value,
 };
 
 use crate::baseline::{self, Baseline};
@@ -424,7 +424,10 @@ impl Bench {
             alone.push(self.probe.now_ms() - started);
 
             let email = format!("b{n}@example.com");
-            let mail = outbox.enqueue_leased(
+            let mut batch = Batch::new(self.db.clone());
+            batch.push(account("b"));
+            let mail = batch.enqueue_leased(
+                &outbox,
                 Message::json("signup-confirmation", &serde_json::json!({ "to": email }))?
                     .subject(format!("b{n}"))
                     .dedup_key(email.clone()),
@@ -432,18 +435,14 @@ impl Bench {
             )?;
             let started = self.probe.now_ms();
             let before = self.probe.meter();
-            let outcomes = self
-                .db
-                .batch_atomic(&[account("b"), mail.statement().clone()])
-                .await?;
+            let mut committed = batch.commit().await?;
             with_outbox.push(self.probe.now_ms() - started);
             let batch_cost = self.probe.meter().since(before);
 
-            let claimed =
-                mail.confirm(&outcomes[1])
-                    .ok_or_else(|| workers_outbox::Error::Database {
-                        message: "a benchmark enqueue was deduplicated".into(),
-                    })?;
+            let deduplicated = || workers_outbox::Error::Database {
+                message: "a benchmark enqueue was deduplicated".into(),
+            };
+            let claimed = committed.claimed(mail)?.ok_or_else(deduplicated)?;
             let before = self.probe.meter();
             outbox.complete(claimed.lease()).await?;
             let settle = self.probe.meter().since(before);
@@ -467,11 +466,13 @@ impl Bench {
                 },
             );
 
-            let plain = outbox.enqueue_leased(Message::raw_json("webhook", "{\"n\":1}"), LEASE)?;
+            let mut batch = Batch::new(self.db.clone());
+            let plain =
+                batch.enqueue_leased(&outbox, Message::raw_json("webhook", "{\"n\":1}"), LEASE)?;
             let before = self.probe.meter();
-            let outcomes = self.db.batch_atomic(&[plain.statement().clone()]).await?;
+            let mut committed = batch.commit().await?;
             plain_insert = add(plain_insert, self.probe.meter().since(before));
-            if let Some(claimed) = plain.confirm(&outcomes[0]) {
+            if let Some(claimed) = committed.claimed(plain)? {
                 outbox.complete(claimed.lease()).await?;
             }
         }
