@@ -198,7 +198,9 @@ impl Batch {
     /// that never happens, a drain delivers it once the lease ends.
     ///
     /// # Errors
-    /// As [`Outbox::enqueue_leased`].
+    /// [`Error::InvalidInput`] as [`Outbox::enqueue`], for a lease out of
+    /// range, or for a message with an ordering key or a not-before time
+    /// (it must wait its turn, so it cannot be delivered at once).
     pub fn enqueue_leased(
         &mut self,
         outbox: &Outbox,

@@ -54,7 +54,7 @@ impl DrainLimits {
     /// | `BREAKER_FAILURES` | `breaker.failures` (0 turns the breaker off) |
     /// | `BREAKER_COOLDOWN_MS` | `breaker.cooldown` |
     ///
-    /// On Workers, pass [`worker_vars`](crate::worker_vars)`(&env)`;
+    /// On Workers, pass `workers_outbox::worker_vars(&env)`;
     /// natively, `|name| std::env::var(name).ok()`.
     ///
     /// # Errors

@@ -179,7 +179,7 @@ impl Drainer {
     }
 
     /// Delivers messages the caller already leases (from
-    /// [`Outbox::enqueue_leased`]) and settles them: the immediate attempt
+    /// [`Batch::enqueue_leased`](crate::Batch::enqueue_leased)) and settles them: the immediate attempt
     /// after a response, one database call for its settle.
     pub async fn deliver_claimed(&self, messages: Vec<ClaimedMessage>) -> DrainReport {
         let report = run::Run::new(self, messages, false).go().await;
