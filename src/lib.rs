@@ -59,12 +59,16 @@ mod error;
 pub mod http;
 mod identifier;
 pub mod inbox;
+#[cfg(any(test, feature = "testing"))]
+mod manual_clock;
 pub mod outbox;
 mod random;
 mod retry;
 mod schema;
 pub mod send;
 pub mod subject;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod time;
 pub mod topic;
 mod vars;
@@ -85,7 +89,7 @@ pub use retry::{Backoff, ExponentialBackoff, RetryPolicy};
 pub use time::TokioTimer;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub use time::WorkersTimer;
-pub use time::{Clock, ManualClock, SystemClock, Timer, Timestamp};
+pub use time::{Clock, SystemClock, Timer, Timestamp};
 pub use topic::Topic;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub use vars::worker_vars;

@@ -4,10 +4,6 @@
 //! Stored times are `INTEGER` milliseconds so that SQL comparisons order them
 //! correctly (text timestamps do not: `…:00.5Z` sorts before `…:00Z`).
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -145,90 +141,10 @@ impl Timer for WorkersTimer {
     }
 }
 
-/// A clock that only moves when told to: for tests and simulations.
-///
-/// It is also a [`Timer`] on its own time: a sleep completes once the clock
-/// has been set or advanced past the sleep's deadline. Clones share one time.
-#[derive(Debug, Clone)]
-pub struct ManualClock {
-    shared: Arc<Mutex<ManualState>>,
-}
-
-#[derive(Debug)]
-struct ManualState {
-    now: Timestamp,
-    sleepers: Vec<Waker>,
-}
-
-impl ManualClock {
-    /// A clock stopped at `start`.
-    pub fn new(start: Timestamp) -> Self {
-        ManualClock {
-            shared: Arc::new(Mutex::new(ManualState {
-                now: start,
-                sleepers: Vec::new(),
-            })),
-        }
-    }
-
-    /// Moves the clock to `time` (forwards or backwards) and wakes sleepers.
-    pub fn set(&self, time: Timestamp) {
-        let sleepers = {
-            let mut state = self.lock();
-            state.now = time;
-            std::mem::take(&mut state.sleepers)
-        };
-        sleepers.into_iter().for_each(Waker::wake);
-    }
-
-    /// Moves the clock forward by `duration`, stopping at [`Timestamp::MAX`].
-    pub fn advance(&self, duration: Duration) {
-        let next = self.now().checked_add(duration).unwrap_or(Timestamp::MAX);
-        self.set(next);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, ManualState> {
-        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> Timestamp {
-        self.lock().now
-    }
-}
-
-impl Timer for ManualClock {
-    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
-        let deadline = self.now().checked_add(duration).unwrap_or(Timestamp::MAX);
-        Box::pin(ManualSleep {
-            clock: self.clone(),
-            deadline,
-        })
-    }
-}
-
-struct ManualSleep {
-    clock: ManualClock,
-    deadline: Timestamp,
-}
-
-impl Future for ManualSleep {
-    type Output = ();
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut state = self.clock.lock();
-        if state.now >= self.deadline {
-            Poll::Ready(())
-        } else {
-            state.sleepers.push(cx.waker().clone());
-            Poll::Pending
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manual_clock::ManualClock;
     use futures_util::FutureExt;
 
     #[test]

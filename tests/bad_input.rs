@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use workers_outbox::drain::{CircuitBreaker, DrainLimits, Drainer, deliver_fn};
+use workers_outbox::testing::ManualClock;
 use workers_outbox::{
-    ClaimedMessage, Database, Delivery, Error, ExponentialBackoff, Inbox, ManualClock, Message,
-    Outbox, RetryPolicy, Rows, SqliteDatabase, Statement, Timestamp, TokioTimer, Value,
+    ClaimedMessage, Database, Delivery, Error, ExponentialBackoff, Inbox, Message, Outbox,
+    RetryPolicy, Rows, SqliteDatabase, Statement, Timestamp, TokioTimer, Value,
 };
 
 const LEASE: Duration = Duration::from_secs(30);

@@ -8,8 +8,8 @@ use futures_util::future::join;
 
 use super::{CaseResult, Failure, Harness, LEASE, enqueue, ensure, ensure_eq, yield_now};
 use crate::drain::{CircuitBreaker, Deliver, DrainLimits, Drainer, StopReason, deliver_fn};
+use crate::manual_clock::ManualClock;
 use crate::outbox::{ClaimedMessage, Delivery, Message, Outbox};
-use crate::time::ManualClock;
 
 fn limits() -> DrainLimits {
     DrainLimits {

@@ -32,10 +32,11 @@ use futures_util::future::LocalBoxFuture;
 use crate::database::{CallCounts, CountingDatabase, Database, Rows, Statement};
 use crate::error::Error;
 use crate::inbox::Inbox;
+use crate::manual_clock::ManualClock;
 use crate::outbox::{Message, Outbox};
 use crate::random::FastRandom;
 use crate::retry::{ExponentialBackoff, RetryPolicy};
-use crate::time::{ManualClock, Timestamp};
+use crate::time::Timestamp;
 
 /// What a backend can and cannot do, where that changes an expectation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,6 @@
 //! The `Database` port: the only way this crate touches storage.
 
+#[cfg(feature = "testing")]
 mod counting;
 pub mod d1;
 mod rows;
@@ -10,6 +11,7 @@ mod value;
 
 use std::sync::Arc;
 
+#[cfg(feature = "testing")]
 pub use counting::{CallCounts, CountingDatabase};
 pub use rows::{FromValue, Row, Rows};
 #[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]

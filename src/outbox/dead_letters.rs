@@ -101,6 +101,26 @@ impl Outbox {
         Ok(outcomes.first().map_or(0, |outcome| outcome.rows_affected))
     }
 
+    /// Every stored message, oldest first (reads the whole table: for
+    /// tests).
+    #[cfg(feature = "testing")]
+    pub(crate) async fn every_message(&self) -> Result<Vec<StoredMessage>> {
+        let statement = {
+            let mut select = Query::select();
+            select
+                .columns(COLUMNS)
+                .from(self.table_name())
+                .order_by(col::CREATED_AT, Order::Asc)
+                .order_by(col::ID, Order::Asc);
+            Statement::from_query(&select)?
+        };
+        let rows = self.inner.db.query(&statement).await?;
+        let now = self.now();
+        rows.iter()
+            .map(|row| decode(row, self.table().as_str(), now))
+            .collect()
+    }
+
     fn replay_statement(&self, id: Option<&str>) -> Result<Statement> {
         let mut update = Query::update();
         update

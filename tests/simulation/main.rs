@@ -30,9 +30,10 @@ use futures_util::task::LocalSpawnExt;
 use workers_outbox::conformance::yield_now;
 use workers_outbox::drain::{Deliver, DrainLimits, Drainer};
 use workers_outbox::send::BoxFuture;
+use workers_outbox::testing::ManualClock;
 use workers_outbox::{
     ClaimedMessage, Clock, Database, Delivery, Error, ExponentialBackoff, FastRandom, Inbox,
-    ManualClock, Message, Outbox, RetryPolicy, SqliteDatabase, Statement, Timer, Timestamp, Value,
+    Message, Outbox, RetryPolicy, SqliteDatabase, Statement, Timer, Timestamp, Value,
 };
 
 use crate::faults::FaultyDatabase;
