@@ -103,7 +103,7 @@ impl Outbox {
 
     /// Every stored message, oldest first (reads the whole table: for
     /// tests).
-    #[cfg(feature = "testing")]
+    #[cfg(all(feature = "testing", feature = "sqlite", not(target_arch = "wasm32")))]
     pub(crate) async fn every_message(&self) -> Result<Vec<StoredMessage>> {
         let statement = {
             let mut select = Query::select();
