@@ -217,14 +217,14 @@ impl Batch {
     /// before, the commit fails on it and nothing of the batch is written.
     ///
     /// # Errors
-    /// As [`Inbox::claim_statement`].
+    /// As [`Inbox::key_statement`].
     pub fn inbox_key(
         &mut self,
         inbox: &Inbox,
         key: &str,
         subject: Option<&str>,
     ) -> Result<InboxKey> {
-        let claim = inbox.claim_statement(key, subject)?;
+        let claim = inbox.key_statement(key, subject)?;
         self.inbox_keys.push(claim.statement().clone());
         Ok(InboxKey {
             constraint: claim.constraint().to_owned(),

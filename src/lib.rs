@@ -81,7 +81,7 @@ pub use database::SqliteDatabase;
 pub use database::{Database, Outcome, Row, Rows, Statement, Value};
 pub use error::{Error, Result, Retry};
 pub use identifier::TableName;
-pub use inbox::{Inbox, InboxClaim, Processed};
+pub use inbox::{Inbox, KeyStatement, Processed};
 pub use outbox::{ClaimedMessage, Delivery, LeaseHandle, Message, Outbox};
 pub use random::{FastRandom, RandomSource};
 pub use retry::{Backoff, ExponentialBackoff, RetryPolicy};

@@ -65,7 +65,7 @@ async fn every_public_future_can_be_spawned() {
             outbox.retry(&lease, "503").await.unwrap();
             drop(outbox.release(&lease).await);
             drop(outbox.complete(&lease).await);
-            drop(outbox.dead(&lease, "400").await);
+            drop(outbox.bury(&lease, "400").await);
             drop(outbox.settle(&[(&lease, Delivery::Delivered)]).await);
             outbox.stats().await.unwrap();
             outbox.list_dead(10, None).await.unwrap();

@@ -48,10 +48,10 @@ pub(crate) async fn duplicate_is_told_apart_from_other_conflicts(h: Harness) -> 
     let inbox = h.inbox().await?;
     let credits = effects_table(&h).await?;
     let db = h.db();
-    let claim = inbox.claim_statement("m-1", None)?;
+    let claim = inbox.key_statement("m-1", None)?;
     db.batch_atomic(&[claim.statement().clone(), credit(&credits, "a")])
         .await?;
-    let repeat = inbox.claim_statement("m-1", None)?;
+    let repeat = inbox.key_statement("m-1", None)?;
     let error = db
         .batch_atomic(&[repeat.statement().clone(), credit(&credits, "z")])
         .await
@@ -62,7 +62,7 @@ pub(crate) async fn duplicate_is_told_apart_from_other_conflicts(h: Harness) -> 
         "{error:?} not seen as a duplicate"
     );
     // A new key whose effect conflicts is not a duplicate, and rolls back.
-    let fresh = inbox.claim_statement("m-2", None)?;
+    let fresh = inbox.key_statement("m-2", None)?;
     let error = db
         .batch_atomic(&[fresh.statement().clone(), credit(&credits, "a")])
         .await
@@ -100,7 +100,7 @@ pub(crate) async fn bad_keys_are_refused(h: Harness) -> CaseResult {
         (&*"k".repeat(300), None, "inbox key"),
         ("ok", Some(""), "subject"),
     ] {
-        match inbox.claim_statement(key, subject) {
+        match inbox.key_statement(key, subject) {
             Err(Error::InvalidInput { what, .. }) => ensure_eq!(what, expected),
             other => return Err(Failure(format!("{key:?}: got {other:?}"))),
         }

@@ -66,7 +66,7 @@ pub(crate) async fn purging_a_dead_head_releases_its_key(h: Harness) -> CaseResu
     enqueue_message(&outbox, keyed("k")).await?;
     let second = enqueue_message(&outbox, keyed("k")).await?;
     let claim = outbox.claim(10, LEASE).await?;
-    outbox.dead(claim.messages[0].lease(), "400").await?;
+    outbox.bury(claim.messages[0].lease(), "400").await?;
     h.clock().advance(Duration::from_secs(1));
     ensure_eq!(outbox.purge_dead(h.later(Duration::ZERO)?).await?, 1);
     ensure_eq!(ids(&outbox.claim(10, LEASE).await?), vec![second]);

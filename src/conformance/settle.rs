@@ -97,7 +97,7 @@ pub(crate) async fn permanent_failure_parks_the_message(h: Harness) -> CaseResul
     let id = enqueue(&outbox, "mail").await?;
     let claim = outbox.claim(1, LEASE).await?;
     outbox
-        .dead(claim.messages[0].lease(), "400: no such mailbox")
+        .bury(claim.messages[0].lease(), "400: no such mailbox")
         .await?;
     let dead = dead(&outbox, &id).await?;
     ensure_eq!(dead.attempts, 1);
@@ -117,7 +117,7 @@ pub(crate) async fn stale_holder_is_fenced_and_changes_nothing(h: Harness) -> Ca
     for result in [
         outbox.complete(stale.lease()).await,
         outbox.retry(stale.lease(), "late").await,
-        outbox.dead(stale.lease(), "late").await,
+        outbox.bury(stale.lease(), "late").await,
     ] {
         ensure_eq!(
             result,

@@ -12,7 +12,7 @@ pub(crate) async fn stats_count_each_state(h: Harness) -> CaseResult {
         enqueue(&outbox, "dies").await?;
     }
     let claim = outbox.claim(2, LEASE).await?;
-    outbox.dead(claim.messages[0].lease(), "400").await?; // 1 dead, 1 leased
+    outbox.bury(claim.messages[0].lease(), "400").await?; // 1 dead, 1 leased
     enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?;
     enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?; // waiting
     enqueue_message(

@@ -17,7 +17,7 @@ pub(crate) async fn export_and_erase_reach_every_row_of_a_subject(h: Harness) ->
     h.clock().advance(Duration::from_millis(1));
     let other = enqueue_message(&outbox, of("acct-2")).await?;
     let claim = outbox.claim(2, LEASE).await?;
-    outbox.dead(claim.messages[0].lease(), "400").await?;
+    outbox.bury(claim.messages[0].lease(), "400").await?;
     inbox.process_once("event-1", Some("acct-1"), &[]).await?;
     inbox.process_once("event-2", Some("acct-2"), &[]).await?;
 

@@ -40,12 +40,12 @@ impl std::fmt::Debug for Inbox {
 /// An inbox key's row, ready to join the effect's batch.
 #[derive(Debug, Clone, PartialEq)]
 #[must_use = "an inbox key protects nothing until it joins the effect's batch"]
-pub struct InboxClaim {
+pub struct KeyStatement {
     statement: Statement,
     constraint: String,
 }
 
-impl InboxClaim {
+impl KeyStatement {
     /// The `INSERT` to put **first** in the effect's
     /// [`batch_atomic`](Database::batch_atomic).
     pub fn statement(&self) -> &Statement {
@@ -132,12 +132,12 @@ impl Inbox {
 
     /// The key's `INSERT`, to put first in the batch that applies the
     /// message's effect. If the key exists, the batch fails with an error
-    /// [`InboxClaim::is_duplicate`] recognises, and nothing in it applies.
+    /// [`KeyStatement::is_duplicate`] recognises, and nothing in it applies.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for an empty key or subject, or one over 256
     /// bytes.
-    pub fn claim_statement(&self, key: &str, subject: Option<&str>) -> Result<InboxClaim> {
+    pub fn key_statement(&self, key: &str, subject: Option<&str>) -> Result<KeyStatement> {
         check("inbox key", Some(key))?;
         check("subject", subject)?;
         let mut insert = Query::insert();
@@ -150,7 +150,7 @@ impl Inbox {
                 self.clock.now().as_unix_millis().into(),
             ])
             .map_err(query_error)?;
-        Ok(InboxClaim {
+        Ok(KeyStatement {
             statement: Statement::from_query(&insert)?,
             constraint: format!("{}.{KEY}", self.table),
         })
@@ -160,7 +160,7 @@ impl Inbox {
     /// key's insert.
     ///
     /// # Errors
-    /// Input errors as [`claim_statement`](Inbox::claim_statement); any
+    /// Input errors as [`claim_statement`](Inbox::key_statement); any
     /// database error other than the key's own conflict. A transient error
     /// may have committed the key and effects: calling again is safe (it
     /// then answers that the key was seen).
@@ -170,7 +170,7 @@ impl Inbox {
         subject: Option<&str>,
         effects: &[Statement],
     ) -> Result<Processed> {
-        let claim = self.claim_statement(key, subject)?;
+        let claim = self.key_statement(key, subject)?;
         let mut batch = Vec::with_capacity(effects.len() + 1);
         batch.push(claim.statement().clone());
         batch.extend_from_slice(effects);

@@ -142,7 +142,7 @@ impl Claim {
 /// example the previous batch's settle).
 #[derive(Debug, Clone)]
 #[must_use = "a prepared claim leases nothing until it is sent"]
-pub struct ClaimStatement {
+pub(crate) struct ClaimStatement {
     statement: Statement,
     token: String,
     until: Timestamp,
@@ -151,7 +151,7 @@ pub struct ClaimStatement {
 
 impl ClaimStatement {
     /// The statement.
-    pub fn statement(&self) -> &Statement {
+    pub(crate) fn statement(&self) -> &Statement {
         &self.statement
     }
 
@@ -162,7 +162,7 @@ impl ClaimStatement {
     ///
     /// # Errors
     /// If the statement cannot be built.
-    pub fn recovery(&self) -> Result<Statement> {
+    pub(crate) fn recovery(&self) -> Result<Statement> {
         let mut select = Query::select();
         select
             .columns(RETURNED)
@@ -175,7 +175,7 @@ impl ClaimStatement {
     }
 
     /// Reads the rows the statement returned.
-    pub fn read(&self, rows: &Rows) -> Claim {
+    pub(crate) fn read(&self, rows: &Rows) -> Claim {
         let mut claim = Claim::default();
         for row in rows.iter() {
             match self.read_row(row) {
@@ -301,7 +301,7 @@ impl Outbox {
     ///
     /// # Errors
     /// As [`claim`](Outbox::claim), without the database errors.
-    pub fn claim_statement(&self, limit: u32, lease: Duration) -> Result<ClaimStatement> {
+    pub(crate) fn claim_statement(&self, limit: u32, lease: Duration) -> Result<ClaimStatement> {
         if !(1..=Self::MAX_CLAIM).contains(&limit) {
             return Err(Error::invalid(
                 "batch size",

@@ -48,14 +48,16 @@ mod subject;
 
 use std::sync::Arc;
 
+pub(crate) use claim::ClaimStatement;
 pub(crate) use claim::check_lease;
-pub use claim::{Claim, ClaimStatement, ClaimedMessage, LeaseHandle, MalformedMessage};
+pub use claim::{Claim, ClaimedMessage, LeaseHandle, MalformedMessage};
 pub use enqueue::{Enqueue, Enqueued};
 pub(crate) use message::check_key;
 pub use message::{Message, MessageLimits};
 pub use records::{MessageState, StoredMessage};
 pub(crate) use settle::Fate;
-pub use settle::{Delivery, PreparedSettle, SettleReport};
+pub(crate) use settle::PreparedSettle;
+pub use settle::{Delivery, SettleReport};
 pub use stats::OutboxStats;
 
 use crate::database::{Database, Statement};

@@ -162,7 +162,7 @@ pub struct SettleReport {
 /// reported as lease lost, nothing is applied twice.
 #[derive(Debug, Clone, Default)]
 #[must_use = "a prepared settle changes nothing until it is sent"]
-pub struct PreparedSettle {
+pub(crate) struct PreparedSettle {
     statements: Vec<Statement>,
     plan: Vec<Planned>,
 }
@@ -185,18 +185,18 @@ enum Effect {
 
 impl PreparedSettle {
     /// The statements, to run in one atomic batch.
-    pub fn statements(&self) -> &[Statement] {
+    pub(crate) fn statements(&self) -> &[Statement] {
         &self.statements
     }
 
     /// Whether there is nothing to settle.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.statements.is_empty()
     }
 
     /// Reads the outcomes of [`statements`](PreparedSettle::statements), in
     /// the same order.
-    pub fn read(&self, outcomes: &[Outcome]) -> SettleReport {
+    pub(crate) fn read(&self, outcomes: &[Outcome]) -> SettleReport {
         let mut report = SettleReport::default();
         for planned in &self.plan {
             let applied = outcomes
@@ -250,7 +250,7 @@ impl Outbox {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] if a statement cannot be built.
-    pub fn prepare_settle(
+    pub(crate) fn prepare_settle(
         &self,
         deliveries: &[(&LeaseHandle, Delivery)],
     ) -> Result<PreparedSettle> {
@@ -275,7 +275,9 @@ impl Outbox {
                     not_before,
                     charged,
                 } => self.reschedule(lease, error, *not_before, *charged, now)?,
-                Fate::Bury { error } => (Effect::Dead, self.bury(lease, &clip(error), now)?),
+                Fate::Bury { error } => {
+                    (Effect::Dead, self.bury_statement(lease, &clip(error), now)?)
+                }
                 Fate::Release { due } => (Effect::Released, self.release_statement(lease, *due)?),
             };
             prepared.plan.push(Planned {
@@ -315,7 +317,7 @@ impl Outbox {
     ///
     /// # Errors
     /// As [`complete`](Outbox::complete).
-    pub async fn dead(&self, lease: &LeaseHandle, error: &str) -> Result<()> {
+    pub async fn bury(&self, lease: &LeaseHandle, error: &str) -> Result<()> {
         self.settle_one(lease, Delivery::permanent(error).into())
             .await
     }
@@ -380,7 +382,7 @@ impl Outbox {
                 "attempts exhausted ({} of {max_attempts}); last error: {error}",
                 lease.attempt
             ));
-            return Ok((Effect::Dead, self.bury(lease, &error, now)?));
+            return Ok((Effect::Dead, self.bury_statement(lease, &error, now)?));
         }
         // Every failure so far grows the wait, free or not.
         let failures = lease.attempt.saturating_add(lease.deferrals);
@@ -413,7 +415,12 @@ impl Outbox {
         Ok((effect, Statement::from_query(&update)?))
     }
 
-    fn bury(&self, lease: &LeaseHandle, error: &str, now: Timestamp) -> Result<Statement> {
+    fn bury_statement(
+        &self,
+        lease: &LeaseHandle,
+        error: &str,
+        now: Timestamp,
+    ) -> Result<Statement> {
         let mut update = Query::update();
         update
             .table(self.table_name())

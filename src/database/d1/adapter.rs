@@ -32,7 +32,7 @@ pub struct D1Usage {
 ///
 /// A [`batch_atomic`](Database::batch_atomic) is one D1 `batch()`: one
 /// subrequest, one SQL transaction. Failures are classified from D1's
-/// messages (see [`classify_message`](super::classify_message)).
+/// messages (see `classify.rs`).
 pub struct D1Database {
     db: D1Sys,
     usage: Rc<Cell<D1Usage>>,

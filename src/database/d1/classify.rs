@@ -37,7 +37,7 @@ const UNIQUE_FAILED: &str = "UNIQUE constraint failed: ";
 /// [`Retry::AfterBackoff`]; uniqueness violations become [`Error::Conflict`]
 /// naming the constraint (`table.column`); type errors in bound values become
 /// [`Error::InvalidInput`]; anything else is a permanent [`Error::Database`].
-pub fn classify_message(message: &str) -> Error {
+pub(crate) fn classify_message(message: &str) -> Error {
     if let Some(at) = message.find(UNIQUE_FAILED) {
         let rest = &message[at + UNIQUE_FAILED.len()..];
         let constraint = rest

@@ -4,12 +4,16 @@
 
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod adapter;
+#[cfg(any(
+    test,
+    all(feature = "workers", target_arch = "wasm32"),
+    all(feature = "sqlite", not(target_arch = "wasm32"))
+))]
 mod classify;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod values;
 
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub use adapter::{D1Database, D1Usage};
-pub use classify::classify_message;
-#[cfg(all(feature = "workers", target_arch = "wasm32"))]
-pub use values::{MAX_SAFE_INTEGER, from_js, to_js};
+#[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
+pub(crate) use classify::classify_message;

@@ -11,14 +11,14 @@ use crate::database::Value;
 use crate::error::{Error, Result};
 
 /// The largest integer a double holds exactly: 2^53 - 1.
-pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+pub(crate) const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 
 /// A value to bind to a D1 statement.
 ///
 /// # Errors
 /// [`Error::InvalidInput`] for integers beyond ±(2^53 - 1) and non-finite
 /// reals.
-pub fn to_js(value: &Value) -> Result<JsValue> {
+pub(crate) fn to_js(value: &Value) -> Result<JsValue> {
     value.check_storable()?;
     Ok(match value {
         Value::Null => JsValue::NULL,
@@ -46,7 +46,7 @@ pub fn to_js(value: &Value) -> Result<JsValue> {
 ///
 /// # Errors
 /// A sentence describing a value that cannot be read exactly.
-pub fn from_js(value: &JsValue) -> Result<Value, String> {
+pub(crate) fn from_js(value: &JsValue) -> Result<Value, String> {
     if value.is_null() || value.is_undefined() {
         return Ok(Value::Null);
     }
