@@ -3,11 +3,10 @@
 //! Rows are found by the `subject` given at enqueue (or inbox claim) time.
 //! Rows enqueued without a subject belong to nobody's export.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::batch::Batch;
+use crate::error::Result;
 use crate::inbox::{Inbox, InboxEntry};
 use crate::outbox::{Outbox, StoredMessage};
 
@@ -48,32 +47,21 @@ pub async fn export_subject(
 }
 
 /// Removes every row of `subject` from `outbox` and `inbox` in one atomic
-/// batch: afterwards no row of the subject is left in either.
+/// batch on the outbox's database (the inbox must live there too): afterwards
+/// no row of the subject is left in either. To erase your own rows in the same
+/// batch, build it yourself with [`Batch::erase_outbox_subject`] and
+/// [`Batch::erase_inbox_subject`].
 ///
 /// # Errors
-/// [`Error::InvalidInput`] if the two live in different databases (erase
-/// each on its own then); database errors (a transient one may have
-/// committed: erasing again is safe).
+/// Database errors (a transient one may have committed: erasing again is
+/// safe).
 pub async fn erase_subject(outbox: &Outbox, inbox: &Inbox, subject: &str) -> Result<Erased> {
-    if !std::ptr::addr_eq(
-        Arc::as_ptr(outbox.database()),
-        Arc::as_ptr(inbox.database()),
-    ) {
-        return Err(Error::invalid(
-            "inbox",
-            "it lives in another database than the outbox; erase each on its own",
-        ));
-    }
-    let mut statements = outbox.erase_subject_statements(subject)?;
-    let outbox_statements = statements.len();
-    statements.push(inbox.erase_subject_statement(subject)?);
-    let outcomes = outbox.database().batch_atomic(&statements).await?;
+    let mut batch = Batch::new(outbox.database().clone());
+    let in_outbox = batch.erase_outbox_subject(outbox, subject)?;
+    let in_inbox = batch.erase_inbox_subject(inbox, subject)?;
+    let committed = batch.commit().await?;
     Ok(Erased {
-        outbox: outcomes
-            .get(Outbox::ERASE_DELETE)
-            .map_or(0, |outcome| outcome.rows_affected),
-        inbox: outcomes
-            .get(outbox_statements)
-            .map_or(0, |outcome| outcome.rows_affected),
+        outbox: committed.erased(&in_outbox)?,
+        inbox: committed.erased(&in_inbox)?,
     })
 }

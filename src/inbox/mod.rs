@@ -265,8 +265,4 @@ impl Inbox {
             .execute(&self.erase_subject_statement(subject)?)
             .await
     }
-
-    pub(crate) fn database(&self) -> &Arc<dyn Database> {
-        &self.db
-    }
 }
