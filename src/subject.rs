@@ -33,7 +33,7 @@ pub struct Erased {
 /// Every row of `subject` in `outbox` and `inbox`.
 ///
 /// # Errors
-/// [`Error::MalformedRow`] naming an undecodable row; database errors.
+/// [`Error::MalformedRow`](crate::Error::MalformedRow) naming an undecodable row; database errors.
 pub async fn export_subject(
     outbox: &Outbox,
     inbox: &Inbox,
