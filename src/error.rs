@@ -4,7 +4,7 @@ use std::fmt;
 
 /// Everything that can go wrong in this crate, in the caller's terms.
 ///
-/// Every variant answers one question through [`Error::retry`]: can trying the
+/// Every variant answers one question through [`Error::retry_advice`]: can trying the
 /// same thing again help? Adapters keep their own error types private and
 /// convert into this one.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -64,13 +64,13 @@ pub enum Error {
     },
 
     /// The database could not be reached or refused the work for now
-    /// (network loss, restart, overload, timeout). See [`Error::retry`].
+    /// (network loss, restart, overload, timeout). See [`Error::retry_advice`].
     #[error("database unavailable ({advice}): {message}")]
     Unavailable {
         /// What the database said.
         message: String,
         /// Whether to retry at once or only after backing off.
-        advice: Retry,
+        advice: RetryAdvice,
     },
 
     /// Any other database failure: bad SQL, a missing table, a constraint
@@ -97,7 +97,7 @@ fn table_suffix(table: &Option<String>) -> String {
 
 /// Whether, and how soon, retrying the failed operation can help.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Retry {
+pub enum RetryAdvice {
     /// Retrying the same input fails the same way.
     Never,
     /// A transient fault: retrying now is reasonable.
@@ -106,19 +106,19 @@ pub enum Retry {
     AfterBackoff,
 }
 
-impl fmt::Display for Retry {
+impl fmt::Display for RetryAdvice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Retry::Never => "do not retry",
-            Retry::Now => "retry now",
-            Retry::AfterBackoff => "retry after backoff",
+            RetryAdvice::Never => "do not retry",
+            RetryAdvice::Now => "retry now",
+            RetryAdvice::AfterBackoff => "retry after backoff",
         })
     }
 }
 
 impl Error {
     /// Whether, and how soon, retrying can help.
-    pub fn retry(&self) -> Retry {
+    pub fn retry_advice(&self) -> RetryAdvice {
         match self {
             Error::Unavailable { advice, .. } => *advice,
             Error::InvalidInput { .. }
@@ -126,7 +126,7 @@ impl Error {
             | Error::LeaseLost { .. }
             | Error::Conflict { .. }
             | Error::MalformedRow { .. }
-            | Error::Database { .. } => Retry::Never,
+            | Error::Database { .. } => RetryAdvice::Never,
         }
     }
 
@@ -143,9 +143,9 @@ impl Error {
         }
     }
 
-    /// Shorthand for `self.retry() != Retry::Never`.
+    /// Shorthand for `self.retry_advice() != RetryAdvice::Never`.
     pub fn is_retryable(&self) -> bool {
-        self.retry() != Retry::Never
+        self.retry_advice() != RetryAdvice::Never
     }
 
     pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
@@ -186,14 +186,14 @@ mod tests {
     fn only_unavailable_errors_are_retryable() {
         let transient = Error::Unavailable {
             message: "Network connection lost.".into(),
-            advice: Retry::Now,
+            advice: RetryAdvice::Now,
         };
-        assert_eq!(transient.retry(), Retry::Now);
+        assert_eq!(transient.retry_advice(), RetryAdvice::Now);
         assert!(transient.is_retryable());
         let permanent = Error::Database {
             message: "no such table: x".into(),
         };
-        assert_eq!(permanent.retry(), Retry::Never);
+        assert_eq!(permanent.retry_advice(), RetryAdvice::Never);
         assert!(!Error::LeaseLost { id: "m".into() }.is_retryable());
     }
 
@@ -203,7 +203,7 @@ mod tests {
         assert_eq!(Error::LeaseLost { id: "m".into() }.http_status(), 409);
         let down = Error::Unavailable {
             message: "overloaded".into(),
-            advice: Retry::AfterBackoff,
+            advice: RetryAdvice::AfterBackoff,
         };
         assert_eq!(down.http_status(), 503);
         assert_eq!(

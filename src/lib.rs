@@ -79,10 +79,11 @@ pub use batch::{
 #[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
 pub use database::SqliteDatabase;
 pub use database::{Database, Outcome, Row, Rows, Statement, Value};
-pub use error::{Error, Result, Retry};
+pub use drain::Delivery;
+pub use error::{Error, Result, RetryAdvice};
 pub use identifier::TableName;
 pub use inbox::{Inbox, KeyStatement, Processed};
-pub use outbox::{ClaimedMessage, Delivery, LeaseHandle, Message, Outbox};
+pub use outbox::{ClaimedMessage, LeaseHandle, Message, Outbox};
 pub use random::{FastRandom, RandomSource};
 pub use retry::{Backoff, ExponentialBackoff, RetryPolicy};
 #[cfg(all(feature = "tokio", not(target_arch = "wasm32")))]

@@ -62,7 +62,7 @@ async fn every_public_future_can_be_spawned() {
                 return; // a concurrent drain took it
             };
             let lease = message.lease().clone();
-            outbox.retry(&lease, "503").await.unwrap();
+            outbox.reschedule(&lease, "503").await.unwrap();
             drop(outbox.release(&lease).await);
             drop(outbox.complete(&lease).await);
             drop(outbox.bury(&lease, "400").await);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::{CaseResult, Harness, LEASE, enqueue, ensure, ensure_eq, yield_now};
 use crate::database::{Database, Outcome, Rows, Statement};
 use crate::drain::{Deliver, DrainLimits, DrainReport, Drainer};
-use crate::error::{Error, Result, Retry};
+use crate::error::{Error, Result, RetryAdvice};
 use crate::manual_clock::ManualClock;
 use crate::outbox::{ClaimedMessage, Delivery, Outbox};
 use crate::random::RandomSource;
@@ -398,7 +398,7 @@ struct FailsOnce {
 fn lost_connection() -> Error {
     Error::Unavailable {
         message: "Network connection lost.".into(),
-        advice: Retry::Now,
+        advice: RetryAdvice::Now,
     }
 }
 

@@ -26,7 +26,7 @@ pub(crate) async fn keyed_messages_go_one_at_a_time_in_order(h: Harness) -> Case
 
     let second = outbox.claim(10, LEASE).await?;
     ensure_eq!(ids(&second), vec![k2.clone()]);
-    outbox.retry(second.messages[0].lease(), "503").await?;
+    outbox.reschedule(second.messages[0].lease(), "503").await?;
     h.clock().advance(Duration::from_secs(10));
     // A retried row keeps its place: k2 again, not k3.
     let again = outbox.claim(10, LEASE).await?;

@@ -2,7 +2,7 @@
 
 use super::{CaseResult, Harness, ensure, ensure_eq};
 use crate::database::{Statement, Value};
-use crate::error::{Error, Retry};
+use crate::error::{Error, RetryAdvice};
 
 pub(crate) async fn batch_is_all_or_nothing(h: Harness) -> CaseResult {
     let table = h.table("kv");
@@ -166,7 +166,7 @@ pub(crate) async fn errors_say_whether_to_retry(h: Harness) -> CaseResult {
             .err()
             .ok_or_else(|| super::Failure(format!("{sql} succeeded")))?;
         ensure!(
-            matches!(error, Error::Database { .. }) && error.retry() == Retry::Never,
+            matches!(error, Error::Database { .. }) && error.retry_advice() == RetryAdvice::Never,
             "{sql} gave {error:?}"
         );
     }

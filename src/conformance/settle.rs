@@ -36,7 +36,7 @@ pub(crate) async fn retry_reschedules_with_jittered_backoff(h: Harness) -> CaseR
         ensure_eq!(ids(&claim), vec![id.clone()]);
         ensure_eq!(claim.messages[0].attempt(), attempt);
         outbox
-            .retry(
+            .reschedule(
                 claim.messages[0].lease(),
                 &format!("503 on attempt {attempt}"),
             )
@@ -75,7 +75,7 @@ pub(crate) async fn failure_on_the_last_attempt_parks_the_message(h: Harness) ->
     for attempt in 1..=3 {
         let claim = outbox.claim(1, LEASE).await?;
         ensure_eq!(claim.messages[0].attempt(), attempt);
-        outbox.retry(claim.messages[0].lease(), "503").await?;
+        outbox.reschedule(claim.messages[0].lease(), "503").await?;
         h.clock().advance(Duration::from_secs(10));
     }
     ensure!(
@@ -116,7 +116,7 @@ pub(crate) async fn stale_holder_is_fenced_and_changes_nothing(h: Harness) -> Ca
     let before = h.snapshot(&outbox).await?;
     for result in [
         outbox.complete(stale.lease()).await,
-        outbox.retry(stale.lease(), "late").await,
+        outbox.reschedule(stale.lease(), "late").await,
         outbox.bury(stale.lease(), "late").await,
     ] {
         ensure_eq!(

@@ -46,7 +46,7 @@ pub struct Outcome {
 /// - **Visibility.** Once a call returns `Ok`, its writes are durable and
 ///   visible to every later call through any handle to the same database.
 /// - **An error may have committed.** A call refused by the database
-///   ([`Retry::Never`](crate::Retry::Never): a constraint, bad SQL) wrote
+///   ([`RetryAdvice::Never`](crate::RetryAdvice::Never): a constraint, bad SQL) wrote
 ///   nothing. A transient failure ([`Error::Unavailable`](crate::Error::Unavailable))
 ///   leaves the outcome unknown: D1 can report a lost connection after the
 ///   batch committed. So:
@@ -71,7 +71,7 @@ pub struct Outcome {
 /// - **Errors.** Failures map to [`Error`](crate::Error): uniqueness
 ///   violations to `Conflict` (naming the constraint as `table.column`),
 ///   transient faults to `Unavailable` with the right
-///   [`Retry`](crate::Retry) advice, everything else to `Database`.
+///   [`RetryAdvice`](crate::RetryAdvice) advice, everything else to `Database`.
 ///
 /// # `Send`
 /// JavaScript futures are not `Send`. The trait is `Send + Sync` with `Send`

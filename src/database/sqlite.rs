@@ -9,7 +9,7 @@ use rusqlite::{Connection, ErrorCode};
 
 use super::d1::classify_message;
 use super::{Database, Outcome, Rows, Statement, Value};
-use crate::error::{Error, Result, Retry};
+use crate::error::{Error, Result, RetryAdvice};
 use crate::send::BoxFuture;
 
 /// A SQLite database: the embedded default for native use and for tests.
@@ -177,7 +177,7 @@ fn map_error(error: rusqlite::Error) -> Error {
         rusqlite::Error::SqliteFailure(failure, message) => match failure.code {
             ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => Error::Unavailable {
                 message: error.to_string(),
-                advice: Retry::AfterBackoff,
+                advice: RetryAdvice::AfterBackoff,
             },
             ErrorCode::ConstraintViolation => {
                 classify_message(message.as_deref().unwrap_or("constraint failed"))

@@ -190,7 +190,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::outbox::Delivery;
+    use crate::drain::Delivery;
 
     fn lease(id: &str, until: i64) -> LeaseHandle {
         LeaseHandle {

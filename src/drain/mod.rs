@@ -30,12 +30,12 @@ use std::sync::Arc;
 
 use futures_util::future::{Either, select};
 
-pub use deliver::{Deliver, DeliverFn, deliver_fn};
+pub use deliver::{Deliver, DeliverFn, Delivery, deliver_fn};
 pub use limits::{CircuitBreaker, DrainLimits};
 pub use report::{DrainReport, StopReason};
 
 use crate::error::Result;
-use crate::outbox::{ClaimedMessage, Delivery, Outbox};
+use crate::outbox::{ClaimedMessage, Outbox};
 use crate::time::Timer;
 
 /// Delivers an outbox's messages through a [`Deliver`]. Cheap to clone, so

@@ -8,10 +8,11 @@ use futures_util::future::{Either, FutureExt, select};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::breaker::{Breaker, Settle};
+use super::deliver::Delivery;
 use super::report::{DrainReport, StopReason};
 use super::{Attempt, Drainer};
 use crate::database::{Outcome, Statement};
-use crate::error::{Error, Result, Retry};
+use crate::error::{Error, Result, RetryAdvice};
 use crate::outbox::{Claim, ClaimStatement, ClaimedMessage, Fate, LeaseHandle, PreparedSettle};
 use crate::send::BoxFuture;
 use crate::time::Timestamp;
@@ -291,7 +292,7 @@ impl<'a> Run<'a> {
                     "delivery timed out after {} ms",
                     self.drainer.limits.delivery_timeout.as_millis()
                 );
-                (crate::outbox::Delivery::retry(error), true)
+                (Delivery::retry(error), true)
             }
         };
         let settle = (message.lease().clone(), Fate::from(delivery.clone()));
@@ -468,7 +469,7 @@ impl<'a> Run<'a> {
                 if !retryable || !in_time || tries > SETTLE_RETRIES || tries >= budget {
                     break;
                 }
-                if error.retry() == Retry::AfterBackoff {
+                if error.retry_advice() == RetryAdvice::AfterBackoff {
                     let wait = std::time::Duration::from_millis(100 << tries);
                     drainer.timer.sleep(wait).await;
                 }
@@ -626,7 +627,7 @@ impl<'a> Run<'a> {
             Attempt::Answered(delivery) => delivery,
             Attempt::TimedOut => {
                 self.report.timed_out += 1;
-                crate::outbox::Delivery::retry(format!(
+                Delivery::retry(format!(
                     "delivery timed out after {} ms",
                     self.drainer.limits.delivery_timeout.as_millis()
                 ))

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::outbox::Delivery;
+use crate::drain::Delivery;
 use crate::time::Timestamp;
 
 /// What an HTTP status means for the message.

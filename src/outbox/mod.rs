@@ -48,6 +48,7 @@ mod subject;
 
 use std::sync::Arc;
 
+pub(crate) use crate::drain::Delivery;
 pub(crate) use claim::ClaimStatement;
 pub(crate) use claim::check_lease;
 pub use claim::{Claim, ClaimedMessage, LeaseHandle, MalformedMessage};
@@ -57,7 +58,7 @@ pub use message::{Message, MessageLimits};
 pub use records::{MessageState, StoredMessage};
 pub(crate) use settle::Fate;
 pub(crate) use settle::PreparedSettle;
-pub use settle::{Delivery, SettleReport};
+pub use settle::SettleReport;
 pub use stats::OutboxStats;
 
 use crate::database::{Database, Statement};

@@ -8,87 +8,9 @@ use sea_query::{Expr, ExprTrait, Query};
 use super::claim::LeaseHandle;
 use super::{Outbox, col, state};
 use crate::database::{Outcome, Statement};
+use crate::drain::Delivery;
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
-
-/// How a delivery attempt ended, as the deliverer reports it; settling a
-/// lease with it decides the row's fate.
-///
-/// Pick the variant by whom the failure blames: the message (`Retry`,
-/// `RetryAfter`, `Permanent`: attempts are spent) or the receiver as a whole
-/// (`Unavailable`: no attempt is spent).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Delivery {
-    /// Delivered: the row is deleted.
-    Delivered,
-    /// This message failed for now: spend an attempt and retry after the
-    /// policy's backoff, or park the message as dead if this was its last
-    /// attempt.
-    Retry {
-        /// Why the attempt failed (kept as `last_error`).
-        error: String,
-    },
-    /// As [`Retry`](Delivery::Retry), and the receiver said when to come
-    /// back: the wait is the longer of `delay` and the policy's backoff for
-    /// this attempt, at most 24 h.
-    RetryAfter {
-        /// Why the attempt failed.
-        error: String,
-        /// The receiver's wait (e.g. HTTP `Retry-After`).
-        delay: Duration,
-    },
-    /// The receiver is down, overloaded or throttling (HTTP 429, 503): not
-    /// this message's fault. Rescheduled after the backoff (or `retry_after`,
-    /// if longer) **without spending an attempt**; each such deferral grows
-    /// the backoff. Once the message is older than
-    /// [`RetryPolicy::defer_limit`](crate::RetryPolicy::defer_limit) it spends
-    /// attempts like [`Retry`](Delivery::Retry), so nothing waits forever.
-    Unavailable {
-        /// What the receiver said.
-        error: String,
-        /// The receiver's wait, if it gave one.
-        retry_after: Option<Duration>,
-    },
-    /// Can never succeed (e.g. HTTP 400): park the message as dead.
-    Permanent {
-        /// Why (kept as `last_error`).
-        error: String,
-    },
-}
-
-impl Delivery {
-    /// A [`Delivery::Retry`].
-    pub fn retry(error: impl Into<String>) -> Self {
-        Delivery::Retry {
-            error: error.into(),
-        }
-    }
-
-    /// A [`Delivery::Permanent`].
-    pub fn permanent(error: impl Into<String>) -> Self {
-        Delivery::Permanent {
-            error: error.into(),
-        }
-    }
-
-    /// A [`Delivery::Unavailable`].
-    pub fn unavailable(error: impl Into<String>, retry_after: Option<Duration>) -> Self {
-        Delivery::Unavailable {
-            error: error.into(),
-            retry_after,
-        }
-    }
-
-    /// Whether this is a failure that may pass (anything but `Delivered` and
-    /// `Permanent`).
-    pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Delivery::Retry { .. } | Delivery::RetryAfter { .. } | Delivery::Unavailable { .. }
-        )
-    }
-}
 
 /// What a settle does to one leased row: a [`Delivery`] verdict, or the
 /// drainer's own decision for a message it did not attempt.
@@ -274,7 +196,7 @@ impl Outbox {
                     error,
                     not_before,
                     charged,
-                } => self.reschedule(lease, error, *not_before, *charged, now)?,
+                } => self.reschedule_statement(lease, error, *not_before, *charged, now)?,
                 Fate::Bury { error } => {
                     (Effect::Dead, self.bury_statement(lease, &clip(error), now)?)
                 }
@@ -309,7 +231,7 @@ impl Outbox {
     ///
     /// # Errors
     /// As [`complete`](Outbox::complete).
-    pub async fn retry(&self, lease: &LeaseHandle, error: &str) -> Result<()> {
+    pub async fn reschedule(&self, lease: &LeaseHandle, error: &str) -> Result<()> {
         self.settle_one(lease, Delivery::retry(error).into()).await
     }
 
@@ -365,7 +287,7 @@ impl Outbox {
     /// Attempts are written as absolute values (this lease's attempt, or the
     /// one before it), never incremented, so a replayed statement cannot
     /// spend one twice.
-    fn reschedule(
+    fn reschedule_statement(
         &self,
         lease: &LeaseHandle,
         error: &str,

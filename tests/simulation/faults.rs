@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use workers_outbox::send::BoxFuture;
-use workers_outbox::{Database, Error, Outcome, Retry, Rows, Statement, Value};
+use workers_outbox::{Database, Error, Outcome, RetryAdvice, Rows, Statement, Value};
 
 use crate::ledger::Ledger;
 use crate::random::SimRandom;
@@ -50,7 +50,7 @@ impl FaultyDatabase {
         }
         Error::Unavailable {
             message: "injected: Network connection lost.".into(),
-            advice: Retry::Now,
+            advice: RetryAdvice::Now,
         }
     }
 

@@ -205,25 +205,25 @@ fn js_error(error: JsValue) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Retry;
+    use crate::error::RetryAdvice;
     use wasm_bindgen_test::wasm_bindgen_test;
 
     #[wasm_bindgen_test]
     fn thrown_d1_errors_are_classified() {
         let cases = [
-            ("D1_ERROR: Network connection lost.", Retry::Now),
+            ("D1_ERROR: Network connection lost.", RetryAdvice::Now),
             (
                 "D1_ERROR: D1 DB is overloaded. Requests queued for too long.",
-                Retry::AfterBackoff,
+                RetryAdvice::AfterBackoff,
             ),
             (
                 "D1_ERROR: no such table: outbox: SQLITE_ERROR",
-                Retry::Never,
+                RetryAdvice::Never,
             ),
         ];
         for (message, retry) in cases {
             let thrown: JsValue = js_sys::Error::new(message).into();
-            assert_eq!(js_error(thrown).retry(), retry, "{message}");
+            assert_eq!(js_error(thrown).retry_advice(), retry, "{message}");
         }
         let unique: JsValue =
             js_sys::Error::new("D1_ERROR: UNIQUE constraint failed: inbox.key: SQLITE_CONSTRAINT")
@@ -237,10 +237,10 @@ mod tests {
         // A D1 error wrapped as the cause of another is still read.
         let outer = js_sys::Error::new("D1_ERROR");
         outer.set_cause(&js_sys::Error::new("Network connection lost.").into());
-        assert_eq!(js_error(outer.into()).retry(), Retry::Now);
+        assert_eq!(js_error(outer.into()).retry_advice(), RetryAdvice::Now);
         assert_eq!(
-            js_error(JsValue::from_str("plain text")).retry(),
-            Retry::Never
+            js_error(JsValue::from_str("plain text")).retry_advice(),
+            RetryAdvice::Never
         );
     }
 }

@@ -3,7 +3,7 @@
 //! D1 reports failures as JavaScript `Error`s whose text carries the cause
 //! (Cloudflare's "List of D1_ERRORs"). The text is all there is to go on.
 
-use crate::error::{Error, Retry};
+use crate::error::{Error, RetryAdvice};
 
 /// Faults Cloudflare documents as transient: the same call can succeed now.
 const RETRY_NOW: &[&str] = &[
@@ -33,8 +33,8 @@ const UNIQUE_FAILED: &str = "UNIQUE constraint failed: ";
 /// Maps a D1 (or SQLite) error message to the crate's [`Error`].
 ///
 /// Documented transient faults become [`Error::Unavailable`] with
-/// [`Retry::Now`]; overload and timeouts become `Unavailable` with
-/// [`Retry::AfterBackoff`]; uniqueness violations become [`Error::Conflict`]
+/// [`RetryAdvice::Now`]; overload and timeouts become `Unavailable` with
+/// [`RetryAdvice::AfterBackoff`]; uniqueness violations become [`Error::Conflict`]
 /// naming the constraint (`table.column`); type errors in bound values become
 /// [`Error::InvalidInput`]; anything else is a permanent [`Error::Database`].
 pub(crate) fn classify_message(message: &str) -> Error {
@@ -50,12 +50,12 @@ pub(crate) fn classify_message(message: &str) -> Error {
         };
     }
     let advice = if RETRY_NOW.iter().any(|needle| message.contains(needle)) {
-        Some(Retry::Now)
+        Some(RetryAdvice::Now)
     } else if RETRY_AFTER_BACKOFF
         .iter()
         .any(|needle| message.contains(needle))
     {
-        Some(Retry::AfterBackoff)
+        Some(RetryAdvice::AfterBackoff)
     } else {
         None
     };
@@ -79,67 +79,71 @@ mod tests {
     use super::*;
 
     /// Every message in Cloudflare's list of D1 errors, with its class.
-    pub(crate) const DOCUMENTED: &[(&str, Retry)] = &[
+    pub(crate) const DOCUMENTED: &[(&str, RetryAdvice)] = &[
         (
             "D1_ERROR: D1 DB reset because its code was updated.",
-            Retry::Now,
+            RetryAdvice::Now,
         ),
         (
             "D1_ERROR: Internal error while starting up D1 DB storage caused object to be reset.",
-            Retry::Now,
+            RetryAdvice::Now,
         ),
-        ("D1_ERROR: Network connection lost.", Retry::Now),
+        ("D1_ERROR: Network connection lost.", RetryAdvice::Now),
         (
             "D1_ERROR: Internal error in D1 DB storage caused object to be reset.",
-            Retry::Now,
+            RetryAdvice::Now,
         ),
         (
             "D1_ERROR: Cannot resolve D1 DB due to transient issue on remote node.",
-            Retry::Now,
+            RetryAdvice::Now,
         ),
         (
             "D1_ERROR: Can't read from request stream because client disconnected.",
-            Retry::Now,
+            RetryAdvice::Now,
         ),
         (
             "D1_ERROR: D1 DB storage operation exceeded timeout which caused object to be reset.",
-            Retry::AfterBackoff,
+            RetryAdvice::AfterBackoff,
         ),
         (
             "D1_ERROR: D1 DB is overloaded. Requests queued for too long.",
-            Retry::AfterBackoff,
+            RetryAdvice::AfterBackoff,
         ),
         (
             "D1_ERROR: D1 DB is overloaded. Too many requests queued.",
-            Retry::AfterBackoff,
+            RetryAdvice::AfterBackoff,
         ),
         (
             "D1_ERROR: D1 DB's isolate exceeded its memory limit and was reset.",
-            Retry::AfterBackoff,
+            RetryAdvice::AfterBackoff,
         ),
         (
             "D1_ERROR: D1 DB exceeded its CPU time limit and was reset.",
-            Retry::AfterBackoff,
+            RetryAdvice::AfterBackoff,
         ),
         (
             "D1_ERROR: no such table: outbox: SQLITE_ERROR",
-            Retry::Never,
+            RetryAdvice::Never,
         ),
         (
             "D1_EXEC_ERROR: Error in line 1: INSERTZ INTO t: sql error: near \"INSERTZ\": syntax error",
-            Retry::Never,
+            RetryAdvice::Never,
         ),
-        ("D1_COLUMN_NOTFOUND: Column not found", Retry::Never),
+        ("D1_COLUMN_NOTFOUND: Column not found", RetryAdvice::Never),
         (
             "D1_TYPE_ERROR: Type 'bigint' not supported for value '1'",
-            Retry::Never,
+            RetryAdvice::Never,
         ),
     ];
 
     #[test]
     fn documented_messages_map_to_their_class() {
         for (message, expected) in DOCUMENTED {
-            assert_eq!(classify_message(message).retry(), *expected, "{message}");
+            assert_eq!(
+                classify_message(message).retry_advice(),
+                *expected,
+                "{message}"
+            );
         }
     }
 
