@@ -5,7 +5,7 @@
 //! (eviction, deadline, shutdown). Deferred outbox deliveries are safe to
 //! lose because the message is already stored; a drain delivers it later.
 
-use crate::send::BoxFuture;
+use crate::future::BoxFuture;
 
 /// Runs a task after the current request, if the runtime lets it.
 pub trait Defer {

@@ -45,7 +45,7 @@
 //! # fn main() {}
 //! ```
 
-// One `Send` story for both targets (see `send`): on wasm32, `Arc`s hold
+// One `Send` story for both targets (see `future`): on wasm32, `Arc`s hold
 // JavaScript handles that are neither `Send` nor `Sync`, by design.
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
@@ -56,6 +56,7 @@ pub mod database;
 pub mod defer;
 pub mod drain;
 mod error;
+pub mod future;
 pub mod http;
 mod identifier;
 pub mod inbox;
@@ -65,7 +66,6 @@ pub mod outbox;
 mod random;
 mod retry;
 mod schema;
-pub mod send;
 pub mod subject;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use crate::send::BoxFuture;
+use crate::future::BoxFuture;
 use crate::time::{Clock, Timer, Timestamp};
 
 /// A clock that only moves when told to: for tests and simulations

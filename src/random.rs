@@ -3,7 +3,7 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use crate::send::{MaybeSend, MaybeSync};
+use crate::future::{MaybeSend, MaybeSync};
 
 /// A source of random 64-bit numbers.
 ///

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::future::{MaybeSend, MaybeSync};
 use crate::random::RandomSource;
-use crate::send::{MaybeSend, MaybeSync};
 
 /// The wait before the next attempt after a retryable failure.
 pub trait Backoff: Debug + MaybeSend + MaybeSync {

@@ -35,9 +35,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 pub use crate::database::{CallCounts, CountingDatabase};
 use crate::drain::Deliver;
+use crate::future::BoxFuture;
 pub use crate::manual_clock::ManualClock;
 use crate::outbox::{ClaimedMessage, Delivery};
-use crate::send::BoxFuture;
 use crate::topic::Topic;
 
 /// A [`Deliver`] that records every message it is given and answers with

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::send::{BoxFuture, MaybeSend, MaybeSync};
+use crate::future::{BoxFuture, MaybeSend, MaybeSync};
 
 /// A point in time: milliseconds since the Unix epoch, UTC.
 ///

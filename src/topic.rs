@@ -11,8 +11,8 @@ use serde::de::DeserializeOwned;
 
 use crate::drain::Deliver;
 use crate::error::Result;
+use crate::future::{BoxFuture, MaybeSend, MaybeSync};
 use crate::outbox::{ClaimedMessage, Delivery, Message};
-use crate::send::{BoxFuture, MaybeSend, MaybeSync};
 
 /// A message payload type and the topic it travels under.
 ///
@@ -46,7 +46,7 @@ impl Message {
 }
 
 /// One topic's delivery: `Send + Sync` natively, unbounded on `wasm32` (see
-/// [`crate::send`]).
+/// [`crate::future`]).
 #[cfg(not(target_arch = "wasm32"))]
 type Route = Box<dyn for<'a> Fn(&'a ClaimedMessage) -> BoxFuture<'a, Delivery> + Send + Sync>;
 #[cfg(target_arch = "wasm32")]

@@ -13,11 +13,11 @@ use super::{CaseResult, Harness, LEASE, enqueue, ensure, ensure_eq, yield_now};
 use crate::database::{Database, Outcome, Rows, Statement};
 use crate::drain::{Deliver, DrainLimits, DrainReport, Drainer};
 use crate::error::{Error, Result, RetryAdvice};
+use crate::future::BoxFuture;
 use crate::manual_clock::ManualClock;
 use crate::outbox::{ClaimedMessage, Delivery, Outbox};
 use crate::random::RandomSource;
 use crate::retry::{Backoff, RetryPolicy};
-use crate::send::BoxFuture;
 use crate::time::Clock;
 
 fn limits() -> DrainLimits {

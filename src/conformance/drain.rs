@@ -56,7 +56,10 @@ impl Recorder {
 }
 
 impl Deliver for Recorder {
-    fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> crate::send::BoxFuture<'a, Delivery> {
+    fn deliver<'a>(
+        &'a self,
+        message: &'a ClaimedMessage,
+    ) -> crate::future::BoxFuture<'a, Delivery> {
         Box::pin(async move {
             yield_now().await;
             self.delivered

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{Database, Outcome, Rows, Statement};
 use crate::error::Result;
-use crate::send::BoxFuture;
+use crate::future::BoxFuture;
 
 /// Round trips and statements sent through a [`CountingDatabase`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

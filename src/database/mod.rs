@@ -21,7 +21,7 @@ pub(crate) use statement::query_error;
 pub use value::Value;
 
 use crate::error::Result;
-use crate::send::{BoxFuture, MaybeSend, MaybeSync};
+use crate::future::{BoxFuture, MaybeSend, MaybeSync};
 
 /// What one statement of a batch did.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -76,7 +76,7 @@ pub struct Outcome {
 /// # `Send`
 /// JavaScript futures are not `Send`. The trait is `Send + Sync` with `Send`
 /// futures on native targets (so it works under tokio's multi-threaded
-/// runtime) and has no thread bounds on `wasm32`; see [`crate::send`].
+/// runtime) and has no thread bounds on `wasm32`; see [`crate::future`].
 pub trait Database: MaybeSend + MaybeSync {
     /// Runs one statement and returns how many rows it changed.
     fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>>;

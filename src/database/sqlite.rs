@@ -10,7 +10,7 @@ use rusqlite::{Connection, ErrorCode};
 use super::d1::classify_message;
 use super::{Database, Outcome, Rows, Statement, Value};
 use crate::error::{Error, Result, RetryAdvice};
-use crate::send::BoxFuture;
+use crate::future::BoxFuture;
 
 /// A SQLite database: the embedded default for native use and for tests.
 ///

@@ -3,8 +3,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::future::{BoxFuture, MaybeSend, MaybeSync};
 use crate::outbox::ClaimedMessage;
-use crate::send::{BoxFuture, MaybeSend, MaybeSync};
 
 /// Sends one message somewhere (a mail API, a webhook, another module).
 ///

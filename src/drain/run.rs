@@ -13,8 +13,8 @@ use super::report::{DrainReport, StopReason};
 use super::{Attempt, Drainer};
 use crate::database::{Outcome, Statement};
 use crate::error::{Error, Result, RetryAdvice};
+use crate::future::BoxFuture;
 use crate::outbox::{Claim, ClaimStatement, ClaimedMessage, Fate, LeaseHandle, PreparedSettle};
-use crate::send::BoxFuture;
 use crate::time::Timestamp;
 
 /// Retries of a failed settle call, within the time its leases leave.

@@ -10,8 +10,8 @@ use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestIni
 use super::status::StatusMapping;
 use crate::drain::Deliver;
 use crate::error::{Error, Result};
+use crate::future::BoxFuture;
 use crate::outbox::{ClaimedMessage, Delivery};
-use crate::send::BoxFuture;
 use crate::time::{Clock, SystemClock};
 
 /// POSTs each message's payload as JSON to one URL, with

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use workers_outbox::send::BoxFuture;
+use workers_outbox::future::BoxFuture;
 use workers_outbox::{Database, Error, Outcome, RetryAdvice, Rows, Statement, Value};
 
 use crate::ledger::Ledger;

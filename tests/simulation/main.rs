@@ -29,7 +29,7 @@ use futures_executor::LocalPool;
 use futures_util::task::LocalSpawnExt;
 use workers_outbox::conformance::yield_now;
 use workers_outbox::drain::{Deliver, DrainLimits, Drainer};
-use workers_outbox::send::BoxFuture;
+use workers_outbox::future::BoxFuture;
 use workers_outbox::testing::ManualClock;
 use workers_outbox::{
     ClaimedMessage, Clock, Database, Delivery, Error, ExponentialBackoff, FastRandom, Inbox,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use workers_outbox::drain::Deliver;
-use workers_outbox::send::BoxFuture;
+use workers_outbox::future::BoxFuture;
 use workers_outbox::{ClaimedMessage, Delivery};
 
 /// The median delivery time, unscaled.

@@ -28,7 +28,7 @@ mod native {
     use outbox_bench::latency::{Mix, Sink};
     use outbox_bench::scenarios::{Algorithm, Bench, Kind, Meter, Probe};
     use serde_json::{Value as Json, json};
-    use workers_outbox::send::BoxFuture;
+    use workers_outbox::future::BoxFuture;
     use workers_outbox::testing::CountingDatabase;
     use workers_outbox::{Database, Result, SqliteDatabase, TokioTimer};
 

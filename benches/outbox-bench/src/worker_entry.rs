@@ -39,7 +39,7 @@ impl Probe for D1Probe {
 struct DelayingSink;
 
 impl Sink for DelayingSink {
-    fn visit(&self, ms: f64) -> workers_outbox::send::BoxFuture<'static, ()> {
+    fn visit(&self, ms: f64) -> workers_outbox::future::BoxFuture<'static, ()> {
         let url = format!("https://sink.test/delay?ms={ms:.1}");
         Box::pin(async move {
             if let Ok(request) = worker::Request::new(&url, worker::Method::Post) {

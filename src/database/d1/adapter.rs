@@ -12,7 +12,7 @@ use super::classify::classify_message;
 use super::values::{from_js, to_js};
 use crate::database::{Database, Outcome, Rows, Statement, Value};
 use crate::error::{Error, Result};
-use crate::send::BoxFuture;
+use crate::future::BoxFuture;
 
 /// What this handle has cost so far, from D1's own result metadata.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
