@@ -2,7 +2,7 @@
 
 use sea_query::{Expr, ExprTrait, Order, Query};
 
-use super::records::{COLUMNS, StoredMessage, decode};
+use super::records::{COLUMNS, StoredMessage};
 use super::{Outbox, col, state};
 use crate::database::Statement;
 use crate::error::{Error, Result};
@@ -47,11 +47,7 @@ impl Outbox {
             }
             Statement::from_query(&select)?
         };
-        let rows = self.inner.db.query(&statement).await?;
-        let now = self.now();
-        rows.iter()
-            .map(|row| decode(row, self.table().as_str(), now))
-            .collect()
+        self.stored_messages(statement).await
     }
 
     /// Makes the dead message `id` deliverable again now, with a fresh count
@@ -114,11 +110,7 @@ impl Outbox {
                 .order_by(col::ID, Order::Asc);
             Statement::from_query(&select)?
         };
-        let rows = self.inner.db.query(&statement).await?;
-        let now = self.now();
-        rows.iter()
-            .map(|row| decode(row, self.table().as_str(), now))
-            .collect()
+        self.stored_messages(statement).await
     }
 
     fn replay_statement(&self, id: Option<&str>) -> Result<Statement> {

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::{col, state};
-use crate::database::Row;
+use crate::database::{Row, Statement};
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 
@@ -74,6 +74,17 @@ pub(crate) const COLUMNS: [&str; 14] = [
     col::UNSETTLED_LEASES,
     col::DEFERRALS,
 ];
+
+impl super::Outbox {
+    /// Runs `statement` (a `SELECT` of [`COLUMNS`]) and decodes its rows.
+    pub(crate) async fn stored_messages(&self, statement: Statement) -> Result<Vec<StoredMessage>> {
+        let rows = self.inner.db.query(&statement).await?;
+        let now = self.now();
+        rows.iter()
+            .map(|row| decode(row, self.table().as_str(), now))
+            .collect()
+    }
+}
 
 /// Decodes a row read with [`COLUMNS`]; errors name the table and row.
 pub(crate) fn decode(row: Row<'_>, table: &str, now: Timestamp) -> Result<StoredMessage> {

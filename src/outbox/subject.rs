@@ -2,7 +2,7 @@
 
 use sea_query::{Expr, ExprTrait, Func, Order, Query};
 
-use super::records::{COLUMNS, StoredMessage, decode};
+use super::records::{COLUMNS, StoredMessage};
 use super::{Outbox, col, state};
 use crate::database::Statement;
 use crate::error::Result;
@@ -29,11 +29,7 @@ impl Outbox {
                 .order_by(col::ID, Order::Asc);
             Statement::from_query(&select)?
         };
-        let rows = self.inner.db.query(&statement).await?;
-        let now = self.now();
-        rows.iter()
-            .map(|row| decode(row, self.table().as_str(), now))
-            .collect()
+        self.stored_messages(statement).await
     }
 
     /// Deletes every message of `subject`; returns how many.
