@@ -53,6 +53,7 @@ pub struct Batch {
     db: Arc<dyn Database>,
     id: u64,
     inbox_keys: Vec<Statement>,
+    inbox_constraints: Vec<String>,
     parts: Vec<Part>,
 }
 
@@ -143,6 +144,7 @@ impl Batch {
             db,
             id: BATCHES.fetch_add(1, Ordering::Relaxed),
             inbox_keys: Vec::new(),
+            inbox_constraints: Vec::new(),
             parts: Vec::new(),
         }
     }
@@ -215,9 +217,11 @@ impl Batch {
 
     /// Adds `key` to `inbox`, first in the batch: if the key was processed
     /// before, the commit fails on it and nothing of the batch is written.
+    /// One key per inbox and batch, so a failure names its key.
     ///
     /// # Errors
-    /// As [`Inbox::key_statement`].
+    /// As [`Inbox::key_statement`]; [`Error::InvalidInput`] for a second key
+    /// of the same inbox in this batch.
     pub fn inbox_key(
         &mut self,
         inbox: &Inbox,
@@ -225,6 +229,17 @@ impl Batch {
         subject: Option<&str>,
     ) -> Result<InboxKey> {
         let claim = inbox.key_statement(key, subject)?;
+        if self
+            .inbox_constraints
+            .iter()
+            .any(|c| c == claim.constraint())
+        {
+            return Err(Error::invalid(
+                "inbox key",
+                "this batch has a key of that inbox already: a conflict could not say which was seen",
+            ));
+        }
+        self.inbox_constraints.push(claim.constraint().to_owned());
         self.inbox_keys.push(claim.statement().clone());
         Ok(InboxKey {
             constraint: claim.constraint().to_owned(),

@@ -53,9 +53,10 @@ type Route = Box<dyn for<'a> Fn(&'a ClaimedMessage) -> BoxFuture<'a, Delivery> +
 type Route = Box<dyn for<'a> Fn(&'a ClaimedMessage) -> BoxFuture<'a, Delivery>>;
 
 /// A [`Deliver`] that sends each message to the route of its topic, with its
-/// payload decoded. A message of a topic without a route, or whose payload
-/// does not decode, fails permanently (it never could succeed), with an
-/// error that says so.
+/// payload decoded. A payload that does not decode fails permanently (it
+/// never could succeed); a topic without a route is deferred as unavailable
+/// (no attempt spent, up to the policy's deferral limit), since a newer
+/// deployment may route it. Each says so in `last_error`.
 ///
 /// ```
 /// # use serde::{Deserialize, Serialize};
@@ -89,6 +90,9 @@ impl Router {
     }
 
     /// Messages of topic `T` go to `handler`, with their payload decoded.
+    ///
+    /// # Panics
+    /// If topic `T` has a route already: a configuration mistake.
     #[must_use]
     pub fn handle<T, F, Fut>(mut self, handler: F) -> Self
     where
@@ -97,6 +101,7 @@ impl Router {
         Fut: Future<Output = Delivery> + MaybeSend + 'static,
     {
         let handler = Arc::new(handler);
+        self.claim_topic(T::NAME);
         self.routes.insert(
             T::NAME,
             Box::new(move |message: &ClaimedMessage| -> BoxFuture<'_, Delivery> {
@@ -115,6 +120,9 @@ impl Router {
     /// Messages of topic `T` go to `deliver` as they are (after checking
     /// that their payload decodes as `T`): for a ready deliverer such as the
     /// HTTP one.
+    ///
+    /// # Panics
+    /// If topic `T` has a route already: a configuration mistake.
     #[must_use]
     pub fn route<T, D>(mut self, deliver: D) -> Self
     where
@@ -122,6 +130,7 @@ impl Router {
         D: Deliver + 'static,
     {
         let deliver = Arc::new(deliver);
+        self.claim_topic(T::NAME);
         self.routes.insert(
             T::NAME,
             Box::new(move |message: &ClaimedMessage| -> BoxFuture<'_, Delivery> {
@@ -139,14 +148,23 @@ impl Router {
     }
 }
 
+impl Router {
+    fn claim_topic(&self, topic: &str) {
+        assert!(
+            !self.routes.contains_key(topic),
+            "topic {topic:?} has a route already"
+        );
+    }
+}
+
 impl Deliver for Router {
     fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
         match self.routes.get(message.topic.as_str()) {
             Some(route) => route(message),
-            None => Box::pin(std::future::ready(Delivery::permanent(format!(
-                "no route for topic {:?}",
-                message.topic
-            )))),
+            None => Box::pin(std::future::ready(Delivery::unavailable(
+                format!("no route for topic {:?} in this deployment", message.topic),
+                None,
+            ))),
         }
     }
 }

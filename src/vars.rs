@@ -68,6 +68,7 @@ impl DrainLimits {
             "BREAKER_FAILURES",
             preset.breaker.map_or(0, |b| b.failures),
         )?;
+        let cooldown = millis(var, "BREAKER_COOLDOWN_MS", default_breaker.cooldown)?;
         let limits = DrainLimits {
             delivery_timeout: millis(var, "DELIVERY_TIMEOUT_MS", preset.delivery_timeout)?,
             lease: millis(var, "LEASE_MS", preset.lease)?,
@@ -78,14 +79,7 @@ impl DrainLimits {
             concurrency: count(var, "DRAIN_CONCURRENCY", preset.concurrency)?,
             max_queries: count(var, "DRAIN_MAX_QUERIES", preset.max_queries)?,
             max_messages: count(var, "DRAIN_MAX_MESSAGES", preset.max_messages)?,
-            breaker: (failures > 0)
-                .then(|| -> Result<CircuitBreaker> {
-                    Ok(CircuitBreaker {
-                        failures,
-                        cooldown: millis(var, "BREAKER_COOLDOWN_MS", default_breaker.cooldown)?,
-                    })
-                })
-                .transpose()?,
+            breaker: (failures > 0).then_some(CircuitBreaker { failures, cooldown }),
         };
         limits.validate()?;
         Ok(limits)
@@ -107,6 +101,12 @@ impl RetryPolicy {
             base: millis(var, "BACKOFF_BASE_MS", default_backoff.base)?,
             cap: millis(var, "BACKOFF_CAP_MS", default_backoff.cap)?,
         };
+        if backoff.base.is_zero() || backoff.cap < backoff.base {
+            return Err(Error::invalid(
+                "variable",
+                "BACKOFF_BASE_MS must be at least 1 and BACKOFF_CAP_MS at least BACKOFF_BASE_MS",
+            ));
+        }
         let defaults = RetryPolicy::default();
         RetryPolicy::new(
             count(var, "MAX_ATTEMPTS", defaults.max_attempts())?,
@@ -117,10 +117,16 @@ impl RetryPolicy {
 }
 
 /// A Worker's `[vars]` (and secrets) as a lookup for
-/// [`DrainLimits::from_vars`] and [`RetryPolicy::from_vars`].
+/// [`DrainLimits::from_vars`] and [`RetryPolicy::from_vars`]: text as it
+/// is, a number (unquoted in `wrangler.toml`) as its decimal text.
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub fn worker_vars(env: &worker::Env) -> impl Fn(&str) -> Option<String> + '_ {
-    move |name| env.var(name).ok().map(|value| value.to_string())
+    move |name| {
+        let value = js_sys::Reflect::get(env, &wasm_bindgen::JsValue::from_str(name)).ok()?;
+        value
+            .as_string()
+            .or_else(|| value.as_f64().map(|number| number.to_string()))
+    }
 }
 
 #[cfg(test)]
@@ -154,6 +160,11 @@ mod tests {
         let off =
             DrainLimits::from_vars(DrainLimits::scheduled(), vars(&[("BREAKER_FAILURES", "0")]));
         assert_eq!(off.map(|l| l.breaker), Ok(None));
+        let ignored = DrainLimits::from_vars(
+            DrainLimits::scheduled(),
+            vars(&[("BREAKER_FAILURES", "0"), ("BREAKER_COOLDOWN_MS", "soon")]),
+        );
+        assert!(ignored.is_err(), "a malformed cooldown was ignored");
         let policy = RetryPolicy::from_vars(vars(&[("MAX_ATTEMPTS", "3")]));
         assert_eq!(policy.map(|p| p.max_attempts()).ok(), Some(3));
     }
@@ -175,5 +186,8 @@ mod tests {
             Err(Error::InvalidInput { what: "lease", .. })
         ));
         assert!(RetryPolicy::from_vars(vars(&[("MAX_ATTEMPTS", "0")])).is_err());
+        assert!(RetryPolicy::from_vars(vars(&[("BACKOFF_BASE_MS", "0")])).is_err());
+        let inverted = vars(&[("BACKOFF_BASE_MS", "5000"), ("BACKOFF_CAP_MS", "10")]);
+        assert!(RetryPolicy::from_vars(inverted).is_err());
     }
 }

@@ -94,6 +94,25 @@ async fn every_public_future_can_be_spawned() {
         }
     }));
     tasks.push(tokio::spawn({
+        let (db, outbox) = (db.clone(), o());
+        async move {
+            let mut batch = workers_outbox::Batch::new(db);
+            let ticket = batch
+                .enqueue_leased(&outbox, Message::raw_json("mail", "{}"), lease)
+                .unwrap();
+            let message = batch
+                .commit()
+                .await
+                .unwrap()
+                .claimed(ticket)
+                .unwrap()
+                .unwrap();
+            let router = workers_outbox::topic::Router::new();
+            use workers_outbox::drain::Deliver;
+            router.deliver(&message).await;
+        }
+    }));
+    tasks.push(tokio::spawn({
         let drainer = drainer.clone();
         async move {
             drainer.drain().await;

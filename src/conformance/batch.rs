@@ -28,10 +28,24 @@ fn insert(table: &str, email: &str) -> Statement {
 
 pub(crate) async fn parts_are_read_through_their_tickets(h: Harness) -> CaseResult {
     let outbox = h.outbox().await?;
+    let inbox = h.inbox().await?;
     let table = accounts(&h).await?;
     let mail = || Message::raw_json("mail", "{}").dedup_key("ada");
     let mut batch = Batch::new(h.db());
     let account = batch.statement(insert(&table, "ada@example.com"));
+    // An inbox key added late still goes first; the tickets must not shift.
+    let _key = batch.inbox_key(&inbox, "event-9", None)?;
+    let second_key = batch.inbox_key(&inbox, "event-10", None);
+    ensure!(
+        matches!(
+            second_key,
+            Err(Error::InvalidInput {
+                what: "inbox key",
+                ..
+            })
+        ),
+        "a second key of one inbox was accepted: {second_key:?}"
+    );
     let first = batch.enqueue_leased(&outbox, mail(), LEASE)?;
     let repeat = batch.enqueue(&outbox, mail())?;
     let repeat_leased = batch.enqueue_leased(&outbox, mail(), LEASE)?;
@@ -142,6 +156,7 @@ pub(crate) async fn typed_topics_are_routed_and_decoded(h: Harness) -> CaseResul
         verdicts.push(match router.deliver(message).await {
             Delivery::Delivered => "delivered".to_owned(),
             Delivery::Permanent { error } => error,
+            Delivery::Unavailable { error, .. } => error,
             other => format!("{other:?}"),
         });
     }

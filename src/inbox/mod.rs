@@ -160,7 +160,7 @@ impl Inbox {
     /// key's insert.
     ///
     /// # Errors
-    /// Input errors as [`claim_statement`](Inbox::key_statement); any
+    /// Input errors as [`key_statement`](Inbox::key_statement); any
     /// database error other than the key's own conflict. A transient error
     /// may have committed the key and effects: calling again is safe (it
     /// then answers that the key was seen).

@@ -3,6 +3,7 @@
 
 use percent_encoding::percent_decode_str;
 use serde_json::json;
+use std::collections::BTreeMap;
 use subtle::ConstantTimeEq;
 use worker::{Method, Request, Response, Result};
 use workers_outbox::drain::DrainLimits;
@@ -18,12 +19,8 @@ pub(crate) async fn handle(request: Request, app: &App, path: &[&str]) -> Result
         response.headers_mut().set("www-authenticate", "Bearer")?;
         return Ok(response);
     }
-    let url = request.url()?;
-    let param = |name: &str| {
-        url.query_pairs()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.into_owned())
-    };
+    let query: BTreeMap<String, String> = request.url()?.query_pairs().into_owned().collect();
+    let param = |name: &str| query.get(name).cloned();
     let subject = |raw: &str| percent_decode_str(raw).decode_utf8_lossy().into_owned();
     let result = match (request.method(), path) {
         (Method::Get, ["outbox"]) => app.outbox.stats().await.map(|s| json!(s)),
@@ -37,10 +34,8 @@ pub(crate) async fn handle(request: Request, app: &App, path: &[&str]) -> Result
         }
         (Method::Post, ["outbox", "dead", id, "replay"]) => {
             let id = subject(id);
-            app.outbox
-                .replay(&id)
-                .await
-                .map(|()| json!({ "replayed": id }))
+            let replayed = app.outbox.replay(&id).await;
+            replayed.map(|()| json!({ "replayed": id }))
         }
         (Method::Post, ["outbox", "drain"]) => {
             let overrides = |name: &str| match name {
@@ -71,6 +66,7 @@ pub(crate) async fn handle(request: Request, app: &App, path: &[&str]) -> Result
 fn authorized(request: &Request, token: Option<&str>) -> Result<bool> {
     let header = request.headers().get("authorization")?.unwrap_or_default();
     let given = header.strip_prefix("Bearer ");
+    let token = token.filter(|token| !token.is_empty());
     Ok(token
         .zip(given)
         .is_some_and(|(t, g)| bool::from(g.as_bytes().ct_eq(t.as_bytes()))))

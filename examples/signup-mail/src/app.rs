@@ -32,11 +32,13 @@ impl App {
         let db = D1Database::shared(env.d1("DB").map_err(database)?);
         let retry = RetryPolicy::from_vars(&vars)?;
         let mail_api = vars("MAIL_API_URL").unwrap_or_default();
-        HttpDeliverer::new(&mail_api)?; // a missing or bad URL fails here, before any write
+        HttpDeliverer::new(&mail_api)?; // a missing or bad MAIL_API_URL fails here, before any write
+        // The immediate attempt keeps its own deadline and budget (`wait_until` gets 30 s).
+        let delivery_vars = |name: &str| vars(name).filter(|_| !name.starts_with("DRAIN_"));
         Ok(App {
             mail_api,
             admin_token: env.secret("ADMIN_TOKEN").ok().map(|s| s.to_string()),
-            after_response: DrainLimits::from_vars(DrainLimits::after_response(), &vars)?,
+            after_response: DrainLimits::from_vars(DrainLimits::after_response(), delivery_vars)?,
             scheduled: DrainLimits::from_vars(DrainLimits::scheduled(), &vars)?,
             inbox: Inbox::new(db.clone(), "inbox")?,
             outbox: Outbox::builder(db.clone(), "outbox")

@@ -18,7 +18,6 @@ use crate::app::App;
 
 #[worker::event(start)]
 fn start() {
-    // Fails only if a logger is already installed, which is fine.
     let _ = console_log::init_with_level(log::Level::Info);
 }
 

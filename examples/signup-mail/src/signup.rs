@@ -1,7 +1,5 @@
 //! `POST /signup`: the account and its confirmation mail, in one D1 batch.
 
-use std::time::Duration;
-
 use serde::{Deserialize, Serialize};
 use worker::{Context, Request, Response};
 use workers_outbox::defer::WaitUntil;
@@ -11,8 +9,7 @@ use workers_outbox::{SystemClock, Timestamp, Topic};
 use crate::app::App;
 use crate::{error_response, json, json_error};
 
-/// The confirmation mail: POSTed as is to the mail API, with the outbox id
-/// as `Idempotency-Key`.
+/// The confirmation mail, POSTed as is to the mail API (`Idempotency-Key`: its id).
 #[derive(Serialize, Deserialize)]
 pub(crate) struct Mail {
     to: String,
@@ -29,6 +26,13 @@ pub(crate) async fn handle(
     app: &App,
     ctx: &Context,
 ) -> worker::Result<Response> {
+    let length = request.headers().get("content-length")?;
+    if length
+        .and_then(|n| n.parse::<u64>().ok())
+        .is_some_and(|n| n > 4096)
+    {
+        return json_error(413, "the body is over 4096 bytes");
+    }
     let body = request.bytes().await?;
     if body.len() > 4096 {
         return json_error(413, "the body is over 4096 bytes");
@@ -67,7 +71,7 @@ async fn signup(app: &App, ctx: &Context, id: &str, email: &str, now: Timestamp)
         vec![id.into(), email.into(), now.into()],
     ));
     let message = Message::of(&mail)?.subject(id).dedup_key(email);
-    let mail = batch.enqueue_leased(&app.outbox, message, Duration::from_secs(60))?;
+    let mail = batch.enqueue_leased(&app.outbox, message, app.after_response.lease)?;
     let outbox_id = mail.id().to_owned();
     let drainer = app.drainer(app.after_response)?;
     if let Some(mail) = batch.commit().await?.claimed(mail)? {
