@@ -86,7 +86,8 @@ pub struct Ticket<Kind> {
 }
 
 impl Ticket<OfMessage> {
-    /// The message's id (generated, or the caller's).
+    /// The message's id (generated, or the caller's); stored only if the
+    /// enqueue wrote its row (see [`Committed::enqueued`]).
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -184,7 +185,9 @@ impl Batch {
     }
 
     /// Adds `message` to `outbox`: it exists exactly when the rest of the
-    /// batch does. A drain delivers it.
+    /// batch does, unless a message with the same dedup key is stored
+    /// already (then [`Committed::enqueued`] is `false` and nothing of it is
+    /// written). A drain delivers it.
     ///
     /// # Errors
     /// As [`Outbox::enqueue`].
