@@ -31,7 +31,11 @@
 //! # fn main() {}
 //! ```
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 
 pub use crate::database::{CallCounts, CountingDatabase};
 use crate::drain::Deliver;
@@ -98,6 +102,46 @@ impl Deliver for RecordingDeliverer {
             .unwrap_or_else(PoisonError::into_inner)
             .push(message.clone());
         Box::pin(std::future::ready(self.answer.clone()))
+    }
+}
+
+/// Runs a future until it finishes or `crashed` is raised; a raised flag
+/// drops it where it stands, as a dying isolate (or an aborted task) would:
+/// `None`. For testing what survives a crash mid-drain.
+pub struct UnlessCrashed<F> {
+    inner: Pin<Box<F>>,
+    crashed: Arc<AtomicBool>,
+}
+
+impl<F> UnlessCrashed<F> {
+    /// `inner`, dropped once `crashed` is raised.
+    pub fn new(inner: F, crashed: Arc<AtomicBool>) -> Self {
+        UnlessCrashed {
+            inner: Box::pin(inner),
+            crashed,
+        }
+    }
+}
+
+impl<F> std::fmt::Debug for UnlessCrashed<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnlessCrashed")
+            .field("crashed", &self.crashed.load(Ordering::SeqCst))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F: Future> Future for UnlessCrashed<F> {
+    type Output = Option<F::Output>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.crashed.load(Ordering::SeqCst) {
+            return Poll::Ready(None);
+        }
+        match self.inner.as_mut().poll(cx) {
+            Poll::Ready(output) => Poll::Ready(Some(output)),
+            Poll::Pending if self.crashed.load(Ordering::SeqCst) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 

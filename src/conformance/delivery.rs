@@ -2,11 +2,8 @@
 //! outages, throttling, lost calls.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::{CaseResult, Harness, LEASE, enqueue, ensure, ensure_eq, yield_now};
@@ -18,6 +15,7 @@ use crate::manual_clock::ManualClock;
 use crate::outbox::{ClaimedMessage, Delivery, Outbox};
 use crate::random::RandomSource;
 use crate::retry::{Backoff, RetryPolicy};
+use crate::testing::UnlessCrashed;
 use crate::time::Clock;
 
 fn limits() -> DrainLimits {
@@ -92,27 +90,6 @@ impl Deliver for Receiver {
     }
 }
 
-/// Runs a drain until it finishes or its receiver crashes; a crash drops
-/// the drain where it stands, as a dying isolate would.
-struct UnlessCrashed<F> {
-    drain: Pin<Box<F>>,
-    crashed: Arc<AtomicBool>,
-}
-
-impl<F: Future> Future for UnlessCrashed<F> {
-    type Output = Option<F::Output>;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if self.crashed.load(Ordering::SeqCst) {
-            return Poll::Ready(None);
-        }
-        match self.drain.as_mut().poll(cx) {
-            Poll::Ready(report) => Poll::Ready(Some(report)),
-            Poll::Pending if self.crashed.load(Ordering::SeqCst) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
 /// One drain run with `receiver`; `None` if the receiver crashed it.
 async fn run_once(
     h: &Harness,
@@ -127,11 +104,7 @@ async fn run_once(
         Arc::new(h.clock().clone()),
         limits,
     )?;
-    Ok(UnlessCrashed {
-        drain: Box::pin(drainer.drain()),
-        crashed: receiver.crashed.clone(),
-    }
-    .await)
+    Ok(UnlessCrashed::new(drainer.drain(), receiver.crashed.clone()).await)
 }
 
 async fn enqueue_many(

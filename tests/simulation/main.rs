@@ -17,12 +17,9 @@ mod ledger;
 mod random;
 
 use std::cell::Cell;
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_executor::LocalPool;
@@ -30,7 +27,7 @@ use futures_util::task::LocalSpawnExt;
 use workers_outbox::conformance::yield_now;
 use workers_outbox::drain::{Deliver, DrainLimits, Drainer};
 use workers_outbox::future::BoxFuture;
-use workers_outbox::testing::ManualClock;
+use workers_outbox::testing::{ManualClock, UnlessCrashed};
 use workers_outbox::{
     ClaimedMessage, Clock, Database, Delivery, Error, ExponentialBackoff, FastRandom, Inbox,
     Message, Outbox, RetryPolicy, SqliteDatabase, Statement, Timer, Timestamp, Value,
@@ -246,27 +243,6 @@ impl Receiver {
     }
 }
 
-/// Runs `inner` until it finishes or `crash` is raised; a raised flag drops
-/// it where it stands, as a dying isolate would.
-struct UnlessCrashed<F> {
-    inner: Pin<Box<F>>,
-    crash: Arc<AtomicBool>,
-}
-
-impl<F: Future> Future for UnlessCrashed<F> {
-    type Output = Option<F::Output>;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if self.crash.load(Ordering::SeqCst) {
-            return Poll::Ready(None);
-        }
-        match self.inner.as_mut().poll(cx) {
-            Poll::Ready(output) => Poll::Ready(Some(output)),
-            Poll::Pending if self.crash.load(Ordering::SeqCst) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
 async fn produce(world: Arc<World>, messages: usize, done: Rc<Cell<bool>>) {
     let w = &world;
     let mut produced = 0;
@@ -353,11 +329,7 @@ async fn drain_forever(world: Arc<World>, limits: DrainLimits, stop: Rc<Cell<boo
         )
         .expect("valid limits");
         let run = drainer.drain();
-        UnlessCrashed {
-            inner: Box::pin(run),
-            crash,
-        }
-        .await;
+        UnlessCrashed::new(run, crash).await;
         world.clock.sleep(CRON).await;
     }
 }
