@@ -51,6 +51,8 @@ impl Capabilities {
     pub const SQLITE: Capabilities = Capabilities { exact_i64: true };
     /// Cloudflare D1.
     pub const D1: Capabilities = Capabilities { exact_i64: false };
+    /// A Durable Object's SQL storage (numbers cross as JavaScript doubles).
+    pub const DURABLE_OBJECT: Capabilities = Capabilities { exact_i64: false };
 }
 
 /// Why a case failed.

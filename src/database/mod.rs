@@ -3,6 +3,10 @@
 #[cfg(feature = "testing")]
 mod counting;
 pub mod d1;
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
+pub mod durable_object;
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
+mod js_values;
 mod rows;
 #[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
 mod sqlite;

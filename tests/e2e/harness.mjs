@@ -8,8 +8,14 @@ import { Miniflare } from "miniflare";
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const compatibilityDate = "2026-04-01";
 
-/** A Miniflare running the worker-build output in `crate` (relative to the repo root). */
-export async function start(crate, { bindings = {}, outboundService, migrate = true, onLog } = {}) {
+/**
+ * A Miniflare running the worker-build output in `crate` (relative to the repo
+ * root). `durableObjects` maps bindings to `{ className, useSQLite }`.
+ */
+export async function start(
+  crate,
+  { bindings = {}, durableObjects = {}, outboundService, migrate = true, onLog } = {},
+) {
   const build = path.join(root, crate, "build");
   const mf = new Miniflare({
     modules: true,
@@ -21,6 +27,7 @@ export async function start(crate, { bindings = {}, outboundService, migrate = t
     ],
     compatibilityDate,
     d1Databases: { DB: "test-db" },
+    durableObjects,
     bindings,
     outboundService,
     // The Worker's log lines (drain reports) go to `onLog`, and to the

@@ -8,8 +8,7 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::{D1Database as D1Sys, D1PreparedStatement, D1Result};
 
-use super::classify::classify_message;
-use super::values::{from_js, to_js};
+use crate::database::js_values::{from_js, js_error, to_js};
 use crate::database::{Database, Outcome, Rows, Statement, Value};
 use crate::error::{Error, Result};
 use crate::future::BoxFuture;
@@ -183,23 +182,6 @@ fn meta_number(result: &D1Result, field: &str) -> u64 {
             let whole = number as u64;
             whole
         })
-}
-
-/// A JavaScript exception from D1, classified by its message.
-fn js_error(error: JsValue) -> Error {
-    let message = error
-        .dyn_ref::<js_sys::Error>()
-        .map(|error| {
-            let mut message = String::from(error.message());
-            if let Some(cause) = error.cause().dyn_ref::<js_sys::Error>() {
-                message.push_str(": ");
-                message.push_str(&String::from(cause.message()));
-            }
-            message
-        })
-        .or_else(|| error.as_string())
-        .unwrap_or_else(|| format!("{error:?}"));
-    classify_message(&message)
 }
 
 #[cfg(test)]

@@ -9,9 +9,7 @@ mod adapter;
     all(feature = "workers", target_arch = "wasm32"),
     all(feature = "sqlite", not(target_arch = "wasm32"))
 ))]
-mod classify;
-#[cfg(all(feature = "workers", target_arch = "wasm32"))]
-mod values;
+pub(crate) mod classify;
 
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub use adapter::{D1Database, D1Usage};

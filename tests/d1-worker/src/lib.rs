@@ -1,39 +1,85 @@
 //! Test-only Worker: runs each case of the adapter conformance suite
-//! against the D1 binding `DB`, so D1 is held to the same contract as
-//! SQLite. Driven from Node through Miniflare (`tests/e2e/`).
+//! against D1 (the binding `DB`) and against a Durable Object's SQL storage,
+//! so both are held to the same contract as SQLite; and hosts an
+//! alarm-driven outbox in a Durable Object. Driven from Node through
+//! Miniflare (`tests/e2e/`).
 //!
 //! - `GET /cases`: the case names.
-//! - `POST /cases/<name>`: runs one case; `200 {"ok": true}` or
+//! - `POST /cases/<name>`: runs one case on D1; `200 {"ok": true}` or
 //!   `500 {"ok": false, "failure": "…"}`.
+//! - `POST /do-cases/<name>`: the same, in a Durable Object of its own.
+//! - `/alarmed/<object>/<route>`: the route of the `AlarmedOutbox` object
+//!   named `<object>` (see `durable.rs`).
+
+// The `#[durable_object]` macro generates undocumented methods.
+#[allow(missing_docs)]
+mod durable;
 
 use worker::{Context, Env, Method, Request, Response, Result, event};
-use workers_outbox::conformance::{Capabilities, cases};
+use workers_outbox::conformance::{Capabilities, CaseResult, cases};
 use workers_outbox::database::d1::D1Database;
+
+pub use durable::{AlarmedOutbox, ConformanceObject};
 
 #[event(fetch)]
 async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
     let path = request.path();
-    match (request.method(), path.trim_matches('/').split_once('/')) {
-        (Method::Get, None) if path.trim_matches('/') == "cases" => {
-            let names: Vec<&str> = cases().iter().map(|case| case.name).collect();
-            Response::from_json(&names)
-        }
-        (Method::Post, Some(("cases", name))) => {
-            let Some(case) = cases().into_iter().find(|case| case.name == name) else {
-                return Ok(Response::from_json(
-                    &serde_json::json!({ "ok": false, "failure": "no such case" }),
-                )?
-                .with_status(404));
+    let route = path.trim_matches('/');
+    if route == "cases" && request.method() == Method::Get {
+        let names: Vec<&str> = cases().iter().map(|case| case.name).collect();
+        return Response::from_json(&names);
+    }
+    let Some((kind, rest)) = route.split_once('/') else {
+        return Response::error("no such route", 404);
+    };
+    match (request.method(), kind) {
+        (Method::Post, "cases") => {
+            let Some(case) = cases().into_iter().find(|case| case.name == rest) else {
+                return Response::error("no such case", 404);
             };
             let db = D1Database::shared(env.d1("DB")?);
-            match case.run(db, Capabilities::D1).await {
-                Ok(()) => Response::from_json(&serde_json::json!({ "ok": true })),
-                Err(failure) => Ok(Response::from_json(
-                    &serde_json::json!({ "ok": false, "failure": failure.to_string() }),
-                )?
-                .with_status(500)),
+            case_response(case.run(db, Capabilities::D1).await)
+        }
+        (Method::Post, "do-cases") => {
+            let stub = env
+                .durable_object("CONFORMANCE")?
+                .id_from_name(rest)?
+                .get_stub()?;
+            stub.fetch_with_str(&format!("http://object/cases/{rest}"))
+                .await
+        }
+        (_, "alarmed") => {
+            let (object, inner) = rest.split_once('/').unwrap_or((rest, ""));
+            let stub = env
+                .durable_object("ALARMED")?
+                .id_from_name(object)?
+                .get_stub()?;
+            let url = format!("http://object/{inner}");
+            let mut init = worker::RequestInit::new();
+            init.with_method(request.method());
+            let mut request = request;
+            if request.method() == Method::Post {
+                init.with_body(Some(request.text().await?.into()));
             }
+            stub.fetch_with_request(Request::new_with_init(&url, &init)?)
+                .await
         }
         _ => Response::error("no such route", 404),
     }
+}
+
+/// A case's result as the JSON the Node side reads.
+fn case_response(result: CaseResult) -> Result<Response> {
+    match result {
+        Ok(()) => Response::from_json(&serde_json::json!({ "ok": true })),
+        Err(failure) => Ok(Response::from_json(
+            &serde_json::json!({ "ok": false, "failure": failure.to_string() }),
+        )?
+        .with_status(500)),
+    }
+}
+
+/// A library error as a Worker error.
+fn internal(error: workers_outbox::Error) -> worker::Error {
+    worker::Error::RustError(error.to_string())
 }

@@ -1,6 +1,7 @@
-//! Values between Rust and D1's JavaScript API.
+//! Values between Rust and the JavaScript SQL APIs of Workers (D1, and a
+//! Durable Object's SQL storage).
 //!
-//! D1 keeps every number as a JavaScript double, so integers are exact only
+//! Both pass every number as a JavaScript double, so integers are exact only
 //! within ±2^53. Outside that range a value is refused both ways: rounding
 //! an id or a time silently is worse than failing.
 
@@ -8,12 +9,13 @@ use js_sys::{Array, ArrayBuffer, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
 
 use crate::database::Value;
+use crate::database::d1::classify::classify_message;
 use crate::error::{Error, Result};
 
 /// The largest integer a double holds exactly: 2^53 - 1.
 pub(crate) const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 
-/// A value to bind to a D1 statement.
+/// A value to bind to a statement.
 ///
 /// # Errors
 /// [`Error::InvalidInput`] for integers beyond ±(2^53 - 1) and non-finite
@@ -26,7 +28,7 @@ pub(crate) fn to_js(value: &Value) -> Result<JsValue> {
             if integer.unsigned_abs() > MAX_SAFE_INTEGER.unsigned_abs() {
                 return Err(Error::invalid(
                     "value",
-                    format!("{integer} is beyond ±2^53; D1 would round it"),
+                    format!("{integer} is beyond ±2^53; a JavaScript number would round it"),
                 ));
             }
             #[allow(clippy::cast_precision_loss)]
@@ -38,10 +40,10 @@ pub(crate) fn to_js(value: &Value) -> Result<JsValue> {
     })
 }
 
-/// A value read from a D1 result row.
+/// A value read from a result row.
 ///
 /// Integral numbers within ±2^53 read as `Integer`, other finite numbers as
-/// `Real` (D1 does not say which column type a number came from); blobs
+/// `Real` (the API does not say which column type a number came from); blobs
 /// arrive as arrays of bytes or array buffers.
 ///
 /// # Errors
@@ -90,11 +92,29 @@ fn number_value(number: f64) -> Result<Value, String> {
     let limit = MAX_SAFE_INTEGER as f64;
     if number.abs() > limit {
         return Err(format!(
-            "{number} is beyond ±2^53 and may have been rounded by D1"
+            "{number} is beyond ±2^53 and may have been rounded"
         ));
     }
     #[allow(clippy::cast_possible_truncation)]
     Ok(Value::Integer(number as i64))
+}
+
+/// A JavaScript exception from D1 or SQL storage, classified by its
+/// message (and its cause's).
+pub(crate) fn js_error(error: JsValue) -> Error {
+    let message = error
+        .dyn_ref::<js_sys::Error>()
+        .map(|error| {
+            let mut message = String::from(error.message());
+            if let Some(cause) = error.cause().dyn_ref::<js_sys::Error>() {
+                message.push_str(": ");
+                message.push_str(&String::from(cause.message()));
+            }
+            message
+        })
+        .or_else(|| error.as_string())
+        .unwrap_or_else(|| format!("{error:?}"));
+    classify_message(&message)
 }
 
 #[cfg(test)]

@@ -1,0 +1,370 @@
+//! A Durable Object's SQLite storage as a [`Database`], and an alarm kept at
+//! the outbox's next due time.
+//!
+//! Everything here runs inside the object, next to its data: statements are
+//! synchronous calls into the object's own SQLite, so a batch costs no
+//! network round trip and no subrequest.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use js_sys::{Array, Date, Function, Object, Reflect};
+use sea_query::{Expr, ExprTrait, Func, Query};
+use wasm_bindgen::closure::Closure;
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use worker::worker_sys::DurableObjectStorage;
+use worker::worker_sys::types::SqlStorage;
+
+use crate::database::js_values::{from_js, js_error, to_js};
+use crate::database::{Database, Outcome, Rows, Statement, Value};
+use crate::drain::{DrainReport, Drainer};
+use crate::error::{Error, Result};
+use crate::future::BoxFuture;
+use crate::identifier::TableName;
+use crate::outbox::{col, state};
+use crate::time::Timestamp;
+
+/// The SQLite database of one Durable Object (`state.storage().sql()`),
+/// for objects declared with `new_sqlite_classes`.
+///
+/// # Atomicity
+/// Every call runs inside the storage's `transactionSync`: the statements
+/// of a [`batch_atomic`](Database::batch_atomic) commit together, or a
+/// failing one rolls back those before it. Statements are synchronous, so
+/// no other event of the object interleaves with a call.
+///
+/// # The alarm
+/// With [`wake_for`](DurableObjectDatabase::wake_for), every call that
+/// writes also reads the named outboxes' next due time and sets the
+/// object's alarm to it (or deletes the alarm when nothing is due), in the
+/// same synchronous turn as the write, so the runtime commits the rows and
+/// the alarm together. Enqueues, settles, replays, erasures and your own
+/// batches all move it; a claim moves it to the end of its lease, so a
+/// drain that dies mid-way wakes the object when its rows come back. The
+/// alarm then belongs to the outbox: do not set it for anything else. The
+/// `alarm()` handler calls [`run_alarm`](DurableObjectDatabase::run_alarm).
+///
+/// # Numbers
+/// The storage API passes numbers as JavaScript doubles, so integers beyond
+/// ±2^53 are refused, as on D1.
+pub struct DurableObjectDatabase {
+    storage: DurableObjectStorage,
+    sql: SqlStorage,
+    wake: Option<Wake>,
+}
+
+/// Keeps the object's alarm at the earliest due time of some outboxes.
+struct Wake {
+    tables: Vec<TableName>,
+    next_due: Vec<Statement>,
+    /// The alarm this handle last set (epoch ms), to skip setting it again.
+    armed: Cell<Option<i64>>,
+}
+
+impl std::fmt::Debug for DurableObjectDatabase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DurableObjectDatabase")
+            .field("wakes_for", &self.wake.as_ref().map(|wake| &wake.tables))
+            .finish_non_exhaustive()
+    }
+}
+
+impl DurableObjectDatabase {
+    /// The SQL storage of the object `state` belongs to.
+    pub fn new(state: &worker::State) -> Self {
+        let storage =
+            JsValue::from(state.storage().as_raw()).unchecked_into::<DurableObjectStorage>();
+        let sql = storage.sql();
+        DurableObjectDatabase {
+            storage,
+            sql,
+            wake: None,
+        }
+    }
+
+    /// This handle as the shared one [`Outbox`](crate::Outbox) and
+    /// [`Inbox`](crate::Inbox) take (`Arc<DurableObjectDatabase>` coerces to
+    /// `Arc<dyn Database>`); keep a clone for
+    /// [`run_alarm`](DurableObjectDatabase::run_alarm).
+    pub fn shared(self) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(self)
+    }
+
+    /// Keeps the object's alarm at the next due time of the outbox in
+    /// `table` (call again for more outboxes in the object). A table not
+    /// created yet has nothing due.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if `table` is not a valid table name.
+    pub fn wake_for(mut self, table: &str) -> Result<Self> {
+        let table = TableName::new(table)?;
+        let mut select = Query::select();
+        select
+            .expr_as(Func::min(Expr::col(col::DUE_AT)), "due_at")
+            .from(table.as_str().to_owned())
+            .and_where(Expr::col(col::STATE).eq(state::READY));
+        let statement = Statement::from_query(&select)?;
+        let wake = self.wake.get_or_insert_with(|| Wake {
+            tables: Vec::new(),
+            next_due: Vec::new(),
+            armed: Cell::new(None),
+        });
+        if !wake.tables.contains(&table) {
+            wake.tables.push(table);
+            wake.next_due.push(statement);
+        }
+        Ok(self)
+    }
+
+    /// Runs a drain from the object's `alarm()` handler, then sets the
+    /// alarm to the next due time (messages the drain left due wake the
+    /// object again at once). Give the drainer
+    /// [`DrainLimits::alarm`](crate::drain::DrainLimits::alarm).
+    ///
+    /// # Errors
+    /// A failure to read the next due time or to set the alarm; return it
+    /// from `alarm()` and the runtime retries the alarm.
+    pub async fn run_alarm(&self, drainer: &Drainer) -> Result<DrainReport> {
+        if let Some(wake) = &self.wake {
+            // The runtime cleared the alarm that woke us.
+            wake.armed.set(None);
+        }
+        let report = drainer.drain().await;
+        self.rearm().await?;
+        Ok(report)
+    }
+
+    /// Sets the alarm to the outboxes' next due time now (a no-op without
+    /// [`wake_for`](DurableObjectDatabase::wake_for)). Writes through this
+    /// handle do this themselves; call it after writing to the tables by
+    /// other means.
+    ///
+    /// # Errors
+    /// A failure to read the next due time or to set the alarm.
+    pub async fn rearm(&self) -> Result<()> {
+        let pending = self.arm()?;
+        await_alarm(pending).await
+    }
+
+    /// When the outboxes' next message falls due, if any is ready.
+    ///
+    /// # Errors
+    /// A failure to read the outbox tables.
+    pub fn next_due(&self) -> Result<Option<Timestamp>> {
+        let Some(wake) = &self.wake else {
+            return Ok(None);
+        };
+        let mut next: Option<i64> = None;
+        for statement in &wake.next_due {
+            let due = match self.run(statement) {
+                Ok(outcome) => outcome
+                    .rows
+                    .first()
+                    .map(|row| row.get::<Option<i64>>("due_at"))
+                    .transpose()?
+                    .flatten(),
+                Err(Error::Database { message }) if message.contains("no such table") => None,
+                Err(error) => return Err(error),
+            };
+            next = match (next, due) {
+                (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
+                (a, b) => a.or(b),
+            };
+        }
+        next.map(Timestamp::from_unix_millis).transpose()
+    }
+
+    /// Reads the next due time and, if it changed, asks the runtime to move
+    /// the alarm; returns the runtime's promise without awaiting it, so the
+    /// request is made in the caller's synchronous turn.
+    fn arm(&self) -> Result<Option<js_sys::Promise>> {
+        let Some(wake) = &self.wake else {
+            return Ok(None);
+        };
+        let next = self.next_due()?.map(Timestamp::as_unix_millis);
+        if next == wake.armed.get() {
+            return Ok(None);
+        }
+        let options = Object::new();
+        let promise = match next {
+            #[allow(clippy::cast_precision_loss)]
+            Some(at) => self
+                .storage
+                .set_alarm(Date::new(&JsValue::from_f64(at as f64)), options),
+            None => self.storage.delete_alarm(options),
+        }
+        .map_err(js_error)?;
+        wake.armed.set(next);
+        Ok(Some(promise))
+    }
+
+    /// Runs one statement synchronously and reads all it returns.
+    fn run(&self, statement: &Statement) -> Result<Outcome> {
+        run_statement(&self.sql, statement)
+    }
+
+    /// Runs `statements` in one `transactionSync`, then moves the alarm.
+    fn run_atomic(
+        &self,
+        statements: &[Statement],
+    ) -> Result<(Vec<Outcome>, Option<js_sys::Promise>)> {
+        let sql = self.sql.clone();
+        let owned: Vec<Statement> = statements.to_vec();
+        let outcomes: Rc<RefCell<Vec<Outcome>>> = Rc::default();
+        let failure: Rc<RefCell<Option<Error>>> = Rc::default();
+        let (outcomes_in, failure_in) = (Rc::clone(&outcomes), Rc::clone(&failure));
+        let body = Closure::<dyn FnMut() -> std::result::Result<JsValue, JsValue>>::new(
+            move || -> std::result::Result<JsValue, JsValue> {
+                for statement in &owned {
+                    match run_statement(&sql, statement) {
+                        Ok(outcome) => outcomes_in.borrow_mut().push(outcome),
+                        Err(error) => {
+                            *failure_in.borrow_mut() = Some(error);
+                            // Throwing rolls the transaction back.
+                            return Err(JsValue::from_str("workers-outbox: statement failed"));
+                        }
+                    }
+                }
+                Ok(JsValue::UNDEFINED)
+            },
+        );
+        let transaction_sync: Function =
+            Reflect::get(&self.storage, &JsValue::from_str("transactionSync"))
+                .map_err(js_error)?
+                .dyn_into()
+                .map_err(|_| Error::Database {
+                    message: "this storage has no transactionSync: declare the object's class \
+                              with new_sqlite_classes"
+                        .into(),
+                })?;
+        let result = transaction_sync.call1(&self.storage, body.as_ref().unchecked_ref());
+        if let Some(error) = failure.borrow_mut().take() {
+            return Err(error);
+        }
+        result.map_err(js_error)?;
+        let outcomes = std::mem::take(&mut *outcomes.borrow_mut());
+        let wrote = outcomes.iter().any(|outcome| outcome.rows_affected > 0);
+        let alarm = if wrote { self.arm()? } else { None };
+        Ok((outcomes, alarm))
+    }
+
+    async fn call(&self, statements: &[Statement]) -> Result<Vec<Outcome>> {
+        let (outcomes, alarm) = self.run_atomic(statements)?;
+        await_alarm(alarm).await?;
+        Ok(outcomes)
+    }
+}
+
+impl Database for DurableObjectDatabase {
+    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move {
+            let outcomes = self.call(std::slice::from_ref(statement)).await?;
+            Ok(outcomes.first().map_or(0, |outcome| outcome.rows_affected))
+        })
+    }
+
+    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
+        Box::pin(async move {
+            let mut outcomes = self.call(std::slice::from_ref(statement)).await?;
+            Ok(outcomes
+                .pop()
+                .map(|outcome| outcome.rows)
+                .unwrap_or_default())
+        })
+    }
+
+    fn batch_atomic<'a>(
+        &'a self,
+        statements: &'a [Statement],
+    ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
+        Box::pin(async move {
+            if statements.is_empty() {
+                return Ok(Vec::new());
+            }
+            self.call(statements).await
+        })
+    }
+}
+
+/// Waits for the runtime to confirm an alarm change. A failure leaves the
+/// write committed and the alarm unknown: reported as transient, so the
+/// caller's retry (safe for the outbox's statements) sets it again.
+async fn await_alarm(alarm: Option<js_sys::Promise>) -> Result<()> {
+    let Some(promise) = alarm else {
+        return Ok(());
+    };
+    JsFuture::from(promise)
+        .await
+        .map(drop)
+        .map_err(|error| Error::Unavailable {
+            message: format!(
+                "the rows were written but the alarm was not set: {}",
+                js_error(error)
+            ),
+            advice: crate::error::RetryAdvice::Now,
+        })
+}
+
+/// One statement, synchronously: its rows, and the rows it changed (the
+/// difference in SQLite's `total_changes()`, which counts exactly the rows a
+/// statement inserted, updated or deleted, not index entries).
+fn run_statement(sql: &SqlStorage, statement: &Statement) -> Result<Outcome> {
+    let before = total_changes(sql)?;
+    let bindings = statement
+        .values()
+        .iter()
+        .map(to_js)
+        .collect::<Result<Array>>()?;
+    let cursor = sql.exec(statement.sql(), bindings).map_err(js_error)?;
+    let columns: Vec<String> = cursor
+        .column_names()
+        .iter()
+        .filter_map(|name| name.as_string())
+        .collect();
+    let mut rows = Vec::new();
+    let raw = cursor.raw();
+    loop {
+        let next = raw.next().map_err(js_error)?;
+        if next.done() {
+            break;
+        }
+        let values: Array = next.value().unchecked_into();
+        let row = values
+            .iter()
+            .zip(&columns)
+            .map(|(value, column)| {
+                from_js(&value).map_err(|reason| Error::MalformedRow {
+                    table: None,
+                    row: None,
+                    column: column.clone(),
+                    reason,
+                })
+            })
+            .collect::<Result<Vec<Value>>>()?;
+        rows.push(row);
+    }
+    let rows_affected = total_changes(sql)?.saturating_sub(before);
+    Ok(Outcome {
+        rows_affected,
+        rows: Rows::new(columns, rows)?,
+    })
+}
+
+fn total_changes(sql: &SqlStorage) -> Result<u64> {
+    let cursor = sql
+        .exec("SELECT total_changes()", Array::new())
+        .map_err(js_error)?;
+    let row: Array = cursor
+        .raw()
+        .next()
+        .map_err(js_error)?
+        .value()
+        .unchecked_into();
+    match from_js(&row.get(0)) {
+        Ok(Value::Integer(changes)) => Ok(u64::try_from(changes).unwrap_or(0)),
+        other => Err(Error::Database {
+            message: format!("total_changes() returned {other:?}"),
+        }),
+    }
+}
