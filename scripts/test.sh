@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every check and every test: formatting, lints (native and wasm32), the
 # native tests with the SQLite conformance suite, the wasm tests under Node,
-# and the Miniflare suite (D1 conformance and the example Worker end to end).
+# and the Miniflare suite (D1 and Durable Object conformance, alarms, and both
+# example Workers end to end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -36,6 +37,7 @@ cargo test --target wasm32-unknown-unknown --no-default-features --features work
 
 say "build the Workers"
 bash scripts/build-worker.sh examples/signup-mail
+bash scripts/build-worker.sh examples/durable-webhooks
 bash scripts/build-worker.sh tests/d1-worker
 
 say "Miniflare tests"

@@ -1,0 +1,230 @@
+//! One customer: its events and the outbox of their webhooks, in the
+//! object's own SQLite storage, delivered by the object's alarm.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use worker::{DurableObject, Env, Method, Request, Response, Result, State, durable_object};
+use workers_outbox::database::durable_object::DurableObjectDatabase;
+use workers_outbox::drain::{DrainLimits, Drainer};
+use workers_outbox::http::HttpDeliverer;
+use workers_outbox::{
+    Batch, Clock, Database, Message, Outbox, RetryPolicy, Statement, SystemClock, Topic,
+};
+use workers_outbox::{Value, worker_vars};
+
+use crate::{error_response, json, json_error};
+
+/// The webhook of one recorded event, POSTed as is.
+#[derive(Serialize, Deserialize)]
+struct EventHook {
+    customer: String,
+    #[serde(rename = "type")]
+    kind: String,
+    data: serde_json::Value,
+    at: i64,
+}
+
+impl Topic for EventHook {
+    const NAME: &'static str = "customer.event";
+}
+
+const EVENTS_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS events (
+    id TEXT PRIMARY KEY, type TEXT NOT NULL, data TEXT NOT NULL, at INTEGER NOT NULL)";
+
+/// What every handler of the object needs, built once per instance.
+struct Parts {
+    db: Arc<DurableObjectDatabase>,
+    outbox: Outbox,
+    drainer: Drainer,
+}
+
+impl Parts {
+    fn new(state: &State, env: &Env) -> workers_outbox::Result<Parts> {
+        let vars = worker_vars(env);
+        let db = DurableObjectDatabase::new(state)
+            .wake_for("outbox")?
+            .shared();
+        let outbox = Outbox::builder(db.clone(), "outbox")
+            .retry_policy(RetryPolicy::from_vars(&vars)?)
+            .build()?;
+        let url = vars("WEBHOOK_URL").unwrap_or_default();
+        let drainer = Drainer::builder(outbox.clone(), HttpDeliverer::new(&url)?)
+            .limits(DrainLimits::from_vars(DrainLimits::alarm(), &vars)?)
+            .build()?;
+        Ok(Parts {
+            db,
+            outbox,
+            drainer,
+        })
+    }
+}
+
+/// A customer: `POST`/`GET …/events`, and the admin routes of its outbox.
+#[durable_object]
+pub struct Customer {
+    parts: std::result::Result<Parts, String>,
+}
+
+impl DurableObject for Customer {
+    fn new(state: State, env: Env) -> Self {
+        let parts = Parts::new(&state, &env).map_err(|error| error.to_string());
+        if let Ok(parts) = &parts {
+            let (outbox, db) = (parts.outbox.clone(), parts.db.clone());
+            // No event reaches the object before its tables exist.
+            drop(state.block_concurrency_while(async move {
+                outbox.create_schema().await.map_err(to_worker)?;
+                db.execute(&Statement::new(EVENTS_SCHEMA, Vec::new()))
+                    .await
+                    .map_err(to_worker)?;
+                Ok(())
+            }));
+        }
+        Customer { parts }
+    }
+
+    async fn fetch(&self, request: Request) -> Result<Response> {
+        let parts = match &self.parts {
+            Ok(parts) => parts,
+            Err(problem) => return json_error(500, &format!("configuration error: {problem}")),
+        };
+        let path = request.path();
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        match (request.method(), segments.as_slice()) {
+            (Method::Post, ["customers", id, "events"]) => record(parts, id, request).await,
+            (Method::Get, ["customers", _, "events"]) => events(parts).await,
+            (_, ["customers", _, "events"]) => json_error(405, "use GET or POST"),
+            (Method::Get, ["admin", "customers", _, "outbox"]) => respond(
+                parts
+                    .outbox
+                    .stats()
+                    .await
+                    .map(|stats| serde_json::json!(stats)),
+            ),
+            (Method::Get, ["admin", "customers", _, "outbox", "dead"]) => {
+                let dead = parts.outbox.list_dead(100, None).await;
+                respond(dead.map(|dead| serde_json::json!(dead)))
+            }
+            (Method::Post, ["admin", "customers", _, "outbox", "dead", id, "replay"]) => {
+                let replayed = parts.outbox.replay(id).await;
+                respond(replayed.map(|()| serde_json::json!({ "replayed": id })))
+            }
+            _ => json_error(404, "no such route"),
+        }
+    }
+
+    /// Delivers what is due, then sets the alarm for what comes next. An
+    /// error makes the runtime retry the alarm.
+    async fn alarm(&self) -> Result<Response> {
+        let parts = self
+            .parts
+            .as_ref()
+            .map_err(|p| worker::Error::RustError(p.clone()))?;
+        let report = parts
+            .db
+            .run_alarm(&parts.drainer)
+            .await
+            .map_err(to_worker)?;
+        Response::ok(report.to_string())
+    }
+}
+
+/// The event and its webhook, in one atomic write (which also sets the
+/// alarm to deliver it now).
+async fn record(parts: &Parts, customer: &str, mut request: Request) -> Result<Response> {
+    let body = request.bytes().await?;
+    if body.len() > 16 * 1024 {
+        return json_error(413, "the body is over 16 KiB");
+    }
+    #[derive(Deserialize)]
+    struct Recorded {
+        #[serde(rename = "type")]
+        kind: String,
+        #[serde(default)]
+        data: serde_json::Value,
+    }
+    let Ok(event) = serde_json::from_slice::<Recorded>(&body) else {
+        return json_error(
+            400,
+            "the body must be JSON: {\"type\": string, \"data\": any}",
+        );
+    };
+    if event.kind.is_empty() || event.kind.len() > 100 {
+        return json_error(400, "type is 1 to 100 characters");
+    }
+    let at = SystemClock.now().as_unix_millis();
+    let hook = EventHook {
+        customer: customer.to_owned(),
+        kind: event.kind.clone(),
+        data: event.data.clone(),
+        at,
+    };
+    let result = async {
+        let mut batch = Batch::new(parts.db.clone());
+        // One ordering key per customer: its webhooks arrive in order.
+        let message = Message::of(&hook)?.subject(customer).ordering_key(customer);
+        let ticket = batch.enqueue(&parts.outbox, message)?;
+        // The event's id is its webhook's id (the receiver's Idempotency-Key).
+        batch.push(Statement::new(
+            "INSERT INTO events (id, type, data, at) VALUES (?, ?, ?, ?)",
+            vec![
+                ticket.id().into(),
+                event.kind.as_str().into(),
+                event.data.to_string().into(),
+                at.into(),
+            ],
+        ));
+        batch.commit().await?;
+        Ok::<_, workers_outbox::Error>(ticket.id().to_owned())
+    }
+    .await;
+    match result {
+        Ok(id) => json(201, &serde_json::json!({ "event_id": id })),
+        Err(error) => error_response(&error),
+    }
+}
+
+async fn events(parts: &Parts) -> Result<Response> {
+    let rows = parts
+        .db
+        .query(&Statement::new(
+            "SELECT id, type, data, at FROM events ORDER BY at, id",
+            Vec::new(),
+        ))
+        .await;
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(error) => return error_response(&error),
+    };
+    let events: Vec<BTreeMap<&str, serde_json::Value>> = rows
+        .iter()
+        .map(|row| {
+            let mut event = BTreeMap::new();
+            for column in ["id", "type", "data", "at"] {
+                let value = match row.value(column) {
+                    Some(Value::Integer(n)) => serde_json::json!(n),
+                    Some(Value::Text(text)) if column == "data" => {
+                        serde_json::from_str(text).unwrap_or(serde_json::Value::Null)
+                    }
+                    Some(Value::Text(text)) => serde_json::json!(text),
+                    _ => serde_json::Value::Null,
+                };
+                event.insert(column, value);
+            }
+            event
+        })
+        .collect();
+    json(200, &events)
+}
+
+fn respond(result: workers_outbox::Result<serde_json::Value>) -> Result<Response> {
+    match result {
+        Ok(body) => json(200, &body),
+        Err(error) => error_response(&error),
+    }
+}
+
+fn to_worker(error: workers_outbox::Error) -> worker::Error {
+    worker::Error::RustError(error.to_string())
+}

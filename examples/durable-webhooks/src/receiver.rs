@@ -1,0 +1,115 @@
+//! The receiving side of the webhooks: each one applied once, however often
+//! it is delivered, by an inbox keyed by its `Idempotency-Key`.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use worker::{DurableObject, Env, Method, Request, Response, Result, State, durable_object};
+use workers_outbox::database::durable_object::DurableObjectDatabase;
+use workers_outbox::{Batch, Clock, Database, Inbox, Statement, SystemClock, Value};
+
+use crate::{error_response, json, json_error};
+
+const RECEIVED_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS received (
+    key TEXT PRIMARY KEY, customer TEXT NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL,
+    at INTEGER NOT NULL)";
+
+/// `POST /hooks` applies a webhook once; `GET /hooks` lists them.
+#[durable_object]
+pub struct WebhookReceiver {
+    db: Arc<DurableObjectDatabase>,
+    inbox: std::result::Result<Inbox, String>,
+}
+
+#[derive(Deserialize)]
+struct Hook {
+    customer: String,
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+impl DurableObject for WebhookReceiver {
+    fn new(state: State, _env: Env) -> Self {
+        let db = DurableObjectDatabase::new(&state).shared();
+        let inbox = Inbox::new(db.clone(), "inbox").map_err(|e| e.to_string());
+        if let Ok(inbox) = &inbox {
+            let (inbox, db) = (inbox.clone(), db.clone());
+            drop(state.block_concurrency_while(async move {
+                let to_worker = |e: workers_outbox::Error| worker::Error::RustError(e.to_string());
+                inbox.create_schema().await.map_err(to_worker)?;
+                db.execute(&Statement::new(RECEIVED_SCHEMA, Vec::new()))
+                    .await
+                    .map_err(to_worker)?;
+                Ok(())
+            }));
+        }
+        WebhookReceiver { db, inbox }
+    }
+
+    async fn fetch(&self, mut request: Request) -> Result<Response> {
+        let inbox = match &self.inbox {
+            Ok(inbox) => inbox,
+            Err(problem) => return json_error(500, &format!("configuration error: {problem}")),
+        };
+        if request.method() == Method::Get {
+            return self.list().await;
+        }
+        let Some(key) = request.headers().get("idempotency-key")? else {
+            return json_error(400, "an Idempotency-Key header is required");
+        };
+        let body = request.text().await?;
+        let Ok(hook) = serde_json::from_str::<Hook>(&body) else {
+            // Permanent: the sender's outbox dead-letters it instead of retrying.
+            return json_error(422, "the body is not a customer event");
+        };
+        let mut batch = Batch::new(self.db.clone());
+        let seen = batch
+            .inbox_key(inbox, &key, Some(&hook.customer))
+            .map_err(|e| worker::Error::RustError(e.to_string()))?;
+        batch.push(Statement::new(
+            "INSERT INTO received (key, customer, type, body, at) VALUES (?, ?, ?, ?, ?)",
+            vec![
+                key.as_str().into(),
+                hook.customer.as_str().into(),
+                hook.kind.as_str().into(),
+                body.as_str().into(),
+                SystemClock.now().into(),
+            ],
+        ));
+        match batch.commit().await {
+            Ok(_) => json(201, &serde_json::json!({ "applied": key })),
+            Err(error) if seen.already_processed(&error) => {
+                json(200, &serde_json::json!({ "already_applied": key }))
+            }
+            Err(error) => error_response(&error),
+        }
+    }
+}
+
+impl WebhookReceiver {
+    async fn list(&self) -> Result<Response> {
+        let select = Statement::new(
+            "SELECT key, customer, type, at FROM received ORDER BY at, key",
+            Vec::new(),
+        );
+        let rows = match self.db.query(&select).await {
+            Ok(rows) => rows,
+            Err(error) => return error_response(&error),
+        };
+        let received: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|row| {
+                let text = |column| match row.value(column) {
+                    Some(Value::Text(text)) => serde_json::json!(text),
+                    Some(Value::Integer(n)) => serde_json::json!(n),
+                    _ => serde_json::Value::Null,
+                };
+                serde_json::json!({
+                    "key": text("key"), "customer": text("customer"),
+                    "type": text("type"), "at": text("at"),
+                })
+            })
+            .collect();
+        json(200, &received)
+    }
+}

@@ -1,0 +1,120 @@
+// The Durable Object example (examples/durable-webhooks) end to end: events
+// recorded per customer object, their webhooks delivered by the objects'
+// alarms through the HTTP deliverer, applied once by the receiving inbox
+// although every first acknowledgement is lost, in order per customer; a
+// refused webhook dead-lettered and replayed through the admin routes.
+import { after, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { eventually, start } from "./harness.mjs";
+
+const TOKEN = "test-admin-token";
+const admin = { authorization: `Bearer ${TOKEN}` };
+
+/**
+ * Stands between the objects and the receiving route: the first delivery of
+ * each webhook reaches the receiver but its answer is lost (500); webhooks of
+ * type "refused" are refused (400) until `state.accept` is set.
+ */
+async function lossyLink(forward) {
+  const state = { seen: new Map(), accept: false };
+  const server = createServer((request, response) => {
+    let body = "";
+    request.on("data", (chunk) => (body += chunk));
+    request.on("end", async () => {
+      const key = request.headers["idempotency-key"];
+      const hook = JSON.parse(body);
+      state.seen.set(key, (state.seen.get(key) ?? 0) + 1);
+      if (hook.type === "refused" && !state.accept) return response.writeHead(400).end("refused");
+      const answer = await forward(key, body);
+      if (state.seen.get(key) === 1) return response.writeHead(500).end("lost");
+      response.writeHead(answer.status).end(await answer.text());
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  state.url = `http://127.0.0.1:${server.address().port}/hooks`;
+  state.close = () => server.close();
+  return state;
+}
+
+let mf;
+const link = await lossyLink((key, body) =>
+  mf.dispatchFetch("http://example.test/hooks", {
+    method: "POST",
+    headers: { "idempotency-key": key, "content-type": "application/json" },
+    body,
+  }),
+);
+mf = await start("examples/durable-webhooks", {
+  migrate: false,
+  bindings: { WEBHOOK_URL: link.url, ADMIN_TOKEN: TOKEN, BACKOFF_BASE_MS: "100", BACKOFF_CAP_MS: "200" },
+  durableObjects: {
+    CUSTOMERS: { className: "Customer", useSQLite: true },
+    RECEIVER: { className: "WebhookReceiver", useSQLite: true },
+  },
+});
+after(async () => {
+  await mf.dispose();
+  link.close();
+});
+
+const call = async (path, init = {}) => {
+  const response = await mf.dispatchFetch(`http://example.test${path}`, init);
+  return { status: response.status, body: await response.json() };
+};
+const record = (customer, type, data = {}) =>
+  call(`/customers/${customer}/events`, { method: "POST", body: JSON.stringify({ type, data }) });
+
+describe("durable-webhooks example", () => {
+  it("applies every customer's webhooks once, in order, despite lost acknowledgements", async () => {
+    const sent = { ada: [], bob: [] };
+    for (let n = 0; n < 6; n++) {
+      for (const customer of ["ada", "bob"]) {
+        const { status, body } = await record(customer, `step-${n}`, { n });
+        assert.equal(status, 201);
+        sent[customer].push(body.event_id);
+      }
+    }
+    const received = await eventually(
+      async () => {
+        const { body } = await call("/hooks");
+        return body.length === 12 && body;
+      },
+      { timeoutMs: 15_000 },
+    );
+    for (const customer of ["ada", "bob"]) {
+      const order = received.filter((r) => r.customer === customer).map((r) => r.key);
+      assert.deepEqual(order, sent[customer], `${customer}'s webhooks in order, once each`);
+      // The last acknowledgement is settled within the drain's flush interval.
+      await eventually(async () => {
+        const { body: stats } = await call(`/admin/customers/${customer}/outbox`, { headers: admin });
+        return stats.pending === 0 && stats.dead === 0;
+      });
+      const { body: events } = await call(`/customers/${customer}/events`);
+      assert.deepEqual(events.map((e) => e.id), sent[customer]);
+    }
+    // Every webhook was delivered at least twice: the first answer was lost.
+    for (const key of [...sent.ada, ...sent.bob]) assert.ok(link.seen.get(key) >= 2, key);
+  });
+
+  it("dead-letters a refused webhook, shows it per object, and replays it", async () => {
+    const { body } = await record("carol", "refused");
+    const dead = await eventually(async () => {
+      const { body: list } = await call("/admin/customers/carol/outbox/dead", { headers: admin });
+      return list.length === 1 && list[0];
+    });
+    assert.equal(dead.id, body.event_id);
+    const { body: others } = await call("/admin/customers/ada/outbox/dead", { headers: admin });
+    assert.deepEqual(others, []);
+    link.accept = true;
+    const replay = await call(`/admin/customers/carol/outbox/dead/${dead.id}/replay`, { method: "POST", headers: admin });
+    assert.equal(replay.status, 200);
+    await eventually(async () => (await call("/hooks")).body.some((r) => r.key === dead.id), { timeoutMs: 10_000 });
+  });
+
+  it("refuses bad input and unauthenticated admin calls", async () => {
+    assert.equal((await call("/customers/ada/events", { method: "POST", body: "not json" })).status, 400);
+    assert.equal((await call("/admin/customers/ada/outbox")).status, 401);
+    assert.equal((await call(`/customers/${"x".repeat(65)}/events`)).status, 400);
+  });
+});
