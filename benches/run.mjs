@@ -8,6 +8,7 @@ import path from "node:path";
 import { gzipSync } from "node:zlib";
 import { root, start } from "../tests/e2e/harness.mjs";
 import { renderChart } from "./chart.mjs";
+import { runWakeups, wakeupsMarkdown } from "./wakeups.mjs";
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 10_000);
 const LARGEST = Number(process.env.BENCH_LARGEST ?? 1_000_000);
@@ -22,7 +23,11 @@ const sink = async (request) => {
   await new Promise((resolve) => setTimeout(resolve, ms));
   return new Response(null, { status: 202 });
 };
-const mf = await start("benches/outbox-bench", { migrate: false, outboundService: sink });
+const mf = await start("benches/outbox-bench", {
+  migrate: false,
+  outboundService: sink,
+  durableObjects: { WAKE: { className: "WakeObject", useSQLite: true } },
+});
 async function call(route, params = {}) {
   const query = new URLSearchParams(params).toString();
   const started = performance.now();
@@ -118,6 +123,7 @@ for (const algo of ["ours", "batch-loop"]) {
   log(`D1 latency mix ${body.algo}: ${body.per_second.toFixed(1)}/s of an ideal ${body.ideal_per_second.toFixed(1)}/s`);
   results.d1.latency.push(body);
 }
+results.wakeups = await runWakeups(mf, log);
 await mf.dispose();
 
 log("example Worker: a 1,000-message cron drain");
@@ -352,6 +358,7 @@ function markdown(r) {
     ["claimed", "delivered", "batches", "D1 queries", "messages / query", "wall time (ms)", "stopped"],
     [[e.claimed, e.delivered, e.batches, e.queries, fmt(e.delivered / e.queries, 1), int(r.exampleDrain.wallMs), e.stopped.reason]],
   );
+  lines.push(...wakeupsMarkdown(r.wakeups));
   lines.push(
     "## Size",
     "",

@@ -1,13 +1,18 @@
-//! The README's quickstart is the compiled example, word for word.
+//! The README's quickstarts are the compiled examples, word for word.
 
 #![allow(clippy::unwrap_used)]
 
 #[test]
-fn the_readme_quickstart_is_the_compiled_example() {
+fn the_readme_quickstarts_are_the_compiled_examples() {
     let readme = std::fs::read_to_string("README.md").unwrap();
-    let example = std::fs::read_to_string("examples/quickstart/src/lib.rs").unwrap();
-    assert!(
-        readme.contains(&format!("```rust\n{example}```")),
-        "README.md's quickstart differs from examples/quickstart/src/lib.rs: copy the file into it"
-    );
+    for example in [
+        "examples/quickstart/src/lib.rs",
+        "examples/quickstart-durable/src/lib.rs",
+    ] {
+        let code = std::fs::read_to_string(example).unwrap();
+        assert!(
+            readme.contains(&format!("```rust\n{code}```")),
+            "README.md's quickstart differs from {example}: copy the file into it"
+        );
+    }
 }

@@ -88,6 +88,19 @@ describe("an outbox in a Durable Object, drained by its alarm", () => {
     assert.deepEqual(await alarmed("ordered", "outbox"), []);
   });
 
+  it("wakes when a request that leased a message died: at the lease's end", async () => {
+    const { id, until } = await alarmed("abandoned", "abandon", {});
+    assert.equal(await alarmed("abandoned", "alarm"), until);
+    const attempts = await eventually(async () => {
+      const all = await alarmed("abandoned", "attempts");
+      return all.some((a) => a.delivered) && all;
+    });
+    assert.equal(attempts.length, 1);
+    assert.equal(attempts[0].id, id);
+    const late = attempts[0].at - until;
+    assert.ok(late >= 0 && late < 1000, `delivered ${late} ms after the lease ended`);
+  });
+
   it("keeps the alarm at the next due time", async () => {
     await alarmed("armed", "enqueue", { messages: [{ fail: 5 }] });
     // Every attempt fails: after each, the alarm is the retry's due time.

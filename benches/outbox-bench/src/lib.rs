@@ -8,4 +8,9 @@ pub mod batch_loop;
 pub mod latency;
 pub mod scenarios;
 #[cfg(target_arch = "wasm32")]
+#[allow(missing_docs)] // `#[durable_object]` generates undocumented methods.
+mod wakeups;
+#[cfg(target_arch = "wasm32")]
 mod worker_entry;
+#[cfg(target_arch = "wasm32")]
+pub use wakeups::WakeObject;

@@ -15,6 +15,7 @@ use workers_outbox::database::d1::D1Database;
 
 use crate::latency::{Mix, Sink};
 use crate::scenarios::{Algorithm, Bench, Kind, Meter, Probe};
+use crate::wakeups;
 
 struct D1Probe(Arc<D1Database>);
 
@@ -36,7 +37,7 @@ impl Probe for D1Probe {
 
 /// A subrequest to the bench's sink (Miniflare's outbound service), which
 /// answers after the given time.
-struct DelayingSink;
+pub(crate) struct DelayingSink;
 
 impl Sink for DelayingSink {
     fn visit(&self, ms: f64) -> workers_outbox::future::BoxFuture<'static, ()> {
@@ -66,6 +67,14 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
     };
     let number = |name: &str| param(name).parse::<u32>().unwrap_or(0);
     let algorithm = Algorithm::parse(&param("algo")).unwrap_or(Algorithm::Ours);
+    if let Some(rest) = url.path().strip_prefix("/wake/") {
+        let name = rest.split('/').next().unwrap_or_default();
+        let stub = env.durable_object("WAKE")?.id_from_name(name)?.get_stub()?;
+        return stub.fetch_with_str(url.as_str()).await;
+    }
+    if let Some(route) = url.path().strip_prefix("/cron/") {
+        return cron(route, &url, d1_outbox(&bench)).await;
+    }
     match url.path() {
         "/reset" => answer(bench.reset().await.map(|()| "reset")),
         "/seed" => match Kind::parse(&param("kind")) {
@@ -115,12 +124,77 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
     }
 }
 
-fn answer<T: Serialize>(result: workers_outbox::Result<T>) -> Result<Response> {
+pub(crate) fn answer<T: Serialize>(result: workers_outbox::Result<T>) -> Result<Response> {
     match result {
         Ok(value) => Response::from_json(&value),
         Err(error) => Ok(
             Response::from_json(&serde_json::json!({ "error": error.to_string() }))?
                 .with_status(500),
         ),
+    }
+}
+
+/// The D1 outbox of the wake-up comparison.
+fn d1_outbox(
+    bench: &Bench,
+) -> (
+    Arc<dyn workers_outbox::Database>,
+    workers_outbox::Result<workers_outbox::Outbox>,
+) {
+    let db = bench.db.clone();
+    let outbox = workers_outbox::Outbox::new(db.clone(), "cron_outbox");
+    (db, outbox)
+}
+
+/// The D1 side of the wake-up comparison (see `wakeups.rs`).
+async fn cron(
+    route: &str,
+    url: &worker::Url,
+    (db, outbox): (
+        Arc<dyn workers_outbox::Database>,
+        workers_outbox::Result<workers_outbox::Outbox>,
+    ),
+) -> Result<Response> {
+    use workers_outbox::Statement;
+    use workers_outbox::drain::{DrainLimits, Drainer};
+    let outbox = match outbox {
+        Ok(outbox) => outbox,
+        Err(error) => return answer::<()>(Err(error)),
+    };
+    match route {
+        "reset" => {
+            let result = async {
+                for table in ["cron_outbox", "deliveries"] {
+                    db.execute(&Statement::new(
+                        format!("DROP TABLE IF EXISTS {table}"),
+                        Vec::new(),
+                    ))
+                    .await?;
+                }
+                wakeups::create_tables(&*db, &outbox).await
+            }
+            .await;
+            answer(result.map(|()| "reset"))
+        }
+        "seed" => answer(
+            wakeups::Seed::from_url(url)
+                .enqueue(&db, &outbox)
+                .await
+                .map(|()| "seeded"),
+        ),
+        "drain" => {
+            let recorder = wakeups::Recorder {
+                db: db.clone(),
+                sink: Arc::new(DelayingSink),
+            };
+            let drainer = Drainer::builder(outbox, recorder)
+                .limits(DrainLimits::scheduled())
+                .build();
+            match drainer {
+                Ok(drainer) => Response::from_json(&drainer.drain().await),
+                Err(error) => answer::<()>(Err(error)),
+            }
+        }
+        _ => answer(wakeups::deliveries(&*db).await),
     }
 }

@@ -104,6 +104,8 @@ impl Deliver for Recorder {
 ///
 /// - `POST /enqueue` `{"messages": [{"fail": 1, "ordering_key": "k"}, …]}`:
 ///   enqueues them in one batch; answers their ids.
+/// - `POST /abandon`: enqueues a message leased to the request (1.5 s) and
+///   never delivers it; answers `{"id", "until"}`.
 /// - `GET /attempts`: every attempt, in order: id, attempt, at, delivered.
 /// - `GET /outbox`: the outbox rows: id, state, due_at, attempts, deferrals.
 /// - `GET /alarm`: the alarm's time (epoch ms) or null.
@@ -151,6 +153,25 @@ impl AlarmedOutbox {
         batch.commit().await.map_err(internal)?;
         let ids: Vec<&str> = tickets.iter().map(|ticket| ticket.id()).collect();
         Response::from_json(&ids)
+    }
+
+    /// Enqueues a message leased to this request, as a handler would before
+    /// delivering it at once, and then never delivers it: a request that
+    /// died after its commit. Answers the id and the lease's end.
+    async fn abandon(&self) -> Result<Response> {
+        let mut batch = Batch::new(self.db.clone());
+        let message = Message::json("test", &serde_json::json!({ "fail": 0 })).map_err(internal)?;
+        let ticket = batch
+            .enqueue_leased(&self.outbox, message, Duration::from_millis(1500))
+            .map_err(internal)?;
+        let mut committed = batch.commit().await.map_err(internal)?;
+        let Some(claimed) = committed.claimed(ticket).map_err(internal)? else {
+            return Response::error("the leased message was not claimed", 500);
+        };
+        Response::from_json(&serde_json::json!({
+            "id": claimed.id,
+            "until": claimed.lease().until().as_unix_millis(),
+        }))
     }
 
     async fn rows(&self, sql: &str) -> Result<Response> {
@@ -210,6 +231,7 @@ impl DurableObject for AlarmedOutbox {
     async fn fetch(&self, request: Request) -> Result<Response> {
         match (request.method(), request.path().as_str()) {
             (worker::Method::Post, "/enqueue") => self.enqueue(request).await,
+            (worker::Method::Post, "/abandon") => self.abandon().await,
             (worker::Method::Get, "/attempts") => {
                 self.rows("SELECT id, attempt, at, delivered FROM attempts ORDER BY n")
                     .await
