@@ -11,8 +11,8 @@ example=examples/durable-webhooks
 bash scripts/build-worker.sh "$example"
 
 if [[ ! -f $example/.dev.vars ]]; then
-  echo 'ADMIN_TOKEN=dev-admin-token' > "$example/.dev.vars"
-  echo "==> wrote $example/.dev.vars (ADMIN_TOKEN=dev-admin-token)"
+  printf 'ADMIN_TOKEN=dev-admin-token\nWEBHOOK_URL=http://127.0.0.1:8788/hooks\n' > "$example/.dev.vars"
+  echo "==> wrote $example/.dev.vars (ADMIN_TOKEN=dev-admin-token, WEBHOOK_URL: this Worker's /hooks)"
 fi
 
 npx wrangler dev --config "$example/wrangler.toml" --local --ip 127.0.0.1 --port 8788

@@ -18,7 +18,7 @@ use worker::worker_sys::types::SqlStorage;
 
 use crate::database::js_values::{from_js, js_error, to_js};
 use crate::database::{Database, Outcome, Rows, Statement, Value};
-use crate::drain::{DrainReport, Drainer};
+use crate::drain::{DrainReport, Drainer, StopReason};
 use crate::error::{Error, Result};
 use crate::future::BoxFuture;
 use crate::identifier::TableName;
@@ -36,10 +36,10 @@ use crate::time::Timestamp;
 ///
 /// # The alarm
 /// With [`wake_for`](DurableObjectDatabase::wake_for), every call that
-/// writes also reads the named outboxes' next due time and sets the
-/// object's alarm to it (or deletes the alarm when nothing is due), in the
-/// same synchronous turn as the write, so the runtime commits the rows and
-/// the alarm together. Enqueues, settles, replays, erasures and your own
+/// writes also reads the outbox's next due time and sets the object's
+/// alarm to it (or deletes the alarm when nothing is due) inside the same
+/// `transactionSync`: the rows and the alarm commit together, and a
+/// failure of either rolls both back. Enqueues, settles, replays, erasures and your own
 /// batches all move it; a claim moves it to the end of its lease, so a
 /// drain that dies mid-way wakes the object when its rows come back. The
 /// alarm then belongs to the outbox: do not set it for anything else. The
@@ -51,21 +51,22 @@ use crate::time::Timestamp;
 pub struct DurableObjectDatabase {
     storage: DurableObjectStorage,
     sql: SqlStorage,
-    wake: Option<Wake>,
+    wake: Option<Rc<Wake>>,
 }
 
-/// Keeps the object's alarm at the earliest due time of some outboxes.
+/// Keeps the object's alarm at the earliest due time of one outbox.
 struct Wake {
-    tables: Vec<TableName>,
-    next_due: Vec<Statement>,
-    /// The alarm this handle last set (epoch ms), to skip setting it again.
-    armed: Cell<Option<i64>>,
+    table: TableName,
+    next_due: Statement,
+    /// What this handle last made of the alarm, to skip doing it again:
+    /// `Some(Some(ms))` set, `Some(None)` deleted, `None` unknown.
+    armed: Cell<Option<Option<i64>>>,
 }
 
 impl std::fmt::Debug for DurableObjectDatabase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DurableObjectDatabase")
-            .field("wakes_for", &self.wake.as_ref().map(|wake| &wake.tables))
+            .field("wakes_for", &self.wake.as_ref().map(|wake| &wake.table))
             .finish_non_exhaustive()
     }
 }
@@ -86,147 +87,136 @@ impl DurableObjectDatabase {
     /// This handle as the shared one [`Outbox`](crate::Outbox) and
     /// [`Inbox`](crate::Inbox) take (`Arc<DurableObjectDatabase>` coerces to
     /// `Arc<dyn Database>`); keep a clone for
-    /// [`run_alarm`](DurableObjectDatabase::run_alarm).
+    /// [`run_alarm`](DurableObjectDatabase::run_alarm). Use one handle per
+    /// object instance: it remembers the alarm it set.
     pub fn shared(self) -> std::sync::Arc<Self> {
         std::sync::Arc::new(self)
     }
 
     /// Keeps the object's alarm at the next due time of the outbox in
-    /// `table` (call again for more outboxes in the object). A table not
-    /// created yet has nothing due.
+    /// `table`. One outbox per object owns the alarm. A table not created
+    /// yet has nothing due.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] if `table` is not a valid table name.
+    /// [`Error::InvalidInput`] if `table` is not a valid table name, or if
+    /// the alarm already follows another outbox.
     pub fn wake_for(mut self, table: &str) -> Result<Self> {
         let table = TableName::new(table)?;
+        if let Some(wake) = &self.wake {
+            if wake.table == table {
+                return Ok(self);
+            }
+            return Err(Error::invalid(
+                "wake_for",
+                format!(
+                    "the alarm already follows the outbox \"{}\": one outbox per object owns it",
+                    wake.table.as_str()
+                ),
+            ));
+        }
         let mut select = Query::select();
         select
             .expr_as(Func::min(Expr::col(col::DUE_AT)), "due_at")
             .from(table.as_str().to_owned())
             .and_where(Expr::col(col::STATE).eq(state::READY));
-        let statement = Statement::from_query(&select)?;
-        let wake = self.wake.get_or_insert_with(|| Wake {
-            tables: Vec::new(),
-            next_due: Vec::new(),
+        self.wake = Some(Rc::new(Wake {
+            table,
+            next_due: Statement::from_query(&select)?,
             armed: Cell::new(None),
-        });
-        if !wake.tables.contains(&table) {
-            wake.tables.push(table);
-            wake.next_due.push(statement);
-        }
+        }));
         Ok(self)
     }
 
     /// Runs a drain from the object's `alarm()` handler, then sets the
     /// alarm to the next due time (messages the drain left due wake the
     /// object again at once). Give the drainer
-    /// [`DrainLimits::alarm`](crate::drain::DrainLimits::alarm).
+    /// [`DrainLimits::alarm`](crate::drain::DrainLimits::alarm) and the
+    /// outbox of [`wake_for`](DurableObjectDatabase::wake_for).
     ///
     /// # Errors
-    /// A failure to read the next due time or to set the alarm; return it
-    /// from `alarm()` and the runtime retries the alarm.
+    /// If the drain stopped on a database error, that error, and the alarm
+    /// is left to the runtime: return the error from `alarm()` and the
+    /// runtime retries the alarm with its own backoff, instead of waking at
+    /// once for rows that cannot be claimed. Otherwise a failure to read the
+    /// next due time or to set the alarm.
     pub async fn run_alarm(&self, drainer: &Drainer) -> Result<DrainReport> {
         if let Some(wake) = &self.wake {
-            // The runtime cleared the alarm that woke us.
+            // The runtime deletes the alarm that woke us unless it is set
+            // again during this handler.
             wake.armed.set(None);
         }
         let report = drainer.drain().await;
+        if let StopReason::DatabaseError(error) = &report.stopped {
+            return Err(error.clone());
+        }
         self.rearm().await?;
         Ok(report)
     }
 
-    /// Sets the alarm to the outboxes' next due time now (a no-op without
+    /// Sets the alarm to the outbox's next due time now, whatever this
+    /// handle last set (a no-op without
     /// [`wake_for`](DurableObjectDatabase::wake_for)). Writes through this
-    /// handle do this themselves; call it after writing to the tables by
+    /// handle do this themselves; call it after writing to the outbox by
     /// other means.
     ///
     /// # Errors
     /// A failure to read the next due time or to set the alarm.
     pub async fn rearm(&self) -> Result<()> {
-        let pending = self.arm()?;
-        await_alarm(pending).await
+        if let Some(wake) = &self.wake {
+            wake.armed.set(None);
+        }
+        let pending = arm(&self.storage, &self.sql, self.wake.as_deref())?;
+        await_alarm(pending, self.wake.as_deref()).await
     }
 
-    /// When the outboxes' next message falls due, if any is ready.
+    /// When the outbox's next message falls due, if any is ready.
     ///
     /// # Errors
-    /// A failure to read the outbox tables.
+    /// A failure to read the outbox table.
     pub fn next_due(&self) -> Result<Option<Timestamp>> {
-        let Some(wake) = &self.wake else {
-            return Ok(None);
-        };
-        let mut next: Option<i64> = None;
-        for statement in &wake.next_due {
-            let due = match self.run(statement) {
-                Ok(outcome) => outcome
-                    .rows
-                    .first()
-                    .map(|row| row.get::<Option<i64>>("due_at"))
-                    .transpose()?
-                    .flatten(),
-                Err(Error::Database { message }) if message.contains("no such table") => None,
-                Err(error) => return Err(error),
-            };
-            next = match (next, due) {
-                (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
-                (a, b) => a.or(b),
-            };
-        }
-        next.map(Timestamp::from_unix_millis).transpose()
+        next_due(&self.sql, self.wake.as_deref())
     }
 
-    /// Reads the next due time and, if it changed, asks the runtime to move
-    /// the alarm; returns the runtime's promise without awaiting it, so the
-    /// request is made in the caller's synchronous turn.
-    fn arm(&self) -> Result<Option<js_sys::Promise>> {
-        let Some(wake) = &self.wake else {
-            return Ok(None);
-        };
-        let next = self.next_due()?.map(Timestamp::as_unix_millis);
-        if next == wake.armed.get() {
-            return Ok(None);
-        }
-        let options = Object::new();
-        let promise = match next {
-            #[allow(clippy::cast_precision_loss)]
-            Some(at) => self
-                .storage
-                .set_alarm(Date::new(&JsValue::from_f64(at as f64)), options),
-            None => self.storage.delete_alarm(options),
-        }
-        .map_err(js_error)?;
-        wake.armed.set(next);
-        Ok(Some(promise))
-    }
-
-    /// Runs one statement synchronously and reads all it returns.
-    fn run(&self, statement: &Statement) -> Result<Outcome> {
-        run_statement(&self.sql, statement)
-    }
-
-    /// Runs `statements` in one `transactionSync`, then moves the alarm.
+    /// Runs `statements` in one `transactionSync` which, if they wrote, also
+    /// moves the alarm: a failure anywhere rolls everything back.
     fn run_atomic(
         &self,
         statements: &[Statement],
     ) -> Result<(Vec<Outcome>, Option<js_sys::Promise>)> {
         let sql = self.sql.clone();
+        let storage: DurableObjectStorage = self.storage.clone().unchecked_into();
+        let wake = self.wake.clone();
         let owned: Vec<Statement> = statements.to_vec();
-        let outcomes: Rc<RefCell<Vec<Outcome>>> = Rc::default();
+        type Done = (Vec<Outcome>, Option<js_sys::Promise>);
+        let done: Rc<RefCell<Option<Done>>> = Rc::default();
         let failure: Rc<RefCell<Option<Error>>> = Rc::default();
-        let (outcomes_in, failure_in) = (Rc::clone(&outcomes), Rc::clone(&failure));
+        let (done_in, failure_in) = (Rc::clone(&done), Rc::clone(&failure));
         let body = Closure::<dyn FnMut() -> std::result::Result<JsValue, JsValue>>::new(
             move || -> std::result::Result<JsValue, JsValue> {
-                for statement in &owned {
-                    match run_statement(&sql, statement) {
-                        Ok(outcome) => outcomes_in.borrow_mut().push(outcome),
-                        Err(error) => {
-                            *failure_in.borrow_mut() = Some(error);
-                            // Throwing rolls the transaction back.
-                            return Err(JsValue::from_str("workers-outbox: statement failed"));
-                        }
+                let result = (|| {
+                    let mut outcomes = Vec::with_capacity(owned.len());
+                    for statement in &owned {
+                        outcomes.push(run_statement(&sql, statement)?);
+                    }
+                    let wrote = outcomes.iter().any(|outcome| outcome.rows_affected > 0);
+                    let alarm = if wrote {
+                        arm(&storage, &sql, wake.as_deref())?
+                    } else {
+                        None
+                    };
+                    Ok((outcomes, alarm))
+                })();
+                match result {
+                    Ok(finished) => {
+                        *done_in.borrow_mut() = Some(finished);
+                        Ok(JsValue::UNDEFINED)
+                    }
+                    Err(error) => {
+                        *failure_in.borrow_mut() = Some(error);
+                        // Throwing rolls the transaction back.
+                        Err(JsValue::from_str("workers-outbox: statement failed"))
                     }
                 }
-                Ok(JsValue::UNDEFINED)
             },
         );
         let transaction_sync: Function =
@@ -240,20 +230,68 @@ impl DurableObjectDatabase {
                 })?;
         let result = transaction_sync.call1(&self.storage, body.as_ref().unchecked_ref());
         if let Some(error) = failure.borrow_mut().take() {
+            if let Some(wake) = &self.wake {
+                // The alarm change, if any was made, rolled back with it.
+                wake.armed.set(None);
+            }
             return Err(error);
         }
         result.map_err(js_error)?;
-        let outcomes = std::mem::take(&mut *outcomes.borrow_mut());
-        let wrote = outcomes.iter().any(|outcome| outcome.rows_affected > 0);
-        let alarm = if wrote { self.arm()? } else { None };
-        Ok((outcomes, alarm))
+        let finished = done.borrow_mut().take();
+        finished.ok_or_else(|| Error::Database {
+            message: "transactionSync returned without running the statements".into(),
+        })
     }
 
     async fn call(&self, statements: &[Statement]) -> Result<Vec<Outcome>> {
         let (outcomes, alarm) = self.run_atomic(statements)?;
-        await_alarm(alarm).await?;
+        await_alarm(alarm, self.wake.as_deref()).await?;
         Ok(outcomes)
     }
+}
+
+/// The outbox's next due time, if it has a ready row.
+fn next_due(sql: &SqlStorage, wake: Option<&Wake>) -> Result<Option<Timestamp>> {
+    let Some(wake) = wake else {
+        return Ok(None);
+    };
+    let due = match run_statement(sql, &wake.next_due) {
+        Ok(outcome) => outcome
+            .rows
+            .first()
+            .map(|row| row.get::<Option<i64>>("due_at"))
+            .transpose()?
+            .flatten(),
+        Err(Error::Database { message }) if message.contains("no such table") => None,
+        Err(error) => return Err(error),
+    };
+    due.map(Timestamp::from_unix_millis).transpose()
+}
+
+/// Reads the next due time and, if it differs from the alarm this handle
+/// set, asks the runtime to move the alarm (inside the caller's
+/// transaction, when there is one); returns the runtime's promise.
+fn arm(
+    storage: &DurableObjectStorage,
+    sql: &SqlStorage,
+    wake: Option<&Wake>,
+) -> Result<Option<js_sys::Promise>> {
+    let Some(wake) = wake else {
+        return Ok(None);
+    };
+    let next = next_due(sql, Some(wake))?.map(Timestamp::as_unix_millis);
+    if wake.armed.get() == Some(next) {
+        return Ok(None);
+    }
+    let options = Object::new();
+    let promise = match next {
+        #[allow(clippy::cast_precision_loss)]
+        Some(at) => storage.set_alarm(Date::new(&JsValue::from_f64(at as f64)), options),
+        None => storage.delete_alarm(options),
+    }
+    .map_err(js_error)?;
+    wake.armed.set(Some(next));
+    Ok(Some(promise))
 }
 
 impl Database for DurableObjectDatabase {
@@ -287,28 +325,31 @@ impl Database for DurableObjectDatabase {
     }
 }
 
-/// Waits for the runtime to confirm an alarm change. A failure leaves the
-/// write committed and the alarm unknown: reported as transient, so the
-/// caller's retry (safe for the outbox's statements) sets it again.
-async fn await_alarm(alarm: Option<js_sys::Promise>) -> Result<()> {
+/// Waits for the runtime to confirm an alarm change. Should it fail, the
+/// rows are written and the alarm is unknown: the handle forgets what it
+/// set, so the next write sets it again, and the error is transient.
+async fn await_alarm(alarm: Option<js_sys::Promise>, wake: Option<&Wake>) -> Result<()> {
     let Some(promise) = alarm else {
         return Ok(());
     };
-    JsFuture::from(promise)
-        .await
-        .map(drop)
-        .map_err(|error| Error::Unavailable {
+    JsFuture::from(promise).await.map(drop).map_err(|error| {
+        if let Some(wake) = wake {
+            wake.armed.set(None);
+        }
+        Error::Unavailable {
             message: format!(
                 "the rows were written but the alarm was not set: {}",
                 js_error(error)
             ),
             advice: crate::error::RetryAdvice::Now,
-        })
+        }
+    })
 }
 
 /// One statement, synchronously: its rows, and the rows it changed (the
-/// difference in SQLite's `total_changes()`, which counts exactly the rows a
-/// statement inserted, updated or deleted, not index entries).
+/// difference in SQLite's `total_changes()`: the rows it inserted, updated
+/// or deleted, not index entries; rows changed by triggers and foreign-key
+/// cascades count too).
 fn run_statement(sql: &SqlStorage, statement: &Statement) -> Result<Outcome> {
     let before = total_changes(sql)?;
     let bindings = statement

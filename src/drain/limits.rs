@@ -116,8 +116,8 @@ impl DrainLimits {
     /// object's own SQLite (no subrequests, microseconds each), so outcomes
     /// are settled every 250 ms and the query budget is large; each run
     /// delivers at most 500 messages in 30 s, and the alarm fires again at
-    /// once while messages are due, so no invocation nears the runtime's
-    /// limits.
+    /// once while messages are due. Each HTTP delivery is a subrequest: on
+    /// the Workers Free plan (50 per invocation) set `max_messages` to 45.
     pub fn alarm() -> Self {
         DrainLimits {
             deadline: Duration::from_secs(30),

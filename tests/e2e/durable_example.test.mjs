@@ -6,7 +6,9 @@
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
-import { eventually, start } from "./harness.mjs";
+import path from "node:path";
+import { unstable_getMiniflareWorkerOptions } from "wrangler";
+import { eventually, root, start } from "./harness.mjs";
 
 const TOKEN = "test-admin-token";
 const admin = { authorization: `Bearer ${TOKEN}` };
@@ -48,10 +50,9 @@ const link = await lossyLink((key, body) =>
 mf = await start("examples/durable-webhooks", {
   migrate: false,
   bindings: { WEBHOOK_URL: link.url, ADMIN_TOKEN: TOKEN, BACKOFF_BASE_MS: "100", BACKOFF_CAP_MS: "200" },
-  durableObjects: {
-    CUSTOMERS: { className: "Customer", useSQLite: true },
-    RECEIVER: { className: "WebhookReceiver", useSQLite: true },
-  },
+  // The objects as the example's wrangler.toml declares them.
+  durableObjects: unstable_getMiniflareWorkerOptions(path.join(root, "examples/durable-webhooks/wrangler.toml"))
+    .workerOptions.durableObjects,
 });
 after(async () => {
   await mf.dispose();
@@ -110,6 +111,20 @@ describe("durable-webhooks example", () => {
     const replay = await call(`/admin/customers/carol/outbox/dead/${dead.id}/replay`, { method: "POST", headers: admin });
     assert.equal(replay.status, 200);
     await eventually(async () => (await call("/hooks")).body.some((r) => r.key === dead.id), { timeoutMs: 10_000 });
+  });
+
+  it("purges a customer's dead letters, which lets its later webhooks go", async () => {
+    link.accept = false;
+    const refused = (await record("dave", "refused")).body.event_id;
+    await eventually(async () => (await call("/admin/customers/dave/outbox/dead", { headers: admin })).body.length === 1);
+    // Ordered behind the dead one, the next webhook waits.
+    const next = (await record("dave", "after")).body.event_id;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.ok(!(await call("/hooks")).body.some((r) => r.key === next));
+    const purge = await call("/admin/customers/dave/outbox/dead/purge", { method: "POST", headers: admin });
+    assert.deepEqual(purge.body, { purged: 1 });
+    await eventually(async () => (await call("/hooks")).body.some((r) => r.key === next));
+    assert.ok(!(await call("/hooks")).body.some((r) => r.key === refused));
   });
 
   it("refuses bad input and unauthenticated admin calls", async () => {

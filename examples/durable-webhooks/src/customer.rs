@@ -41,23 +41,28 @@ struct Parts {
 }
 
 impl Parts {
-    fn new(state: &State, env: &Env) -> workers_outbox::Result<Parts> {
+    fn new(state: &State, env: &Env) -> std::result::Result<Parts, String> {
         let vars = worker_vars(env);
-        let db = DurableObjectDatabase::new(state)
-            .wake_for("outbox")?
-            .shared();
-        let outbox = Outbox::builder(db.clone(), "outbox")
-            .retry_policy(RetryPolicy::from_vars(&vars)?)
-            .build()?;
-        let url = vars("WEBHOOK_URL").unwrap_or_default();
-        let drainer = Drainer::builder(outbox.clone(), HttpDeliverer::new(&url)?)
-            .limits(DrainLimits::from_vars(DrainLimits::alarm(), &vars)?)
-            .build()?;
-        Ok(Parts {
-            db,
-            outbox,
-            drainer,
-        })
+        let Some(url) = vars("WEBHOOK_URL") else {
+            return Err("WEBHOOK_URL is not set: where should the webhooks go?".into());
+        };
+        let parts = || -> workers_outbox::Result<Parts> {
+            let db = DurableObjectDatabase::new(state)
+                .wake_for("outbox")?
+                .shared();
+            let outbox = Outbox::builder(db.clone(), "outbox")
+                .retry_policy(RetryPolicy::from_vars(&vars)?)
+                .build()?;
+            let drainer = Drainer::builder(outbox.clone(), HttpDeliverer::new(&url)?)
+                .limits(DrainLimits::from_vars(DrainLimits::alarm(), &vars)?)
+                .build()?;
+            Ok(Parts {
+                db,
+                outbox,
+                drainer,
+            })
+        };
+        parts().map_err(|error| error.to_string())
     }
 }
 
@@ -69,7 +74,7 @@ pub struct Customer {
 
 impl DurableObject for Customer {
     fn new(state: State, env: Env) -> Self {
-        let parts = Parts::new(&state, &env).map_err(|error| error.to_string());
+        let parts = Parts::new(&state, &env);
         if let Ok(parts) = &parts {
             let (outbox, db) = (parts.outbox.clone(), parts.db.clone());
             // No event reaches the object before its tables exist.
@@ -110,6 +115,12 @@ impl DurableObject for Customer {
                 let replayed = parts.outbox.replay(id).await;
                 respond(replayed.map(|()| serde_json::json!({ "replayed": id })))
             }
+            // A dead webhook holds its customer's later ones (they are
+            // ordered): replay it, or purge the dead letters to let them go.
+            (Method::Post, ["admin", "customers", _, "outbox", "dead", "purge"]) => {
+                let purged = parts.outbox.purge_dead(SystemClock.now()).await;
+                respond(purged.map(|purged| serde_json::json!({ "purged": purged })))
+            }
             _ => json_error(404, "no such route"),
         }
     }
@@ -133,8 +144,16 @@ impl DurableObject for Customer {
 /// The event and its webhook, in one atomic write (which also sets the
 /// alarm to deliver it now).
 async fn record(parts: &Parts, customer: &str, mut request: Request) -> Result<Response> {
+    const LIMIT: usize = 16 * 1024;
+    let declared = request.headers().get("content-length")?;
+    if declared
+        .and_then(|n| n.parse::<usize>().ok())
+        .is_some_and(|n| n > LIMIT)
+    {
+        return json_error(413, "the body is over 16 KiB");
+    }
     let body = request.bytes().await?;
-    if body.len() > 16 * 1024 {
+    if body.len() > LIMIT {
         return json_error(413, "the body is over 16 KiB");
     }
     #[derive(Deserialize)]

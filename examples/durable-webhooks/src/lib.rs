@@ -9,7 +9,8 @@
 //!   webhook once, whatever the redeliveries, with an inbox keyed by the
 //!   `Idempotency-Key`; `GET /hooks` lists what it received.
 //! - `/admin/customers/<id>/outbox` (stats), `…/outbox/dead` (dead letters),
-//!   `POST …/outbox/dead/<message id>/replay`: bearer `ADMIN_TOKEN`.
+//!   `POST …/outbox/dead/<message id>/replay`, `POST …/outbox/dead/purge`:
+//!   bearer `ADMIN_TOKEN`.
 
 // `#[durable_object]` generates undocumented methods.
 #[allow(missing_docs)]
