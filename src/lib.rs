@@ -63,6 +63,7 @@ pub mod inbox;
 #[cfg(any(test, feature = "testing"))]
 mod manual_clock;
 pub mod outbox;
+pub mod queue;
 mod random;
 mod retry;
 mod schema;

@@ -10,6 +10,7 @@
 //! cases can share one database.
 
 mod batch;
+mod batched;
 mod claim;
 mod dead_letters;
 mod delivery;
@@ -211,6 +212,8 @@ pub fn cases() -> Vec<Case> {
         batch::inbox_keys_go_first_and_a_repeat_writes_nothing,
         batch::an_erasure_counts_what_it_removed,
         batch::typed_topics_are_routed_and_decoded,
+        batched::batch_calls_stay_within_their_limits,
+        batched::a_hung_batch_call_times_out_all_its_messages,
     ]
 }
 

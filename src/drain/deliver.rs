@@ -25,6 +25,47 @@ pub trait Deliver: MaybeSend + MaybeSync {
     fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery>;
 }
 
+/// Sends many messages in one call: a Cloudflare Queue's `send_batch`, a
+/// bulk API. The drainer groups claimed messages into calls within
+/// [`limits`](DeliverBatch::limits), and keeps up to
+/// [`DrainLimits::concurrency`](super::DrainLimits::concurrency) calls in
+/// flight; a call that outlives the delivery timeout is dropped and all its
+/// messages count as timed out.
+///
+/// The same verdicts and the same at-least-once rule as [`Deliver`] apply,
+/// per message.
+pub trait DeliverBatch: MaybeSend + MaybeSync {
+    /// How much one call may carry.
+    fn limits(&self) -> BatchLimits;
+
+    /// The size of `message` as it counts against
+    /// [`BatchLimits::max_bytes`]. By default its payload, id, topic and
+    /// subject, plus 64 bytes.
+    fn size_of(&self, message: &ClaimedMessage) -> usize {
+        message.payload.len()
+            + message.id.len()
+            + message.topic.len()
+            + message.subject.as_ref().map_or(0, String::len)
+            + 64
+    }
+
+    /// Delivers `messages` and returns one verdict per message, in order. A
+    /// missing verdict counts as a retryable failure (and one too many is
+    /// ignored), so a faulty deliverer cannot lose a message.
+    fn deliver_batch<'a>(&'a self, messages: &'a [ClaimedMessage]) -> BoxFuture<'a, Vec<Delivery>>;
+}
+
+/// What one [`DeliverBatch`] call may carry. A message larger than
+/// `max_bytes` on its own still goes, alone: the deliverer decides its fate
+/// (a Queue refuses it as a permanent failure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchLimits {
+    /// Messages per call (at least 1).
+    pub max_messages: usize,
+    /// Bytes per call, as [`DeliverBatch::size_of`] counts them.
+    pub max_bytes: usize,
+}
+
 /// A [`Deliver`] made from an async closure taking the message by value.
 pub fn deliver_fn<F, Fut>(deliver: F) -> DeliverFn<F>
 where

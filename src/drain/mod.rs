@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use futures_util::future::{Either, select};
 
-pub use deliver::{Deliver, DeliverFn, Delivery, deliver_fn};
+pub use deliver::{BatchLimits, Deliver, DeliverBatch, DeliverFn, Delivery, deliver_fn};
 pub use limits::{CircuitBreaker, DrainLimits};
 pub use report::{DrainReport, StopReason};
 
@@ -38,12 +38,13 @@ use crate::error::Result;
 use crate::outbox::{ClaimedMessage, Outbox};
 use crate::time::Timer;
 
-/// Delivers an outbox's messages through a [`Deliver`]. Cheap to clone, so
-/// it can move into a deferred task.
+/// Delivers an outbox's messages through a [`Deliver`] (one message a
+/// call) or a [`DeliverBatch`] (many). Cheap to clone, so it can move into
+/// a deferred task.
 #[derive(Clone)]
 pub struct Drainer {
     outbox: Outbox,
-    deliver: Arc<dyn Deliver>,
+    deliver: Deliverer,
     timer: Arc<dyn Timer>,
     limits: DrainLimits,
 }
@@ -57,6 +58,33 @@ impl std::fmt::Debug for Drainer {
     }
 }
 
+/// What a drainer delivers through.
+#[derive(Clone)]
+enum Deliverer {
+    One(Arc<dyn Deliver>),
+    Batch(Arc<dyn DeliverBatch>),
+}
+
+impl Deliverer {
+    /// What one call may carry.
+    fn limits(&self) -> BatchLimits {
+        match self {
+            Deliverer::One(_) => BatchLimits {
+                max_messages: 1,
+                max_bytes: usize::MAX,
+            },
+            Deliverer::Batch(batch) => batch.limits(),
+        }
+    }
+
+    fn size_of(&self, message: &ClaimedMessage) -> usize {
+        match self {
+            Deliverer::One(_) => 0,
+            Deliverer::Batch(batch) => batch.size_of(message),
+        }
+    }
+}
+
 /// How one delivery attempt ended.
 enum Attempt {
     Answered(Delivery),
@@ -67,7 +95,7 @@ enum Attempt {
 #[must_use = "a builder does nothing until it is built"]
 pub struct DrainerBuilder {
     outbox: Outbox,
-    deliver: Arc<dyn Deliver>,
+    deliver: Deliverer,
     timer: Option<Arc<dyn Timer>>,
     limits: DrainLimits,
 }
@@ -110,7 +138,20 @@ impl DrainerBuilder {
                 ));
             }
         };
-        Drainer::new(self.outbox, self.deliver, timer, self.limits)
+        self.limits.validate()?;
+        let limits = self.deliver.limits();
+        if limits.max_messages == 0 || limits.max_bytes == 0 {
+            return Err(crate::Error::invalid(
+                "batch limits",
+                "a batch deliverer must allow at least one message and one byte per call",
+            ));
+        }
+        Ok(Drainer {
+            outbox: self.outbox,
+            deliver: self.deliver,
+            timer,
+            limits: self.limits,
+        })
     }
 }
 
@@ -129,7 +170,19 @@ impl Drainer {
     pub fn builder(outbox: Outbox, deliver: impl Deliver + 'static) -> DrainerBuilder {
         DrainerBuilder {
             outbox,
-            deliver: Arc::new(deliver),
+            deliver: Deliverer::One(Arc::new(deliver)),
+            timer: None,
+            limits: DrainLimits::scheduled(),
+        }
+    }
+
+    /// Starts configuring a drainer of `outbox` delivering many messages a
+    /// call through `deliver` (a Queue, a bulk API). `concurrency` then
+    /// counts calls in flight.
+    pub fn batch_builder(outbox: Outbox, deliver: impl DeliverBatch + 'static) -> DrainerBuilder {
+        DrainerBuilder {
+            outbox,
+            deliver: Deliverer::Batch(Arc::new(deliver)),
             timer: None,
             limits: DrainLimits::scheduled(),
         }
@@ -148,7 +201,7 @@ impl Drainer {
         limits.validate()?;
         Ok(Drainer {
             outbox,
-            deliver,
+            deliver: Deliverer::One(deliver),
             timer,
             limits,
         })
@@ -187,13 +240,38 @@ impl Drainer {
         report
     }
 
-    /// One delivery, timed out (and dropped) after the delivery timeout.
-    async fn attempt(&self, message: &ClaimedMessage) -> Attempt {
-        let delivery = self.deliver.deliver(message);
+    /// One delivery call for `messages` (one, unless the deliverer takes
+    /// batches), timed out (and dropped) after the delivery timeout; one
+    /// attempt per message, in order.
+    async fn attempt(&self, messages: &[ClaimedMessage]) -> Vec<Attempt> {
+        let delivery: crate::future::BoxFuture<'_, Vec<Delivery>> = match (&self.deliver, messages)
+        {
+            (Deliverer::One(deliver), [message]) => {
+                Box::pin(async move { vec![deliver.deliver(message).await] })
+            }
+            (Deliverer::One(deliver), _) => Box::pin(async move {
+                let mut verdicts = Vec::with_capacity(messages.len());
+                for message in messages {
+                    verdicts.push(deliver.deliver(message).await);
+                }
+                verdicts
+            }),
+            (Deliverer::Batch(deliver), _) => deliver.deliver_batch(messages),
+        };
         let timeout = self.timer.sleep(self.limits.delivery_timeout);
         match select(delivery, timeout).await {
-            Either::Left((delivery, _)) => Attempt::Answered(delivery),
-            Either::Right(((), _)) => Attempt::TimedOut,
+            Either::Left((verdicts, _)) => {
+                let mut verdicts = verdicts.into_iter();
+                messages
+                    .iter()
+                    .map(|_| {
+                        Attempt::Answered(verdicts.next().unwrap_or_else(|| {
+                            Delivery::retry("the batch deliverer gave no verdict for this message")
+                        }))
+                    })
+                    .collect()
+            }
+            Either::Right(((), _)) => messages.iter().map(|_| Attempt::TimedOut).collect(),
         }
     }
 }

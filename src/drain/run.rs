@@ -20,7 +20,9 @@ use crate::time::Timestamp;
 /// Retries of a failed settle call, within the time its leases leave.
 const SETTLE_RETRIES: u32 = 4;
 
-type InFlight<'a> = FuturesUnordered<BoxFuture<'a, (ClaimedMessage, Attempt)>>;
+/// Delivery calls in flight: each one message, or a batch for a
+/// [`DeliverBatch`](super::DeliverBatch).
+type InFlight<'a> = FuturesUnordered<BoxFuture<'a, Vec<(ClaimedMessage, Attempt)>>>;
 
 /// One database call: outcomes to settle, and optionally a claim or the
 /// isolation of a suspect riding along in the same atomic batch.
@@ -144,7 +146,7 @@ impl<'a> Run<'a> {
                     match select(executing.as_mut(), in_flight.next()).await {
                         Either::Left((executed, _)) => break executed,
                         Either::Right((finished, _)) => {
-                            if let Some((message, attempt)) = finished {
+                            for (message, attempt) in finished.into_iter().flatten() {
                                 self.finish(message, attempt);
                             }
                             self.start_deliveries(&mut in_flight);
@@ -166,8 +168,11 @@ impl<'a> Run<'a> {
                 None => Either::Right(std::future::pending::<()>()),
             };
             match select(in_flight.next(), sleeping).await {
-                Either::Left((Some((message, attempt)), _)) => self.finish(message, attempt),
-                Either::Left((None, _)) => {}
+                Either::Left((finished, _)) => {
+                    for (message, attempt) in finished.into_iter().flatten() {
+                        self.finish(message, attempt);
+                    }
+                }
                 Either::Right(((), _)) => tick = None,
             }
         }
@@ -203,8 +208,10 @@ impl<'a> Run<'a> {
         while misses < LOOKS {
             self.start_deliveries(in_flight);
             match in_flight.next().now_or_never() {
-                Some(Some((message, attempt))) => {
-                    self.finish(message, attempt);
+                Some(Some(finished)) => {
+                    for (message, attempt) in finished {
+                        self.finish(message, attempt);
+                    }
                     misses = 0;
                 }
                 Some(None) => break,
@@ -213,25 +220,41 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Starts delivery calls into free slots: one message each, or for a
+    /// batch deliverer as many ready messages as one call may carry.
     fn start_deliveries(&mut self, in_flight: &mut InFlight<'a>) {
-        let limits = &self.drainer.limits;
-        while in_flight.len() < limits.concurrency {
-            let Some(message) = self.ready.pop_front() else {
-                break;
-            };
-            let now = self.now();
-            if self.breaker.is_open(&message.topic) {
-                self.hand_back(message, now);
-            } else if self.failed || !self.fits(message.lease().until(), now) {
-                self.push(message.lease().clone(), Fate::Release { due: now }, now);
-            } else {
-                let drainer = self.drainer;
-                *self.running.entry(message.lease().until()).or_default() += 1;
-                in_flight.push(Box::pin(async move {
-                    let attempt = drainer.attempt(&message).await;
-                    (message, attempt)
-                }));
+        let per_call = self.drainer.deliver.limits();
+        while in_flight.len() < self.drainer.limits.concurrency && !self.ready.is_empty() {
+            let mut call = Vec::new();
+            let mut bytes = 0usize;
+            while call.len() < per_call.max_messages {
+                let Some(message) = self.ready.pop_front() else {
+                    break;
+                };
+                let size = self.drainer.deliver.size_of(&message);
+                if !call.is_empty() && bytes.saturating_add(size) > per_call.max_bytes {
+                    self.ready.push_front(message);
+                    break;
+                }
+                let now = self.now();
+                if self.breaker.is_open(&message.topic) {
+                    self.hand_back(message, now);
+                } else if self.failed || !self.fits(message.lease().until(), now) {
+                    self.push(message.lease().clone(), Fate::Release { due: now }, now);
+                } else {
+                    bytes = bytes.saturating_add(size);
+                    *self.running.entry(message.lease().until()).or_default() += 1;
+                    call.push(message);
+                }
             }
+            if call.is_empty() {
+                continue;
+            }
+            let drainer = self.drainer;
+            in_flight.push(Box::pin(async move {
+                let attempts = drainer.attempt(&call).await;
+                call.into_iter().zip(attempts).collect()
+            }));
         }
     }
 
@@ -608,7 +631,12 @@ impl<'a> Run<'a> {
         }
         message.lease = alone;
         self.report.suspects += 1;
-        let attempt = self.drainer.attempt(&message).await;
+        let attempt = self
+            .drainer
+            .attempt(std::slice::from_ref(&message))
+            .await
+            .pop()
+            .unwrap_or(Attempt::TimedOut);
         // Settled at once, outside the breaker's held streaks, though a
         // failure counts toward one. It answered, so it did not crash: a
         // retryable failure, with nothing to compare it with, gives the

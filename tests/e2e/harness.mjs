@@ -14,7 +14,7 @@ export const compatibilityDate = "2026-04-01";
  */
 export async function start(
   crate,
-  { bindings = {}, durableObjects = {}, outboundService, migrate = true, onLog } = {},
+  { bindings = {}, durableObjects = {}, queueProducers, queueConsumers, outboundService, migrate = true, onLog } = {},
 ) {
   const build = path.join(root, crate, "build");
   const mf = new Miniflare({
@@ -28,6 +28,8 @@ export async function start(
     compatibilityDate,
     d1Databases: { DB: "test-db" },
     durableObjects,
+    queueProducers,
+    queueConsumers,
     bindings,
     outboundService,
     // The Worker's log lines (drain reports) go to `onLog`, and to the

@@ -10,10 +10,13 @@
 //! - `POST /do-cases/<name>`: the same, in a Durable Object of its own.
 //! - `/alarmed/<object>/<route>`: the route of the `AlarmedOutbox` object
 //!   named `<object>` (see `durable.rs`).
+//! - `/relay/<route>` and the Queue consumers: outbox → Queue → consumer
+//!   (see `relay.rs`).
 
 // The `#[durable_object]` macro generates undocumented methods.
 #[allow(missing_docs)]
 mod durable;
+mod relay;
 
 use worker::{Context, Env, Method, Request, Response, Result, event};
 use workers_outbox::conformance::{Capabilities, CaseResult, cases};
@@ -48,6 +51,7 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
             stub.fetch_with_str(&format!("http://object/cases/{rest}"))
                 .await
         }
+        (_, "relay") => relay::route(request, env, rest).await,
         (_, "alarmed") => {
             let (object, inner) = rest.split_once('/').unwrap_or((rest, ""));
             let stub = env
@@ -66,6 +70,15 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
         }
         _ => Response::error("no such route", 404),
     }
+}
+
+#[event(queue)]
+async fn queue(
+    batch: worker::MessageBatch<serde_json::Value>,
+    env: Env,
+    _ctx: Context,
+) -> Result<()> {
+    relay::consume(batch, env).await
 }
 
 /// A case's result as the JSON the Node side reads.

@@ -1,0 +1,125 @@
+//! What travels through the Queue: an outbox message, whole.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::outbox::ClaimedMessage;
+
+/// The most bytes one Queue message may take, its metadata included
+/// (Cloudflare: 128 KB).
+pub const MAX_MESSAGE_BYTES: usize = 128_000;
+/// The most messages one `send_batch` may carry.
+pub const MAX_BATCH_MESSAGES: usize = 100;
+/// The most bytes one `send_batch` may carry (Cloudflare: 256 KB).
+pub const MAX_BATCH_BYTES: usize = 256_000;
+/// What the Queue adds to each message, counted against both limits
+/// (Cloudflare documents about 100 bytes).
+pub const METADATA_BYTES: usize = 128;
+
+/// An outbox message as a Queue message body (JSON): its outbox id (the
+/// consumer's inbox key), topic, subject, payload (JSON text, exactly as
+/// enqueued) and enqueue time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// The outbox message's id: unique, stable across redeliveries.
+    pub id: String,
+    /// Its topic.
+    pub topic: String,
+    /// Its subject, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// Its payload's JSON text.
+    pub payload: String,
+    /// When it was enqueued (epoch milliseconds).
+    pub created_at: i64,
+}
+
+impl Envelope {
+    /// The envelope of a claimed outbox message.
+    pub fn of(message: &ClaimedMessage) -> Self {
+        Envelope {
+            id: message.id.clone(),
+            topic: message.topic.clone(),
+            subject: message.subject.clone(),
+            payload: message.payload.clone(),
+            created_at: message.created_at.as_unix_millis(),
+        }
+    }
+
+    /// The payload decoded as `T`.
+    ///
+    /// # Errors
+    /// [`Error::MalformedRow`] naming the message if the payload does not
+    /// decode as `T`.
+    pub fn payload_as<T: DeserializeOwned>(&self) -> Result<T> {
+        serde_json::from_str(&self.payload).map_err(|error| Error::MalformedRow {
+            table: None,
+            row: Some(self.id.clone()),
+            column: "payload".into(),
+            reason: error.to_string(),
+        })
+    }
+
+    /// The bytes this envelope takes in a Queue: its JSON and the Queue's
+    /// metadata.
+    pub fn queue_bytes(&self) -> usize {
+        // Serializing strings and integers cannot fail.
+        serde_json::to_string(self).map_or(usize::MAX, |json| json.len()) + METADATA_BYTES
+    }
+
+    /// Why this envelope cannot go into a Queue, if it cannot: a sentence
+    /// for the message's dead letter.
+    pub fn too_large(&self) -> Option<String> {
+        let bytes = self.queue_bytes();
+        (bytes > MAX_MESSAGE_BYTES).then(|| {
+            format!(
+                "the message takes {bytes} bytes in a Queue (payload {} bytes), over the \
+                 {MAX_MESSAGE_BYTES}-byte limit of a Queue message: it can never be relayed; \
+                 send a reference to the data instead",
+                self.payload.len()
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn envelope(payload_bytes: usize) -> Envelope {
+        Envelope {
+            id: "01HZX".into(),
+            topic: "account.created".into(),
+            subject: Some("user-1".into()),
+            payload: format!("\"{}\"", "x".repeat(payload_bytes)),
+            created_at: 1_700_000_000_000,
+        }
+    }
+
+    #[test]
+    fn envelopes_round_trip_as_json() {
+        let original = envelope(10);
+        let json = serde_json::to_string(&original).unwrap();
+        assert_eq!(serde_json::from_str::<Envelope>(&json).unwrap(), original);
+        assert_eq!(original.payload_as::<String>().unwrap(), "x".repeat(10));
+        assert!(matches!(
+            original.payload_as::<u32>(),
+            Err(Error::MalformedRow { .. })
+        ));
+        let bare: Envelope =
+            serde_json::from_str(r#"{"id":"a","topic":"t","payload":"1","created_at":5}"#).unwrap();
+        assert_eq!(bare.subject, None);
+    }
+
+    #[test]
+    fn size_counts_json_and_metadata_and_names_the_limit() {
+        let small = envelope(100);
+        let json = serde_json::to_string(&small).unwrap();
+        assert_eq!(small.queue_bytes(), json.len() + METADATA_BYTES);
+        assert_eq!(small.too_large(), None);
+        let large = envelope(MAX_MESSAGE_BYTES);
+        let why = large.too_large().unwrap();
+        assert!(why.contains("128000-byte limit"), "{why}");
+    }
+}

@@ -1,0 +1,79 @@
+//! Relaying outbox messages into a Cloudflare Queue.
+
+use crate::drain::{BatchLimits, DeliverBatch, Delivery};
+use crate::future::BoxFuture;
+use crate::outbox::ClaimedMessage;
+
+use super::envelope::{Envelope, MAX_BATCH_BYTES, MAX_BATCH_MESSAGES};
+
+/// Relays outbox messages into a Cloudflare Queue: each drain call is one
+/// `send_batch` (one subrequest) of up to 100 messages and 256 KB, each
+/// message an [`Envelope`]. Give it to
+/// [`Drainer::batch_builder`](crate::drain::Drainer::batch_builder).
+///
+/// Verdicts: all of a call's messages are delivered once `send_batch`
+/// succeeds (the Queue then owns them); a message over the Queue's 128 KB
+/// is a permanent failure whose dead letter says why; a failed
+/// `send_batch` is [`Delivery::Unavailable`] for its messages (the Queue,
+/// not the message, failed: no attempt spent).
+///
+/// At least once: a relay whose settle is lost sends the message again, so
+/// consume with [`QueueConsumer`](super::QueueConsumer), which applies each
+/// outbox id once.
+pub struct QueueDeliverer {
+    queue: worker::Queue,
+}
+
+impl std::fmt::Debug for QueueDeliverer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueDeliverer").finish_non_exhaustive()
+    }
+}
+
+impl QueueDeliverer {
+    /// Relays into `queue` (`env.queue("BINDING")?`).
+    pub fn new(queue: worker::Queue) -> Self {
+        QueueDeliverer { queue }
+    }
+}
+
+impl DeliverBatch for QueueDeliverer {
+    fn limits(&self) -> BatchLimits {
+        BatchLimits {
+            max_messages: MAX_BATCH_MESSAGES,
+            max_bytes: MAX_BATCH_BYTES,
+        }
+    }
+
+    fn size_of(&self, message: &ClaimedMessage) -> usize {
+        Envelope::of(message).queue_bytes()
+    }
+
+    fn deliver_batch<'a>(&'a self, messages: &'a [ClaimedMessage]) -> BoxFuture<'a, Vec<Delivery>> {
+        Box::pin(async move {
+            let mut verdicts: Vec<Option<Delivery>> = vec![None; messages.len()];
+            let mut envelopes = Vec::with_capacity(messages.len());
+            for (verdict, message) in verdicts.iter_mut().zip(messages) {
+                let envelope = Envelope::of(message);
+                match envelope.too_large() {
+                    Some(why) => *verdict = Some(Delivery::permanent(why)),
+                    None => envelopes.push(envelope),
+                }
+            }
+            let sent = if envelopes.is_empty() {
+                Delivery::Delivered
+            } else {
+                match self.queue.send_batch(envelopes).await {
+                    Ok(()) => Delivery::Delivered,
+                    Err(error) => {
+                        Delivery::unavailable(format!("Queue send_batch failed: {error}"), None)
+                    }
+                }
+            };
+            verdicts
+                .into_iter()
+                .map(|verdict| verdict.unwrap_or_else(|| sent.clone()))
+                .collect()
+        })
+    }
+}

@@ -1,0 +1,294 @@
+//! Outbox → Queue → consumer, for the relay tests: messages enqueued in D1,
+//! relayed into the `EVENTS` Queue by drains (which a test may cut off),
+//! applied once each by a consumer that throws on a share of its
+//! deliveries, with a dead letter queue that records what reaches it.
+//!
+//! - `POST /relay/seed?count=N`: enqueues N messages (500 to a batch).
+//! - `POST /relay/drain?die_after=K`: one drain into the Queue; with
+//!   `die_after`, its database calls fail after K, as if its isolate died.
+//! - `GET /relay/state`: outbox rows left, effects, distinct effects,
+//!   deliveries the consumer saw again, dead letters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use std::cell::Cell;
+
+use worker::{Env, MessageBatch, Request, Response, Result};
+use workers_outbox::database::d1::D1Database;
+use workers_outbox::drain::{BatchLimits, DeliverBatch, DrainLimits, Drainer};
+use workers_outbox::future::BoxFuture;
+use workers_outbox::queue::{Consumed, Envelope, QueueConsumer, QueueDeliverer};
+use workers_outbox::{
+    Batch, ClaimedMessage, Database, Delivery, Inbox, Message, Outbox, Statement,
+};
+use workers_outbox::{Outcome, Rows};
+
+use crate::internal;
+
+const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS effects (id TEXT PRIMARY KEY, topic TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS consumer_log (n INTEGER PRIMARY KEY, kind TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS dead_letters (n INTEGER PRIMARY KEY, body TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS relay_log (n INTEGER PRIMARY KEY, messages INTEGER NOT NULL)",
+];
+
+struct Parts {
+    db: Arc<dyn Database>,
+    outbox: Outbox,
+    inbox: Inbox,
+}
+
+async fn parts(env: &Env) -> Result<Parts> {
+    let db = D1Database::shared(env.d1("DB")?);
+    let outbox = Outbox::new(db.clone(), "relay_outbox").map_err(internal)?;
+    let inbox = Inbox::new(db.clone(), "relay_inbox").map_err(internal)?;
+    outbox.create_schema().await.map_err(internal)?;
+    inbox.create_schema().await.map_err(internal)?;
+    for sql in SCHEMA {
+        db.execute(&Statement::new(*sql, Vec::new()))
+            .await
+            .map_err(internal)?;
+    }
+    Ok(Parts { db, outbox, inbox })
+}
+
+pub(crate) async fn route(request: Request, env: Env, route: &str) -> Result<Response> {
+    let parts = parts(&env).await?;
+    let url = request.url()?;
+    let number = |name: &str| {
+        url.query_pairs()
+            .find(|(key, _)| key == name)
+            .and_then(|(_, value)| value.parse::<u64>().ok())
+    };
+    match route {
+        "seed" => {
+            let count = number("count").unwrap_or(0);
+            let mut batch = Batch::new(parts.db.clone());
+            for n in 0..count {
+                let message = Message::json("account.created", &serde_json::json!({ "n": n }))
+                    .map_err(internal)?;
+                drop(batch.enqueue(&parts.outbox, message).map_err(internal)?);
+                if (n + 1) % 500 == 0 {
+                    std::mem::replace(&mut batch, Batch::new(parts.db.clone()))
+                        .commit()
+                        .await
+                        .map_err(internal)?;
+                }
+            }
+            batch.commit().await.map_err(internal)?;
+            Response::from_json(&count)
+        }
+        "drain" => {
+            let limits = DrainLimits {
+                delivery_timeout: Duration::from_secs(2),
+                settle_margin: Duration::from_secs(1),
+                lease: Duration::from_secs(6),
+                ..DrainLimits::scheduled()
+            };
+            let relay = CountingRelay {
+                inner: QueueDeliverer::new(env.queue("EVENTS")?),
+                db: parts.db.clone(),
+            };
+            // With `die_after`, the drain's database dies after that many
+            // calls, as if its isolate were evicted: what it relayed after
+            // that is never settled, and its leases stay.
+            let outbox = match number("die_after") {
+                None => parts.outbox.clone(),
+                Some(calls) => {
+                    // The port's one `Send` story: nothing crosses threads on wasm32.
+                    #[allow(clippy::arc_with_non_send_sync)]
+                    let dying: Arc<dyn Database> = Arc::new(DiesAfter {
+                        inner: parts.db.clone(),
+                        calls_left: Cell::new(calls),
+                    });
+                    Outbox::new(dying, "relay_outbox").map_err(internal)?
+                }
+            };
+            let drainer = Drainer::batch_builder(outbox, relay)
+                .limits(limits)
+                .build()
+                .map_err(internal)?;
+            Response::from_json(&drainer.drain().await)
+        }
+        _ => {
+            let count = |sql: &'static str| {
+                let db = parts.db.clone();
+                async move {
+                    let rows = db
+                        .query(&Statement::new(sql, Vec::new()))
+                        .await
+                        .map_err(internal)?;
+                    rows.first()
+                        .map(|row| row.get::<i64>("n"))
+                        .transpose()
+                        .map_err(internal)
+                        .map(Option::unwrap_or_default)
+                }
+            };
+            Response::from_json(&serde_json::json!({
+                "outbox": count("SELECT count(*) AS n FROM relay_outbox").await?,
+                "effects": count("SELECT count(*) AS n FROM effects").await?,
+                "distinct_effects": count("SELECT count(DISTINCT id) AS n FROM effects").await?,
+                "already_applied": count("SELECT count(*) AS n FROM consumer_log WHERE kind = 'again'").await?,
+                "thrown": count("SELECT count(*) AS n FROM consumer_log WHERE kind = 'thrown'").await?,
+                "dead_letters": count("SELECT count(*) AS n FROM dead_letters").await?,
+                "relay_calls": count("SELECT count(*) AS n FROM relay_log").await?,
+                "relayed": count("SELECT coalesce(sum(messages), 0) AS n FROM relay_log").await?,
+            }))
+        }
+    }
+}
+
+/// The `EVENTS` consumer: applies each message once (an effect row, with
+/// the inbox key in the same batch). A tenth of the effects fail (the
+/// message is retried), and the consumer throws on a fifth of the rest,
+/// right after the effect committed (or was found applied) and before the
+/// ack, the worst moment. The dead letter queue's consumer records what reaches it.
+pub(crate) async fn consume(batch: MessageBatch<serde_json::Value>, env: Env) -> Result<()> {
+    let parts = parts(&env).await?;
+    let log = |kind: &'static str| {
+        let db = parts.db.clone();
+        async move {
+            db.execute(&Statement::new(
+                "INSERT INTO consumer_log (kind) VALUES (?)",
+                vec![kind.into()],
+            ))
+            .await
+            .map_err(internal)
+        }
+    };
+    if batch.queue() != "events" {
+        for message in batch.raw_iter() {
+            let body = js_sys::JSON::stringify(&message.body())
+                .ok()
+                .and_then(|text| text.as_string())
+                .unwrap_or_default();
+            parts
+                .db
+                .execute(&Statement::new(
+                    "INSERT INTO dead_letters (body) VALUES (?)",
+                    vec![body.into()],
+                ))
+                .await
+                .map_err(internal)?;
+        }
+        batch.ack_all();
+        return Ok(());
+    }
+    let consumer =
+        QueueConsumer::new(parts.db.clone(), parts.inbox.clone()).retry_delay(Duration::ZERO);
+    let apply = |envelope: &Envelope, effect: &mut Batch| {
+        if js_sys::Math::random() < 0.1 {
+            return Err(workers_outbox::Error::Database {
+                message: "the effect failed".into(),
+            });
+        }
+        effect.push(Statement::new(
+            "INSERT INTO effects (id, topic) VALUES (?, ?)",
+            vec![envelope.id.as_str().into(), envelope.topic.as_str().into()],
+        ));
+        Ok(())
+    };
+    for message in batch.raw_iter() {
+        let consumed = consumer.consume_one(&message, &apply).await;
+        if consumed == Consumed::AlreadyApplied {
+            log("again").await?;
+        }
+        if consumed.is_done() && js_sys::Math::random() < 0.2 {
+            log("thrown").await?;
+            return Err(worker::Error::RustError("the consumer threw".into()));
+        }
+        consumer.settle(&message, &consumed);
+    }
+    Ok(())
+}
+
+/// The Queue relay, logging each `send_batch` that succeeded and how many
+/// messages it carried (in the database that does not die).
+struct CountingRelay {
+    inner: QueueDeliverer,
+    db: Arc<dyn Database>,
+}
+
+impl DeliverBatch for CountingRelay {
+    fn limits(&self) -> BatchLimits {
+        self.inner.limits()
+    }
+
+    fn size_of(&self, message: &ClaimedMessage) -> usize {
+        self.inner.size_of(message)
+    }
+
+    fn deliver_batch<'a>(&'a self, messages: &'a [ClaimedMessage]) -> BoxFuture<'a, Vec<Delivery>> {
+        Box::pin(async move {
+            let verdicts = self.inner.deliver_batch(messages).await;
+            let sent = verdicts
+                .iter()
+                .filter(|v| **v == Delivery::Delivered)
+                .count();
+            if sent > 0 {
+                let log = Statement::new(
+                    "INSERT INTO relay_log (messages) VALUES (?)",
+                    vec![i64::try_from(sent).unwrap_or(i64::MAX).into()],
+                );
+                if let Err(error) = self.db.execute(&log).await {
+                    log::warn!("could not log a relay: {error}");
+                }
+            }
+            verdicts
+        })
+    }
+}
+
+/// A database that stops answering after some calls: an evicted isolate.
+struct DiesAfter {
+    inner: Arc<dyn Database>,
+    calls_left: Cell<u64>,
+}
+
+impl DiesAfter {
+    fn alive(&self) -> workers_outbox::Result<()> {
+        match self.calls_left.get() {
+            0 => Err(workers_outbox::Error::Database {
+                message: "the isolate died".into(),
+            }),
+            left => {
+                self.calls_left.set(left - 1);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Database for DiesAfter {
+    fn execute<'a>(
+        &'a self,
+        statement: &'a Statement,
+    ) -> BoxFuture<'a, workers_outbox::Result<u64>> {
+        Box::pin(async move {
+            self.alive()?;
+            self.inner.execute(statement).await
+        })
+    }
+
+    fn query<'a>(
+        &'a self,
+        statement: &'a Statement,
+    ) -> BoxFuture<'a, workers_outbox::Result<Rows>> {
+        Box::pin(async move {
+            self.alive()?;
+            self.inner.query(statement).await
+        })
+    }
+
+    fn batch_atomic<'a>(
+        &'a self,
+        statements: &'a [Statement],
+    ) -> BoxFuture<'a, workers_outbox::Result<Vec<Outcome>>> {
+        Box::pin(async move {
+            self.alive()?;
+            self.inner.batch_atomic(statements).await
+        })
+    }
+}
