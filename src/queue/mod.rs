@@ -2,9 +2,9 @@
 //! consume them with exactly-once effects.
 //!
 //! The outbox captures a message atomically with the state change; a
-//! [`QueueDeliverer`] relays it into a Queue (one subrequest per up to 100
+//! `QueueDeliverer` relays it into a Queue (one subrequest per up to 100
 //! messages), and the Queue fans the work out to up to 250 concurrent
-//! consumer invocations. A [`QueueConsumer`] applies each message's effect in
+//! consumer invocations. A `QueueConsumer` applies each message's effect in
 //! one atomic batch with an inbox key (the outbox id), so a message the
 //! Queue delivers twice — or the outbox relays twice — changes nothing
 //! twice. Together: state change → outbox → Queue → effect, exactly once.
