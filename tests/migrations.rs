@@ -119,7 +119,13 @@ async fn the_migrations_build_the_rendered_schema() {
         .create_schema()
         .await
         .unwrap();
-    for table in ["outbox", "inbox"] {
+    // The example's second outbox, relayed into a Queue.
+    Outbox::new(fresh.clone(), "account_events")
+        .unwrap()
+        .create_schema()
+        .await
+        .unwrap();
+    for table in ["outbox", "inbox", "account_events"] {
         let expected = structure(&fresh, table).await;
         assert!(expected.len() > 3, "{table}: {expected:?}");
         assert_eq!(

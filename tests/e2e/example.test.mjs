@@ -2,10 +2,14 @@
 // immediate delivery through wait_until, cron drains, dead letters, admin.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { eventually, start } from "./harness.mjs";
+import path from "node:path";
+import { unstable_getMiniflareWorkerOptions } from "wrangler";
+import { eventually, root, start } from "./harness.mjs";
 import { MailSink } from "./mail_sink.mjs";
 
 const TOKEN = "test-admin-token";
+// The Queues as the example's wrangler.toml declares them.
+const { queueProducers, queueConsumers } = unstable_getMiniflareWorkerOptions(path.join(root, "wrangler.toml")).workerOptions;
 const admin = { authorization: `Bearer ${TOKEN}` };
 
 async function example(settings = {}) {
@@ -19,6 +23,8 @@ async function example(settings = {}) {
       ...settings,
     },
     outboundService: sink.handler,
+    queueProducers,
+    queueConsumers,
   });
   const call = (path, init = {}) => mf.dispatchFetch(`http://example.test${path}`, init);
   const signup = (email) =>
@@ -155,12 +161,14 @@ describe("example Worker", () => {
       const { account_id } = await (await signup("erase.me@example.com")).json();
       await signup("keep.me@example.com");
       await eventually(() => sink.mails.length === 2);
+      // Both accounts' events reached the Queue and their welcome rows.
+      await eventually(async () => (await (await call("/admin/events", { headers: admin })).json()).welcomes === 2);
       const exported = await (await call(`/admin/subjects/${account_id}`, { headers: admin })).json();
       assert.equal(exported.account.email, "erase.me@example.com");
       assert.equal(exported.outbox.length, 1);
       assert.equal(exported.outbox[0].state, "dead");
       const erased = await (await call(`/admin/subjects/${account_id}`, { method: "DELETE", headers: admin })).json();
-      assert.deepEqual(erased, { outbox: 1, inbox: 0, accounts: 1 });
+      assert.deepEqual(erased, { outbox: 1, inbox: 1, accounts: 1, welcomes: 1 });
       const after = await (await call(`/admin/subjects/${account_id}`, { headers: admin })).json();
       assert.deepEqual({ account: after.account, outbox: after.outbox, inbox: after.inbox }, { account: null, outbox: [], inbox: [] });
       const db = await mf.getD1Database("DB");
@@ -168,6 +176,49 @@ describe("example Worker", () => {
       assert.equal(left.n, 0);
       const others = await db.prepare("SELECT COUNT(*) AS n FROM accounts").first();
       assert.equal(others.n, 1);
+      const welcomes = await db.prepare("SELECT account_id FROM welcomes").all();
+      assert.equal(welcomes.results.length, 1);
+      assert.notEqual(welcomes.results[0].account_id, account_id);
+    } finally {
+      await mf.dispose();
+    }
+  });
+
+  it("relays account.created through the Queue and writes each welcome once", async () => {
+    const { mf, call, signup, cron } = await example();
+    try {
+      const ids = [];
+      for (let n = 0; n < 30; n++) ids.push((await (await signup(`event${n}@example.com`)).json()).account_id);
+      const events = async () => (await call("/admin/events", { headers: admin })).json();
+      await eventually(async () => (await events()).welcomes === 30, { timeoutMs: 10_000 });
+      // A cron run relays nothing twice; the welcomes stay one per account.
+      await cron();
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      const after = await events();
+      assert.equal(after.welcomes, 30);
+      assert.equal(after.outbox.pending + after.outbox.leased, 0);
+      const db = await mf.getD1Database("DB");
+      const rows = (await db.prepare("SELECT account_id FROM welcomes ORDER BY account_id").all()).results;
+      assert.deepEqual(rows.map((r) => r.account_id), [...ids].sort());
+    } finally {
+      await mf.dispose();
+    }
+  });
+
+  it("fans a large mail backlog out to drains requested through a Queue", async () => {
+    // A drain takes at most 40 mails, so one drain could not deliver them all.
+    const { mf, sink, signup, stats, cron } = await example({ FANOUT_MESSAGES_PER_DRAIN: "40", DRAIN_MAX_MESSAGES: "40" });
+    try {
+      sink.status = 503;
+      for (let n = 0; n < 150; n++) await signup(`backlog${n}@example.com`);
+      await eventually(async () => (await stats()).due === 150, { timeoutMs: 10_000 });
+      sink.status = 202;
+      // The cron run asks for 4 drains (150 due, 40 each) and drains nothing itself.
+      await cron();
+      await eventually(async () => (await stats()).pending === 0 && (await stats()).leased === 0, { timeoutMs: 20_000 });
+      const keys = sink.delivered().map((mail) => mail.key);
+      assert.equal(keys.length, 150);
+      assert.equal(new Set(keys).size, 150, "no mail delivered twice");
     } finally {
       await mf.dispose();
     }

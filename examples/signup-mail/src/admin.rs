@@ -24,6 +24,7 @@ pub(crate) async fn handle(request: Request, app: &App, path: &[&str]) -> Result
     let subject = |raw: &str| percent_decode_str(raw).decode_utf8_lossy().into_owned();
     let result = match (request.method(), path) {
         (Method::Get, ["outbox"]) => app.outbox.stats().await.map(|s| json!(s)),
+        (Method::Get, ["events"]) => events(app).await,
         (Method::Get, ["outbox", "dead"]) => {
             let limit = param("limit").map_or(Ok(100), |text| text.parse::<u32>());
             let Ok(limit) = limit else {
@@ -72,6 +73,19 @@ fn authorized(request: &Request, token: Option<&str>) -> Result<bool> {
         .is_some_and(|(t, g)| bool::from(g.as_bytes().ct_eq(t.as_bytes()))))
 }
 
+/// The account-events outbox and how many welcome rows its consumer wrote.
+async fn events(app: &App) -> workers_outbox::Result<serde_json::Value> {
+    let outbox = app.events.stats().await?;
+    let count = Statement::new("SELECT count(*) AS n FROM welcomes", Vec::new());
+    let rows = app.db.query(&count).await?;
+    let welcomes: i64 = rows
+        .first()
+        .map(|row| row.get("n"))
+        .transpose()?
+        .unwrap_or(0);
+    Ok(json!({ "outbox": outbox, "welcomes": welcomes }))
+}
+
 /// Everything about one account: its row, its outbox messages, its inbox keys.
 async fn export(app: &App, id: &str) -> workers_outbox::Result<serde_json::Value> {
     let select = Statement::new(
@@ -83,24 +97,33 @@ async fn export(app: &App, id: &str) -> workers_outbox::Result<serde_json::Value
     let account: Option<String> = rows.first().map(|row| row.get("account")).transpose()?;
     let account = account.and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
     let export = export_subject(&app.outbox, &app.inbox, id).await?;
+    let events = export_subject(&app.events, &app.inbox, id).await?;
     Ok(json!({
         "subject": id, "account": account, "outbox": export.outbox, "inbox": export.inbox,
+        "account_events": events.outbox,
     }))
 }
 
-/// Deletes the account, its outbox messages and inbox keys in one batch.
+/// Deletes the account, its outbox messages (mail and events), inbox keys and
+/// welcome row in one batch.
 async fn erase(app: &App, id: &str) -> workers_outbox::Result<serde_json::Value> {
     let mut batch = Batch::new(app.db.clone());
     let outbox = batch.erase_outbox_subject(&app.outbox, id)?;
+    let events = batch.erase_outbox_subject(&app.events, id)?;
     let inbox = batch.erase_inbox_subject(&app.inbox, id)?;
+    let welcome = batch.statement(Statement::new(
+        "DELETE FROM welcomes WHERE account_id = ?",
+        vec![Value::from(id)],
+    ));
     let account = batch.statement(Statement::new(
         "DELETE FROM accounts WHERE id = ?",
         vec![Value::from(id)],
     ));
     let done = batch.commit().await?;
     Ok(json!({
-        "outbox": done.erased(&outbox)?,
+        "outbox": done.erased(&outbox)? + done.erased(&events)?,
         "inbox": done.erased(&inbox)?,
+        "welcomes": done.outcome(&welcome)?.rows_affected,
         "accounts": done.outcome(&account)?.rows_affected,
     }))
 }

@@ -7,6 +7,7 @@ use worker::Env;
 use workers_outbox::database::d1::D1Database;
 use workers_outbox::drain::{DrainLimits, Drainer};
 use workers_outbox::http::HttpDeliverer;
+use workers_outbox::queue::{FanOut, QueueDeliverer};
 use workers_outbox::topic::Router;
 use workers_outbox::{Database, Error, Inbox, Outbox, Result, RetryPolicy, worker_vars};
 
@@ -15,6 +16,12 @@ use crate::signup::Mail;
 pub(crate) struct App {
     pub(crate) db: Arc<dyn Database>,
     pub(crate) outbox: Outbox,
+    /// `account.created` events, relayed into the `ACCOUNT_EVENTS` Queue.
+    pub(crate) events: Outbox,
+    events_queue: Option<worker::Queue>,
+    /// Where the cron run asks for fanned-out mail drains, if bound.
+    pub(crate) drain_requests: Option<worker::Queue>,
+    pub(crate) fan_out: FanOut,
     pub(crate) inbox: Inbox,
     pub(crate) admin_token: Option<String>,
     /// Limits of the immediate attempt (`wait_until`) and of the cron drain.
@@ -35,8 +42,26 @@ impl App {
         HttpDeliverer::new(&mail_api)?; // a missing or bad MAIL_API_URL fails here, before any write
         // The immediate attempt keeps its own deadline and budget (`wait_until` gets 30 s).
         let delivery_vars = |name: &str| vars(name).filter(|_| !name.starts_with("DRAIN_"));
+        let whole = |name: &str, default: u32| -> Result<u32> {
+            vars(name).map_or(Ok(default), |text| {
+                text.parse().map_err(|_| Error::Database {
+                    message: format!("{name} is not a whole number: {text:?}"),
+                })
+            })
+        };
+        let fan_out = FanOut {
+            max_drains: whole("FANOUT_MAX_DRAINS", FanOut::default().max_drains)?,
+            messages_per_drain: whole(
+                "FANOUT_MESSAGES_PER_DRAIN",
+                FanOut::default().messages_per_drain,
+            )?,
+        };
         Ok(App {
             mail_api,
+            events: Outbox::new(db.clone(), "account_events")?,
+            events_queue: env.queue("ACCOUNT_EVENTS").ok(),
+            drain_requests: env.queue("DRAIN_REQUESTS").ok(),
+            fan_out,
             admin_token: env.secret("ADMIN_TOKEN").ok().map(|s| s.to_string()),
             after_response: DrainLimits::from_vars(DrainLimits::after_response(), delivery_vars)?,
             scheduled: DrainLimits::from_vars(DrainLimits::scheduled(), &vars)?,
@@ -46,6 +71,18 @@ impl App {
                 .build()?,
             db,
         })
+    }
+
+    /// A drainer relaying account events into their Queue, 100 to a
+    /// subrequest; `None` without the `ACCOUNT_EVENTS` binding.
+    pub(crate) fn relay(&self, limits: DrainLimits) -> Result<Option<Drainer>> {
+        let Some(queue) = self.events_queue.clone() else {
+            return Ok(None);
+        };
+        Drainer::batch_builder(self.events.clone(), QueueDeliverer::new(queue))
+            .limits(limits)
+            .build()
+            .map(Some)
     }
 
     /// A drainer sending confirmation mails to the mail API.

@@ -3,15 +3,24 @@
 //! - `POST /signup {"email": …}` creates an account and, in the same D1
 //!   batch, enqueues its confirmation mail; `wait_until` then delivers the
 //!   mail at once, with one more D1 call.
-//! - A cron trigger drains whatever that attempt missed.
+//! - The same batch enqueues an `account.created` event in a second outbox,
+//!   relayed into the `account-events` Queue (100 events to a subrequest);
+//!   its consumer, in this Worker, writes the account's welcome row exactly
+//!   once.
+//! - A cron trigger drains whatever those attempts missed; with a large mail
+//!   backlog it fans the mail drains out through the `drain-requests`
+//!   Queue, one drain per consumer invocation.
 //! - `/admin/…` (bearer token) shows and repairs the outbox.
 
 mod admin;
 mod app;
 mod signup;
+mod welcome;
 
 use serde::Serialize;
-use worker::{Context, Env, Method, Request, Response, Result, ScheduleContext, ScheduledEvent};
+use worker::{
+    Context, Env, MessageBatch, Method, Request, Response, Result, ScheduleContext, ScheduledEvent,
+};
 use workers_outbox::Error;
 
 use crate::app::App;
@@ -39,12 +48,46 @@ async fn fetch(request: Request, env: Env, ctx: Context) -> Result<Response> {
 
 #[worker::event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
-    // The drain logs its report as one line.
-    match App::from_env(&env).map(|app| app.drainer(app.scheduled)) {
-        Ok(Ok(drainer)) => drop(drainer.drain().await),
-        Ok(Err(error)) => log::error!("cannot drain: {error}"),
-        Err(problem) => log::error!("configuration error: {problem}"),
+    let app = match App::from_env(&env) {
+        Ok(app) => app,
+        Err(problem) => return log::error!("configuration error: {problem}"),
+    };
+    // Events first: relaying is cheap (100 to a subrequest). Drains log
+    // their reports as one line.
+    match app.relay(app.scheduled) {
+        Ok(Some(relay)) => drop(relay.drain().await),
+        Ok(None) => {}
+        Err(error) => log::error!("cannot relay: {error}"),
     }
+    // A mail backlog larger than one drain's share is fanned out: each
+    // drain request runs one drain in its own invocation.
+    if let Some(queue) = &app.drain_requests {
+        let due = app.outbox.stats().await.map(|stats| stats.due);
+        if let Ok(due) = due
+            && app.fan_out.drains_for(due) > 1
+        {
+            let now = workers_outbox::Clock::now(&workers_outbox::SystemClock);
+            match workers_outbox::queue::request_drains(queue, due, app.fan_out, now).await {
+                Ok(drains) => return log::info!("{due} mails due: {drains} drains requested"),
+                Err(error) => log::error!("{error}; draining here"),
+            }
+        }
+    }
+    match app.drainer(app.scheduled) {
+        Ok(drainer) => drop(drainer.drain().await),
+        Err(error) => log::error!("cannot drain: {error}"),
+    }
+}
+
+#[worker::event(queue)]
+async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) -> Result<()> {
+    let app =
+        App::from_env(&env).map_err(|problem| worker::Error::RustError(problem.to_string()))?;
+    match batch.queue().as_str() {
+        "drain-requests" => welcome::run_drains(&app, &batch).await,
+        _ => welcome::consume_events(&app, &batch).await,
+    }
+    Ok(())
 }
 
 fn json<T: Serialize>(status: u16, body: &T) -> Result<Response> {

@@ -21,6 +21,18 @@ impl Topic for Mail {
     const NAME: &'static str = "signup-confirmation";
 }
 
+/// The event other parts of the system consume, through the account-events
+/// Queue (the welcome row is one: see `welcome.rs`).
+#[derive(Serialize, Deserialize)]
+pub(crate) struct AccountCreated {
+    pub(crate) account_id: String,
+    pub(crate) created_at: i64,
+}
+
+impl Topic for AccountCreated {
+    const NAME: &'static str = "account.created";
+}
+
 pub(crate) async fn handle(
     mut request: Request,
     app: &App,
@@ -57,8 +69,9 @@ pub(crate) async fn handle(
     }
 }
 
-/// The account and its mail commit together; the mail then goes out at once
-/// through `wait_until` (a cron drain sends it if that fails).
+/// The account, its mail and its `account.created` event commit together;
+/// the mail then goes out at once through `wait_until`, and the event into
+/// its Queue (a cron drain sends either if that fails).
 async fn signup(app: &App, ctx: &Context, id: &str, email: &str, now: Timestamp) -> Result<String> {
     let mail = Mail {
         to: email.into(),
@@ -72,10 +85,22 @@ async fn signup(app: &App, ctx: &Context, id: &str, email: &str, now: Timestamp)
     ));
     let message = Message::of(&mail)?.subject(id).dedup_key(email);
     let mail = batch.enqueue_leased(&app.outbox, message, app.after_response.lease)?;
+    let created = AccountCreated {
+        account_id: id.into(),
+        created_at: now.as_unix_millis(),
+    };
+    let event = Message::of(&created)?.subject(id);
+    let event = batch.enqueue_leased(&app.events, event, app.after_response.lease)?;
     let outbox_id = mail.id().to_owned();
     let drainer = app.drainer(app.after_response)?;
-    if let Some(mail) = batch.commit().await?.claimed(mail)? {
-        drainer.deliver_now(&WaitUntil::new(ctx), mail);
+    let relay = app.relay(app.after_response)?;
+    let mut committed = batch.commit().await?;
+    let defer = WaitUntil::new(ctx);
+    if let Some(mail) = committed.claimed(mail)? {
+        drainer.deliver_now(&defer, mail);
+    }
+    if let (Some(event), Some(relay)) = (committed.claimed(event)?, relay) {
+        relay.deliver_now(&defer, event);
     }
     Ok(outbox_id)
 }

@@ -1,0 +1,42 @@
+-- The example's account events (examples/signup-mail): an outbox relayed into the
+-- account-events Queue (the library's outbox schema, for the table "account_events"),
+-- and the welcome rows its consumer writes, once per account.
+--   state   'ready'   deliverable from due_at on; while leased, due_at is the lease's end
+--           'waiting' queued behind an earlier row with the same ordering_key
+--           'dead'    parked after a permanent failure or its last attempt; due_at = when it died
+-- attempts counts failed deliveries (and leases of a message delivered alone that expired unsettled);
+-- unsettled_leases counts the leases in a row that expired without a settle: a message with one
+-- is a suspect, delivered alone until its outcome is known. deferrals counts failures that spent
+-- no attempt (receiver unavailable, circuit open); it grows the backoff and bounds free retries.
+-- The primary key leads with (state, due_at), so a claim reads only due rows.
+-- (`state` has no CHECK constraint: on D1 it costs a row read per claimed row. The
+-- decoder rejects unknown states instead.)
+CREATE TABLE IF NOT EXISTS "account_events" (
+    state        TEXT    NOT NULL,
+    due_at       INTEGER NOT NULL,
+    id           TEXT    NOT NULL,
+    topic        TEXT    NOT NULL,
+    payload      TEXT    NOT NULL,
+    subject      TEXT,
+    dedup_key    TEXT,
+    ordering_key TEXT,
+    seq          INTEGER,
+    id_given     INTEGER NOT NULL DEFAULT 0 CHECK (id_given IN (0, 1)),
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    lease_token  TEXT,
+    last_error   TEXT,
+    created_at   INTEGER NOT NULL,
+    unsettled_leases INTEGER NOT NULL DEFAULT 0,
+    deferrals    INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (state, due_at, id)
+) STRICT, WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS "account_events_dedup" ON "account_events" (dedup_key) WHERE dedup_key IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS "account_events_given_id" ON "account_events" (id) WHERE id_given = 1;
+CREATE INDEX IF NOT EXISTS "account_events_ordering" ON "account_events" (ordering_key, seq) WHERE ordering_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "account_events_dead_id" ON "account_events" (id) WHERE state = 'dead';
+
+CREATE TABLE IF NOT EXISTS welcomes (
+    account_id TEXT PRIMARY KEY,
+    event_id   TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+) STRICT;
