@@ -8,6 +8,7 @@ import path from "node:path";
 import { gzipSync } from "node:zlib";
 import { root, start } from "../tests/e2e/harness.mjs";
 import { renderChart } from "./chart.mjs";
+import { queuesMarkdown, runFanOut, runRelay } from "./queues.mjs";
 import { runWakeups, wakeupsMarkdown } from "./wakeups.mjs";
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 10_000);
@@ -124,11 +125,15 @@ for (const algo of ["ours", "batch-loop"]) {
   results.d1.latency.push(body);
 }
 results.wakeups = await runWakeups(mf, log);
+results.fanOut = await runFanOut(mf, log);
 await mf.dispose();
+
+log("relay into a Queue");
+results.relay = await runRelay(log);
 
 log("example Worker: a 1,000-message cron drain");
 {
-  const sink = { status: 503 };
+  const sink = { status: 503, calls: 0 };
   const example = await start("examples/signup-mail", {
     bindings: {
       MAIL_API_URL: "https://mail.test/send",
@@ -136,7 +141,10 @@ log("example Worker: a 1,000-message cron drain");
       BACKOFF_BASE_MS: "10",
       BACKOFF_CAP_MS: "20",
     },
-    outboundService: () => new Response("{}", { status: sink.status }),
+    outboundService: () => {
+      sink.calls += 1;
+      return new Response("{}", { status: sink.status });
+    },
   });
   const signups = 1_000;
   for (let n = 0; n < signups; n++) {
@@ -150,12 +158,20 @@ log("example Worker: a 1,000-message cron drain");
   while ((await pending()) < signups) await new Promise((resolve) => setTimeout(resolve, 50));
   await new Promise((resolve) => setTimeout(resolve, 100));
   sink.status = 202;
+  sink.calls = 0;
   const started = performance.now();
   const response = await example.dispatchFetch("http://example.test/admin/outbox/drain", {
     method: "POST",
     headers: { authorization: "Bearer bench" },
   });
   results.exampleDrain = { report: await response.json(), wallMs: performance.now() - started };
+  const { report } = results.exampleDrain;
+  results.httpDrain = {
+    calls: sink.calls,
+    delivered: report.delivered,
+    queries: report.queries,
+    perSecond: (report.delivered / results.exampleDrain.wallMs) * 1000,
+  };
   await example.dispose();
 }
 
@@ -359,6 +375,7 @@ function markdown(r) {
     [[e.claimed, e.delivered, e.batches, e.queries, fmt(e.delivered / e.queries, 1), int(r.exampleDrain.wallMs), e.stopped.reason]],
   );
   lines.push(...wakeupsMarkdown(r.wakeups));
+  lines.push(...queuesMarkdown(r.relay, r.fanOut, r.httpDrain));
   lines.push(
     "## Size",
     "",

@@ -10,7 +10,9 @@
 //!   one atomic write that also sets the alarm.
 //! - Object `/wake/<name>/deliveries`: `[[due, at], …]`.
 //! - Worker `/cron/seed` (same parameters), `/cron/drain` (one drain with the
-//!   cron limits, like one `scheduled` run), `/cron/deliveries`, `/cron/reset`.
+//!   cron limits, like one `scheduled` run: several at once are fanned-out
+//!   drains), `/cron/deliveries`, `/cron/counts` (`[total, distinct]`),
+//!   `/cron/reset`.
 
 use std::sync::Arc;
 
@@ -26,8 +28,8 @@ use workers_outbox::{
 
 use crate::latency::Sink;
 
-const DELIVERIES: &str =
-    "CREATE TABLE IF NOT EXISTS deliveries (id TEXT PRIMARY KEY, due INTEGER, at INTEGER)";
+/// Every delivery, repeats included (a message delivered twice has two rows).
+const DELIVERIES: &str = "CREATE TABLE IF NOT EXISTS deliveries (n INTEGER PRIMARY KEY, id TEXT, due INTEGER, at INTEGER)";
 
 /// What a bench message asks of its delivery.
 #[derive(Deserialize, serde::Serialize)]
@@ -54,7 +56,7 @@ impl Deliver for Recorder {
                 self.sink.visit(plan.delay_ms).await;
             }
             let record = Statement::new(
-                "INSERT OR IGNORE INTO deliveries (id, due, at) VALUES (?, ?, ?)",
+                "INSERT INTO deliveries (id, due, at) VALUES (?, ?, ?)",
                 vec![
                     message.id.as_str().into(),
                     plan.due.into(),
@@ -126,6 +128,26 @@ impl Seed {
         batch.commit().await?;
         Ok(())
     }
+}
+
+/// Deliveries in all, and distinct messages delivered.
+pub(crate) async fn delivery_counts(db: &dyn Database) -> workers_outbox::Result<(i64, i64)> {
+    let rows = db
+        .query(&Statement::new(
+            "SELECT count(*) AS total, count(DISTINCT id) AS distinct_ids FROM deliveries",
+            Vec::new(),
+        ))
+        .await?;
+    let row = rows.first();
+    let total = row
+        .map(|row| row.get::<i64>("total"))
+        .transpose()?
+        .unwrap_or(0);
+    let distinct = row
+        .map(|row| row.get::<i64>("distinct_ids"))
+        .transpose()?
+        .unwrap_or(0);
+    Ok((total, distinct))
 }
 
 /// The recorded `[due, at]` pairs.

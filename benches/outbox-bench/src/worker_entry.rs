@@ -195,6 +195,7 @@ async fn cron(
                 Err(error) => answer::<()>(Err(error)),
             }
         }
+        "counts" => answer(wakeups::delivery_counts(&*db).await),
         _ => answer(wakeups::deliveries(&*db).await),
     }
 }
