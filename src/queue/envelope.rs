@@ -2,6 +2,7 @@
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
 use crate::outbox::ClaimedMessage;
@@ -18,9 +19,9 @@ pub const MAX_BATCH_BYTES: usize = 256_000;
 pub const METADATA_BYTES: usize = 128;
 
 /// An outbox message as a Queue message body (JSON): its outbox id (the
-/// consumer's inbox key), topic, subject, payload (JSON text, exactly as
-/// enqueued) and enqueue time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// consumer's inbox key), topic, subject, payload (the enqueued JSON,
+/// embedded as JSON, not as an escaped string) and enqueue time.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Envelope {
     /// The outbox message's id: unique, stable across redeliveries.
     pub id: String,
@@ -29,22 +30,53 @@ pub struct Envelope {
     /// Its subject, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
-    /// Its payload's JSON text.
-    pub payload: String,
+    /// Its payload, the JSON exactly as enqueued.
+    pub payload: Box<RawValue>,
     /// When it was enqueued (epoch milliseconds).
     pub created_at: i64,
 }
 
+impl PartialEq for Envelope {
+    fn eq(&self, other: &Self) -> bool {
+        (
+            &self.id,
+            &self.topic,
+            &self.subject,
+            self.payload.get(),
+            self.created_at,
+        ) == (
+            &other.id,
+            &other.topic,
+            &other.subject,
+            other.payload.get(),
+            other.created_at,
+        )
+    }
+}
+
+impl Eq for Envelope {}
+
 impl Envelope {
     /// The envelope of a claimed outbox message.
-    pub fn of(message: &ClaimedMessage) -> Self {
-        Envelope {
+    ///
+    /// # Errors
+    /// [`Error::MalformedRow`] naming the message if its payload is not JSON.
+    pub fn of(message: &ClaimedMessage) -> Result<Self> {
+        let payload = RawValue::from_string(message.payload.clone()).map_err(|error| {
+            Error::MalformedRow {
+                table: None,
+                row: Some(message.id.clone()),
+                column: "payload".into(),
+                reason: format!("not JSON: {error}"),
+            }
+        })?;
+        Ok(Envelope {
             id: message.id.clone(),
             topic: message.topic.clone(),
             subject: message.subject.clone(),
-            payload: message.payload.clone(),
+            payload,
             created_at: message.created_at.as_unix_millis(),
-        }
+        })
     }
 
     /// The payload decoded as `T`.
@@ -53,7 +85,7 @@ impl Envelope {
     /// [`Error::MalformedRow`] naming the message if the payload does not
     /// decode as `T`.
     pub fn payload_as<T: DeserializeOwned>(&self) -> Result<T> {
-        serde_json::from_str(&self.payload).map_err(|error| Error::MalformedRow {
+        serde_json::from_str(self.payload.get()).map_err(|error| Error::MalformedRow {
             table: None,
             row: Some(self.id.clone()),
             column: "payload".into(),
@@ -77,7 +109,7 @@ impl Envelope {
                 "the message takes {bytes} bytes in a Queue (payload {} bytes), over the \
                  {MAX_MESSAGE_BYTES}-byte limit of a Queue message: it can never be relayed; \
                  send a reference to the data instead",
-                self.payload.len()
+                self.payload.get().len()
             )
         })
     }
@@ -92,7 +124,7 @@ mod tests {
             id: "01HZX".into(),
             topic: "account.created".into(),
             subject: Some("user-1".into()),
-            payload: format!("\"{}\"", "x".repeat(payload_bytes)),
+            payload: RawValue::from_string(format!("\"{}\"", "x".repeat(payload_bytes))).unwrap(),
             created_at: 1_700_000_000_000,
         }
     }

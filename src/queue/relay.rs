@@ -13,6 +13,8 @@ use super::envelope::{Envelope, MAX_BATCH_BYTES, MAX_BATCH_MESSAGES};
 ///
 /// Verdicts: all of a call's messages are delivered once `send_batch`
 /// succeeds (the Queue then owns them); a message over the Queue's 128 KB
+/// (the outbox's 96 KiB payload ceiling keeps its own messages under it; a
+/// row written by other means may not be), or whose payload is not JSON,
 /// is a permanent failure whose dead letter says why; a failed
 /// `send_batch` is [`Delivery::Unavailable`] for its messages (the Queue,
 /// not the message, failed: no attempt spent).
@@ -46,24 +48,23 @@ impl DeliverBatch for QueueDeliverer {
     }
 
     fn size_of(&self, message: &ClaimedMessage) -> usize {
-        Envelope::of(message).queue_bytes()
+        Envelope::of(message).map_or(message.payload.len(), |envelope| envelope.queue_bytes())
     }
 
     fn deliver_batch<'a>(&'a self, messages: &'a [ClaimedMessage]) -> BoxFuture<'a, Vec<Delivery>> {
         Box::pin(async move {
             let mut verdicts: Vec<Option<Delivery>> = vec![None; messages.len()];
-            let mut envelopes = Vec::with_capacity(messages.len());
+            let mut bodies = Vec::with_capacity(messages.len());
             for (verdict, message) in verdicts.iter_mut().zip(messages) {
-                let envelope = Envelope::of(message);
-                match envelope.too_large() {
-                    Some(why) => *verdict = Some(Delivery::permanent(why)),
-                    None => envelopes.push(envelope),
+                match Envelope::of(message).and_then(|envelope| body(&envelope)) {
+                    Err(why) => *verdict = Some(Delivery::permanent(why.to_string())),
+                    Ok(body) => bodies.push(body),
                 }
             }
-            let sent = if envelopes.is_empty() {
+            let sent = if bodies.is_empty() {
                 Delivery::Delivered
             } else {
-                match self.queue.send_batch(envelopes).await {
+                match self.queue.send_raw_batch(bodies).await {
                     Ok(()) => Delivery::Delivered,
                     Err(error) => {
                         Delivery::unavailable(format!("Queue send_batch failed: {error}"), None)
@@ -76,4 +77,22 @@ impl DeliverBatch for QueueDeliverer {
                 .collect()
         })
     }
+}
+
+/// The envelope as a JSON Queue message: parsed from its JSON text, so the
+/// payload arrives as the JSON it was (not as an escaped string).
+///
+/// # Errors
+/// [`Error::InvalidInput`](crate::Error::InvalidInput) saying why the
+/// envelope cannot go into a Queue.
+fn body(envelope: &Envelope) -> crate::error::Result<worker::SendMessage<wasm_bindgen::JsValue>> {
+    if let Some(why) = envelope.too_large() {
+        return Err(crate::error::Error::invalid("queue message", why));
+    }
+    let json = serde_json::to_string(envelope)
+        .map_err(|error| crate::error::Error::invalid("queue message", error.to_string()))?;
+    let value = js_sys::JSON::parse(&json)
+        .map_err(|_| crate::error::Error::invalid("queue message", "the envelope is not JSON"))?;
+    Ok(worker::RawMessageBuilder::new(value)
+        .build_with_content_type(worker::QueueContentType::Json))
 }

@@ -71,4 +71,15 @@ describe("outbox → Queue → consumer", () => {
     assert.ok(end.relay_calls * 100 >= end.relayed);
     assert.ok(state.outbox === 0);
   });
+
+  it("leaves a message no consumer can read to the dead letter queue", async () => {
+    const before = await call("state");
+    assert.equal(await call("poison", { method: "POST" }), "sent");
+    const after = await eventually(async () => {
+      const now = await call("state");
+      return now.dead_letters === before.dead_letters + 1 && now;
+    }, { timeoutMs: 30_000 });
+    // It changed nothing on its way there.
+    assert.equal(after.effects, before.effects);
+  });
 });

@@ -6,6 +6,7 @@
 //! - `POST /relay/seed?count=N`: enqueues N messages (500 to a batch).
 //! - `POST /relay/drain?die_after=K`: one drain into the Queue; with
 //!   `die_after`, its database calls fail after K, as if its isolate died.
+//! - `POST /relay/poison`: sends the Queue a message that is no envelope.
 //! - `GET /relay/state`: outbox rows left, effects, distinct effects,
 //!   deliveries the consumer saw again, dead letters.
 
@@ -78,6 +79,13 @@ pub(crate) async fn route(request: Request, env: Env, route: &str) -> Result<Res
             }
             batch.commit().await.map_err(internal)?;
             Response::from_json(&count)
+        }
+        // A message no consumer can read: it belongs in the dead letter queue.
+        "poison" => {
+            env.queue("EVENTS")?
+                .send(serde_json::json!({ "not": "an outbox envelope" }))
+                .await?;
+            Response::from_json(&"sent")
         }
         "drain" => {
             let limits = DrainLimits {
@@ -179,6 +187,13 @@ pub(crate) async fn consume(batch: MessageBatch<serde_json::Value>, env: Env) ->
     let consumer =
         QueueConsumer::new(parts.db.clone(), parts.inbox.clone()).retry_delay(Duration::ZERO);
     let apply = |envelope: &Envelope, effect: &mut Batch| {
+        // The payload arrives as it was enqueued.
+        let payload: serde_json::Value = envelope.payload_as()?;
+        if !payload["n"].is_u64() {
+            return Err(workers_outbox::Error::Database {
+                message: format!("unexpected payload {payload}"),
+            });
+        }
         if js_sys::Math::random() < 0.1 {
             return Err(workers_outbox::Error::Database {
                 message: "the effect failed".into(),
