@@ -183,6 +183,7 @@ pub fn cases() -> Vec<Case> {
         ordering::a_dead_message_blocks_its_key_until_replayed,
         ordering::purging_a_dead_head_releases_its_key,
         stats::stats_count_each_state,
+        stats::due_count_is_bounded,
         subject::export_and_erase_reach_every_row_of_a_subject,
         inbox::first_writer_wins_and_repeats_change_nothing,
         inbox::duplicate_is_told_apart_from_other_conflicts,

@@ -30,10 +30,13 @@ pub trait Deliver: MaybeSend + MaybeSync {
 /// [`limits`](DeliverBatch::limits), and keeps up to
 /// [`DrainLimits::concurrency`](super::DrainLimits::concurrency) calls in
 /// flight; a call that outlives the delivery timeout is dropped and all its
-/// messages count as timed out.
+/// messages count as timed out. A [`DrainLimits::batch_size`](super::DrainLimits::batch_size)
+/// below the deliverer's `max_messages` also bounds a call.
 ///
 /// The same verdicts and the same at-least-once rule as [`Deliver`] apply,
-/// per message.
+/// per message. A call that outlives the delivery timeout makes its
+/// messages [`Delivery::Unavailable`] (no attempt spent): a slow batch
+/// endpoint is not any one message's fault.
 pub trait DeliverBatch: MaybeSend + MaybeSync {
     /// How much one call may carry.
     fn limits(&self) -> BatchLimits;
@@ -47,6 +50,15 @@ pub trait DeliverBatch: MaybeSend + MaybeSync {
             + message.topic.len()
             + message.subject.as_ref().map_or(0, String::len)
             + 64
+    }
+
+    /// Whether a suspect — a message whose lease ended unsettled, which may
+    /// have crashed its drainer — must be delivered alone (the default). A
+    /// relay that only forwards bytes cannot be crashed by one message:
+    /// return `false` and suspects travel in calls like the rest, instead of
+    /// costing a database call and a delivery call each.
+    fn isolates_suspects(&self) -> bool {
+        true
     }
 
     /// Delivers `messages` and returns one verdict per message, in order. A

@@ -11,8 +11,9 @@ use crate::outbox::Outbox;
 pub struct DrainLimits {
     /// Rows leased per claim (1 ..= [`Outbox::MAX_CLAIM`]).
     pub batch_size: u32,
-    /// Deliveries in flight at once (Workers allows 6 connections waiting
-    /// for response headers per invocation).
+    /// Delivery calls in flight at once (Workers allows 6 connections
+    /// waiting for response headers per invocation): one message each, or
+    /// one batch each for a [`DeliverBatch`](super::DeliverBatch).
     pub concurrency: usize,
     /// A delivery taking longer counts as a retryable failure, and is
     /// dropped (an HTTP deliverer aborts its request).

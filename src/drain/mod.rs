@@ -83,6 +83,17 @@ impl Deliverer {
             Deliverer::Batch(batch) => batch.size_of(message),
         }
     }
+
+    fn isolates_suspects(&self) -> bool {
+        match self {
+            Deliverer::One(_) => true,
+            Deliverer::Batch(batch) => batch.isolates_suspects(),
+        }
+    }
+
+    fn is_batch(&self) -> bool {
+        matches!(self, Deliverer::Batch(_))
+    }
 }
 
 /// How one delivery attempt ended.

@@ -188,8 +188,9 @@ impl<'a> Run<'a> {
     }
 
     fn queue(&mut self, messages: Vec<ClaimedMessage>) {
+        let isolate = self.drainer.deliver.isolates_suspects();
         for message in messages {
-            if message.is_suspect() {
+            if isolate && message.is_suspect() {
                 self.suspects.push_back(message);
             } else {
                 self.ready.push_back(message);
@@ -315,7 +316,12 @@ impl<'a> Run<'a> {
                     "delivery timed out after {} ms",
                     self.drainer.limits.delivery_timeout.as_millis()
                 );
-                (Delivery::retry(error), true)
+                // A slow batch endpoint is not any one message's fault.
+                if self.drainer.deliver.is_batch() {
+                    (Delivery::unavailable(error, None), true)
+                } else {
+                    (Delivery::retry(error), true)
+                }
             }
         };
         let settle = (message.lease().clone(), Fate::from(delivery.clone()));

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use sea_query::{Expr, ExprTrait, Query};
+use sea_query::{Asterisk, Expr, ExprTrait, Query};
 use serde::Serialize;
 
 use super::{Outbox, col, state};
@@ -59,6 +59,30 @@ impl Outbox {
             dead: row.get("dead").map_err(in_table)?,
             oldest_due_age: oldest.map(|at| self.now().duration_since(at)),
         })
+    }
+
+    /// How many messages are due now, counting no further than `at_most`:
+    /// a bounded read of the primary key (unlike [`stats`](Outbox::stats),
+    /// which reads every row), cheap enough for every cron run whatever the
+    /// backlog.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn count_due(&self, at_most: u32) -> Result<u64> {
+        let now = self.now().as_unix_millis();
+        let mut due = Query::select();
+        due.column(col::ID)
+            .from(self.table_name())
+            .and_where(Expr::col(col::STATE).eq(state::READY))
+            .and_where(Expr::col(col::DUE_AT).lte(now))
+            .limit(u64::from(at_most));
+        let mut count = Query::select();
+        count
+            .expr_as(Expr::col(Asterisk).count(), "due")
+            .from_subquery(due, "due_rows");
+        let rows = self.inner.db.query(&Statement::from_query(&count)?).await?;
+        let due: Option<u64> = rows.first().map(|row| row.get("due")).transpose()?;
+        Ok(due.unwrap_or(0))
     }
 
     fn stats_statement(&self) -> Result<Statement> {

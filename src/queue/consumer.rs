@@ -18,10 +18,17 @@ use crate::inbox::Inbox;
 /// changes nothing twice.
 ///
 /// [`consume`](QueueConsumer::consume) acks what committed or was applied
-/// before, and retries the rest after [`retry_delay`](QueueConsumer::retry_delay);
-/// a message that keeps failing (an undecodable body, an effect that always
-/// fails) ends in the Queue's dead letter queue after the consumer's
-/// `max_retries`: declare one in `wrangler.toml`.
+/// before, and retries the rest after [`retry_delay`](QueueConsumer::retry_delay)
+/// (which takes the place of the consumer's `retry_delay` in
+/// `wrangler.toml`); a message that keeps failing (an undecodable body, an
+/// effect that always fails) ends in the Queue's dead letter queue after the
+/// consumer's `max_retries`: declare one in `wrangler.toml`.
+///
+/// Exactly once holds while the inbox remembers a key: keep inbox keys
+/// longer than the Queue's retention and any replay from its dead letter
+/// queue (`Inbox::purge` only older keys). Read envelopes through this
+/// consumer (the relay sends them as JSON text), not through
+/// `MessageBatch::messages`.
 pub struct QueueConsumer {
     db: Arc<dyn Database>,
     inbox: Inbox,
@@ -147,12 +154,16 @@ impl QueueConsumer {
     }
 }
 
-/// Reads a message body as an [`Envelope`].
+/// Reads a message body as an [`Envelope`]: the JSON text the relay sends,
+/// or a JSON object sent by other means.
 fn decode(body: &wasm_bindgen::JsValue) -> Result<Envelope> {
-    let json = js_sys::JSON::stringify(body)
-        .ok()
-        .and_then(|text| text.as_string())
-        .ok_or_else(|| Error::invalid("queue message", "the body is not JSON"))?;
+    let json = match body.as_string() {
+        Some(text) => text,
+        None => js_sys::JSON::stringify(body)
+            .ok()
+            .and_then(|text| text.as_string())
+            .ok_or_else(|| Error::invalid("queue message", "the body is not JSON"))?,
+    };
     serde_json::from_str(&json).map_err(|error| {
         Error::invalid(
             "queue message",

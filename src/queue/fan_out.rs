@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 /// Drains of one outbox are already safe together (leases, fencing); each
 /// fanned-out drain is one consumer invocation of the drain-request Queue
 /// (declare its consumer with `max_batch_size = 1` and `max_concurrency`
-/// at least `max_drains`).
+/// at least `max_drains`). Queues scales consumer invocations itself, so K
+/// requested drains run at most K at once, not always K.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FanOut {
     /// The most drains asked for at once.
@@ -53,8 +54,9 @@ pub struct DrainRequest {
     pub requested_at: i64,
 }
 
-/// Sends `fan_out.drains_for(due)` drain requests to `queue` in one
-/// `send_batch`, and returns how many.
+/// Sends `drains` drain requests to `queue` (100 to a `send_batch`). A
+/// drain-request consumer should ack a request older than a cron period
+/// without draining: the next run asks afresh.
 ///
 /// # Errors
 /// [`Error::Unavailable`](crate::Error::Unavailable) if the Queue refused
@@ -62,11 +64,9 @@ pub struct DrainRequest {
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub async fn request_drains(
     queue: &worker::Queue,
-    due: u64,
-    fan_out: FanOut,
+    drains: u32,
     now: crate::time::Timestamp,
-) -> crate::error::Result<u32> {
-    let drains = fan_out.drains_for(due);
+) -> crate::error::Result<()> {
     let requests: Vec<DrainRequest> = (0..drains)
         .map(|index| DrainRequest {
             index,
@@ -74,17 +74,16 @@ pub async fn request_drains(
             requested_at: now.as_unix_millis(),
         })
         .collect();
-    if requests.is_empty() {
-        return Ok(0);
-    }
-    queue
-        .send_batch(requests)
-        .await
-        .map_err(|error| crate::error::Error::Unavailable {
-            message: format!("could not request drains: {error}"),
-            advice: crate::error::RetryAdvice::AfterBackoff,
+    // `send_batch` takes at most 100 messages.
+    for chunk in requests.chunks(super::MAX_BATCH_MESSAGES) {
+        queue.send_batch(chunk.to_vec()).await.map_err(|error| {
+            crate::error::Error::Unavailable {
+                message: format!("could not request drains: {error}"),
+                advice: crate::error::RetryAdvice::AfterBackoff,
+            }
         })?;
-    Ok(drains)
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -12,12 +12,14 @@ use super::envelope::{Envelope, MAX_BATCH_BYTES, MAX_BATCH_MESSAGES};
 /// [`Drainer::batch_builder`](crate::drain::Drainer::batch_builder).
 ///
 /// Verdicts: all of a call's messages are delivered once `send_batch`
-/// succeeds (the Queue then owns them); a message over the Queue's 128 KB
+/// succeeds (the Queue then owns them). A message over the Queue's 128 KB
 /// (the outbox's 96 KiB payload ceiling keeps its own messages under it; a
 /// row written by other means may not be), or whose payload is not JSON,
-/// is a permanent failure whose dead letter says why; a failed
-/// `send_batch` is [`Delivery::Unavailable`] for its messages (the Queue,
-/// not the message, failed: no attempt spent).
+/// is a permanent failure whose dead letter says why. A `send_batch` that
+/// fails twice in a row is [`Delivery::Unavailable`] for its messages, as
+/// is a call that times out: no attempt is spent, since the Queue most
+/// likely failed, not the messages. Messages travel as JSON text (content
+/// type `text`), so payloads arrive byte for byte.
 ///
 /// At least once: a relay whose settle is lost sends the message again, so
 /// consume with [`QueueConsumer`](super::QueueConsumer), which applies each
@@ -47,6 +49,12 @@ impl DeliverBatch for QueueDeliverer {
         }
     }
 
+    /// One message cannot crash a relay that forwards its bytes: suspects
+    /// travel in batches.
+    fn isolates_suspects(&self) -> bool {
+        false
+    }
+
     fn size_of(&self, message: &ClaimedMessage) -> usize {
         Envelope::of(message).map_or(message.payload.len(), |envelope| envelope.queue_bytes())
     }
@@ -54,21 +62,27 @@ impl DeliverBatch for QueueDeliverer {
     fn deliver_batch<'a>(&'a self, messages: &'a [ClaimedMessage]) -> BoxFuture<'a, Vec<Delivery>> {
         Box::pin(async move {
             let mut verdicts: Vec<Option<Delivery>> = vec![None; messages.len()];
-            let mut bodies = Vec::with_capacity(messages.len());
+            let mut texts = Vec::with_capacity(messages.len());
             for (verdict, message) in verdicts.iter_mut().zip(messages) {
-                match Envelope::of(message).and_then(|envelope| body(&envelope)) {
+                match Envelope::of(message).and_then(|envelope| text(&envelope)) {
                     Err(why) => *verdict = Some(Delivery::permanent(why.to_string())),
-                    Ok(body) => bodies.push(body),
+                    Ok(text) => texts.push(text),
                 }
             }
-            let sent = if bodies.is_empty() {
+            let sent = if texts.is_empty() {
                 Delivery::Delivered
             } else {
-                match self.queue.send_raw_batch(bodies).await {
+                // One failed call must not fail a hundred messages: send it
+                // once more before calling the Queue unavailable.
+                match self.queue.send_raw_batch(bodies(&texts)).await {
                     Ok(()) => Delivery::Delivered,
-                    Err(error) => {
-                        Delivery::unavailable(format!("Queue send_batch failed: {error}"), None)
-                    }
+                    Err(_) => match self.queue.send_raw_batch(bodies(&texts)).await {
+                        Ok(()) => Delivery::Delivered,
+                        Err(error) => Delivery::unavailable(
+                            format!("Queue send_batch failed twice: {error}"),
+                            None,
+                        ),
+                    },
                 }
             };
             verdicts
@@ -79,20 +93,28 @@ impl DeliverBatch for QueueDeliverer {
     }
 }
 
-/// The envelope as a JSON Queue message: parsed from its JSON text, so the
-/// payload arrives as the JSON it was (not as an escaped string).
+/// The envelope's JSON text, if it fits in a Queue message.
 ///
 /// # Errors
 /// [`Error::InvalidInput`](crate::Error::InvalidInput) saying why the
 /// envelope cannot go into a Queue.
-fn body(envelope: &Envelope) -> crate::error::Result<worker::SendMessage<wasm_bindgen::JsValue>> {
+fn text(envelope: &Envelope) -> crate::error::Result<String> {
     if let Some(why) = envelope.too_large() {
         return Err(crate::error::Error::invalid("queue message", why));
     }
-    let json = serde_json::to_string(envelope)
-        .map_err(|error| crate::error::Error::invalid("queue message", error.to_string()))?;
-    let value = js_sys::JSON::parse(&json)
-        .map_err(|_| crate::error::Error::invalid("queue message", "the envelope is not JSON"))?;
-    Ok(worker::RawMessageBuilder::new(value)
-        .build_with_content_type(worker::QueueContentType::Json))
+    serde_json::to_string(envelope)
+        .map_err(|error| crate::error::Error::invalid("queue message", error.to_string()))
+}
+
+/// The envelopes as Queue messages of content type text, so that nothing on
+/// the way parses them (a JavaScript number would round integers beyond
+/// 2^53); [`QueueConsumer`](super::QueueConsumer) reads them back.
+fn bodies(texts: &[String]) -> Vec<worker::SendMessage<wasm_bindgen::JsValue>> {
+    texts
+        .iter()
+        .map(|text| {
+            worker::RawMessageBuilder::new(wasm_bindgen::JsValue::from_str(text))
+                .build_with_content_type(worker::QueueContentType::Text)
+        })
+        .collect()
 }

@@ -66,9 +66,11 @@ describe("outbox → Queue → consumer", () => {
     assert.ok(end.already_applied > 0, "redeliveries were seen and changed nothing");
     // Only what the cut drain relayed and never settled went twice.
     assert.ok(end.relayed >= MESSAGES && end.relayed - MESSAGES <= cut.claimed, `${end.relayed} relayed`);
-    // Every relay call is one subrequest of up to 100 messages.
-    console.log(`relay calls per relayed message: ${(end.relay_calls / end.relayed).toFixed(4)}`);
-    assert.ok(end.relay_calls * 100 >= end.relayed);
+    // Every relay call is one subrequest; suspects of the cut drain travel
+    // in batches too, so about one call per 100 messages.
+    const perMessage = end.relay_calls / end.relayed;
+    console.log(`relay calls per relayed message: ${perMessage.toFixed(4)}`);
+    if (MESSAGES >= 10_000) assert.ok(perMessage <= 0.011, `${perMessage} subrequests per relayed message`);
     assert.ok(state.outbox === 0);
   });
 

@@ -98,9 +98,22 @@ async fn export(app: &App, id: &str) -> workers_outbox::Result<serde_json::Value
     let account = account.and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
     let export = export_subject(&app.outbox, &app.inbox, id).await?;
     let events = export_subject(&app.events, &app.inbox, id).await?;
+    let welcome = Statement::new(
+        "SELECT json_object('event_id', event_id, 'created_at', created_at) AS welcome \
+         FROM welcomes WHERE account_id = ?",
+        vec![Value::from(id)],
+    );
+    let welcome: Option<String> = app
+        .db
+        .query(&welcome)
+        .await?
+        .first()
+        .map(|row| row.get("welcome"))
+        .transpose()?;
+    let welcome = welcome.and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
     Ok(json!({
         "subject": id, "account": account, "outbox": export.outbox, "inbox": export.inbox,
-        "account_events": events.outbox,
+        "account_events": events.outbox, "welcome": welcome,
     }))
 }
 

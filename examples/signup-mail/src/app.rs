@@ -13,6 +13,19 @@ use workers_outbox::{Database, Error, Inbox, Outbox, Result, RetryPolicy, worker
 
 use crate::signup::Mail;
 
+/// A cron run's relay of account events: a budget of its own, small beside
+/// the mail drain's (a Queue send takes milliseconds).
+pub(crate) fn relay_limits() -> DrainLimits {
+    DrainLimits {
+        delivery_timeout: std::time::Duration::from_secs(3),
+        settle_margin: std::time::Duration::from_secs(2),
+        lease: std::time::Duration::from_secs(12),
+        deadline: std::time::Duration::from_secs(10),
+        max_queries: 100,
+        ..DrainLimits::scheduled()
+    }
+}
+
 pub(crate) struct App {
     pub(crate) db: Arc<dyn Database>,
     pub(crate) outbox: Outbox,

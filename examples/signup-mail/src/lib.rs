@@ -52,28 +52,43 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
         Ok(app) => app,
         Err(problem) => return log::error!("configuration error: {problem}"),
     };
-    // Events first: relaying is cheap (100 to a subrequest). Drains log
-    // their reports as one line.
-    match app.relay(app.scheduled) {
+    // Events first, on a small budget of their own: relaying is cheap (100
+    // to a subrequest). Drains log their reports as one line.
+    let relay_limits = app::relay_limits();
+    match app.relay(relay_limits) {
         Ok(Some(relay)) => drop(relay.drain().await),
-        Ok(None) => {}
+        Ok(None) => log::warn!("no ACCOUNT_EVENTS binding: account events wait in their outbox"),
         Err(error) => log::error!("cannot relay: {error}"),
     }
-    // A mail backlog larger than one drain's share is fanned out: each
-    // drain request runs one drain in its own invocation.
+    // The mail: this run drains once itself, and a backlog beyond one
+    // drain's share asks for more drains, each run by the drain-requests
+    // consumer in an invocation of its own.
     if let Some(queue) = &app.drain_requests {
-        let due = app.outbox.stats().await.map(|stats| stats.due);
-        if let Ok(due) = due
-            && app.fan_out.drains_for(due) > 1
-        {
+        let counted = app
+            .fan_out
+            .max_drains
+            .saturating_mul(app.fan_out.messages_per_drain);
+        if let Ok(due) = app.outbox.count_due(counted).await {
+            let more = app.fan_out.drains_for(due).saturating_sub(1);
             let now = workers_outbox::Clock::now(&workers_outbox::SystemClock);
-            match workers_outbox::queue::request_drains(queue, due, app.fan_out, now).await {
-                Ok(drains) => return log::info!("{due} mails due: {drains} drains requested"),
-                Err(error) => log::error!("{error}; draining here"),
+            if more > 0 {
+                match workers_outbox::queue::request_drains(queue, more, now).await {
+                    Ok(()) => log::info!("{due} mails due: {more} more drains requested"),
+                    Err(error) => log::error!("{error}"),
+                }
             }
         }
     }
-    match app.drainer(app.scheduled) {
+    // What the relay used is not the mail drain's.
+    let mail_limits = workers_outbox::drain::DrainLimits {
+        deadline: app.scheduled.deadline.saturating_sub(relay_limits.deadline),
+        max_queries: app
+            .scheduled
+            .max_queries
+            .saturating_sub(relay_limits.max_queries + 1),
+        ..app.scheduled
+    };
+    match app.drainer(mail_limits) {
         Ok(drainer) => drop(drainer.drain().await),
         Err(error) => log::error!("cannot drain: {error}"),
     }

@@ -3,8 +3,8 @@
 //! `drain-requests` runs one fanned-out mail drain per request.
 
 use worker::{MessageBatch, MessageExt};
-use workers_outbox::queue::{Envelope, QueueConsumer};
-use workers_outbox::{Batch, Result, Statement, Topic};
+use workers_outbox::queue::{DrainRequest, Envelope, QueueConsumer};
+use workers_outbox::{Batch, Clock, Result, Statement, SystemClock, Topic};
 
 use crate::app::App;
 use crate::signup::AccountCreated;
@@ -31,24 +31,41 @@ fn welcome(envelope: &Envelope, effect: &mut Batch) -> Result<()> {
         });
     }
     let event: AccountCreated = envelope.payload_as()?;
+    // Only for an account that still exists: an event still in the Queue
+    // must not bring back an erased account's welcome.
     effect.push(Statement::new(
-        "INSERT INTO welcomes (account_id, event_id, created_at) VALUES (?, ?, ?)",
+        "INSERT INTO welcomes (account_id, event_id, created_at) \
+         SELECT id, ?, ? FROM accounts WHERE id = ?",
         vec![
-            event.account_id.into(),
             envelope.id.as_str().into(),
             event.created_at.into(),
+            event.account_id.into(),
         ],
     ));
     Ok(())
 }
 
 /// One drain per drain request, each in its own invocation (the consumer
-/// takes one request a batch): its own connections and query budget.
+/// takes one request a batch): its own connections and query budget. A
+/// request older than a cron period is dropped: the next run asks afresh.
 pub(crate) async fn run_drains(app: &App, batch: &MessageBatch<serde_json::Value>) {
+    let now = SystemClock.now().as_unix_millis();
     for message in batch.raw_iter() {
-        match app.drainer(app.scheduled) {
-            Ok(drainer) => drop(drainer.drain().await),
-            Err(error) => log::error!("cannot drain: {error}"),
+        let request = js_sys::JSON::stringify(&message.body())
+            .ok()
+            .and_then(|text| text.as_string())
+            .and_then(|text| serde_json::from_str::<DrainRequest>(&text).ok());
+        match request {
+            Some(request) if now - request.requested_at > 60_000 => {}
+            Some(_) => match app.drainer(app.scheduled) {
+                Ok(drainer) => drop(drainer.drain().await),
+                Err(error) => {
+                    log::error!("cannot drain: {error}");
+                    message.retry();
+                    continue;
+                }
+            },
+            None => log::warn!("drain-requests: a message that is no drain request"),
         }
         message.ack();
     }

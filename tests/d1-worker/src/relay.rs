@@ -67,8 +67,9 @@ pub(crate) async fn route(request: Request, env: Env, route: &str) -> Result<Res
             let count = number("count").unwrap_or(0);
             let mut batch = Batch::new(parts.db.clone());
             for n in 0..count {
-                let message = Message::json("account.created", &serde_json::json!({ "n": n }))
-                    .map_err(internal)?;
+                // 2^53 + 1: a JavaScript number on the way would round it.
+                let payload = serde_json::json!({ "n": n, "big": 9_007_199_254_740_993_u64 });
+                let message = Message::json("account.created", &payload).map_err(internal)?;
                 drop(batch.enqueue(&parts.outbox, message).map_err(internal)?);
                 if (n + 1) % 500 == 0 {
                     std::mem::replace(&mut batch, Batch::new(parts.db.clone()))
@@ -189,7 +190,7 @@ pub(crate) async fn consume(batch: MessageBatch<serde_json::Value>, env: Env) ->
     let apply = |envelope: &Envelope, effect: &mut Batch| {
         // The payload arrives as it was enqueued.
         let payload: serde_json::Value = envelope.payload_as()?;
-        if !payload["n"].is_u64() {
+        if !payload["n"].is_u64() || !envelope.payload.get().contains("9007199254740993") {
             return Err(workers_outbox::Error::Database {
                 message: format!("unexpected payload {payload}"),
             });
@@ -235,20 +236,43 @@ impl DeliverBatch for CountingRelay {
         self.inner.size_of(message)
     }
 
+    fn isolates_suspects(&self) -> bool {
+        self.inner.isolates_suspects()
+    }
+
     fn deliver_batch<'a>(&'a self, messages: &'a [ClaimedMessage]) -> BoxFuture<'a, Vec<Delivery>> {
         Box::pin(async move {
+            // Logged before the send (and corrected if it failed), so a call
+            // dropped after its send cannot go uncounted.
+            let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
+            let log = Statement::new(
+                "INSERT INTO relay_log (messages) VALUES (?) RETURNING n",
+                vec![count.into()],
+            );
+            let logged = match self.db.query(&log).await {
+                Ok(rows) => rows.first().and_then(|row| row.get::<i64>("n").ok()),
+                Err(error) => {
+                    let error = format!("could not log a relay: {error}");
+                    return messages
+                        .iter()
+                        .map(|_| Delivery::retry(error.clone()))
+                        .collect();
+                }
+            };
             let verdicts = self.inner.deliver_batch(messages).await;
             let sent = verdicts
                 .iter()
                 .filter(|v| **v == Delivery::Delivered)
                 .count();
-            if sent > 0 {
-                let log = Statement::new(
-                    "INSERT INTO relay_log (messages) VALUES (?)",
-                    vec![i64::try_from(sent).unwrap_or(i64::MAX).into()],
+            if let Some(n) = logged
+                && sent < messages.len()
+            {
+                let fix = Statement::new(
+                    "UPDATE relay_log SET messages = ? WHERE n = ?",
+                    vec![i64::try_from(sent).unwrap_or(0).into(), n.into()],
                 );
-                if let Err(error) = self.db.execute(&log).await {
-                    log::warn!("could not log a relay: {error}");
+                if let Err(error) = self.db.execute(&fix).await {
+                    log::warn!("could not correct a relay log: {error}");
                 }
             }
             verdicts
