@@ -255,19 +255,11 @@ impl Drainer {
     /// batches), timed out (and dropped) after the delivery timeout; one
     /// attempt per message, in order.
     async fn attempt(&self, messages: &[ClaimedMessage]) -> Vec<Attempt> {
-        let delivery: crate::future::BoxFuture<'_, Vec<Delivery>> = match (&self.deliver, messages)
-        {
-            (Deliverer::One(deliver), [message]) => {
-                Box::pin(async move { vec![deliver.deliver(message).await] })
-            }
-            (Deliverer::One(deliver), _) => Box::pin(async move {
-                let mut verdicts = Vec::with_capacity(messages.len());
-                for message in messages {
-                    verdicts.push(deliver.deliver(message).await);
-                }
-                verdicts
-            }),
-            (Deliverer::Batch(deliver), _) => deliver.deliver_batch(messages),
+        let delivery: crate::future::BoxFuture<'_, Vec<Delivery>> = match &self.deliver {
+            Deliverer::One(deliver) => Box::pin(futures_util::future::join_all(
+                messages.iter().map(|message| deliver.deliver(message)),
+            )),
+            Deliverer::Batch(deliver) => deliver.deliver_batch(messages),
         };
         let timeout = self.timer.sleep(self.limits.delivery_timeout);
         match select(delivery, timeout).await {
