@@ -72,8 +72,17 @@ describe("an outbox in a Durable Object, drained by its alarm", () => {
         const all = await alarmed("ordered", "attempts");
         return all.filter((a) => a.delivered).length === ids.length && all;
       },
-      { timeoutMs: 15_000 },
-    );
+      { timeoutMs: 15_000, everyMs: 100 },
+    ).catch(async (error) => {
+      // What the object holds, to tell a lost alarm from a slow one.
+      const state = {
+        now: Date.now(),
+        alarm: await alarmed("ordered", "alarm"),
+        outbox: await alarmed("ordered", "outbox"),
+        attempts: await alarmed("ordered", "attempts"),
+      };
+      assert.fail(`${error.message}: ${JSON.stringify(state)}`);
+    });
     const delivered = attempts.filter((a) => a.delivered).map((a) => a.id);
     assert.deepEqual(delivered, ids);
     // No message was attempted before every earlier one was delivered.
@@ -99,6 +108,18 @@ describe("an outbox in a Durable Object, drained by its alarm", () => {
     assert.equal(attempts[0].id, id);
     const late = attempts[0].at - until;
     assert.ok(late >= 0 && late < 1000, `delivered ${late} ms after the lease ended`);
+  });
+
+  it("moves the alarm when an erasure removes what was due", async () => {
+    const [kept] = await alarmed("erased", "enqueue", { messages: [{ subject: "keep", delay_ms: 120_000 }] });
+    await alarmed("erased", "enqueue", { messages: [{ subject: "gone", delay_ms: 60_000 }] });
+    const rows = await alarmed("erased", "outbox");
+    const due = (id) => rows.find((r) => r.id === id).due_at;
+    assert.equal(await alarmed("erased", "alarm"), Math.min(...rows.map((r) => r.due_at)));
+    assert.equal(await alarmed("erased", "erase?gone", {}), 1);
+    assert.equal(await alarmed("erased", "alarm"), due(kept));
+    assert.equal(await alarmed("erased", "erase?keep", {}), 1);
+    assert.equal(await alarmed("erased", "alarm"), null);
   });
 
   it("keeps the alarm at the next due time", async () => {

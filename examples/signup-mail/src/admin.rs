@@ -25,6 +25,15 @@ pub(crate) async fn handle(request: Request, app: &App, path: &[&str]) -> Result
     let result = match (request.method(), path) {
         (Method::Get, ["outbox"]) => app.outbox.stats().await.map(|s| json!(s)),
         (Method::Get, ["events"]) => events(app).await,
+        (Method::Get, ["events", "dead"]) => {
+            let dead = app.events.list_dead(Outbox::MAX_CLAIM, None);
+            dead.await.map(|d| json!(d))
+        }
+        (Method::Post, ["events", "dead", id, "replay"]) => {
+            let id = subject(id);
+            let replayed = app.events.replay(&id).await;
+            replayed.map(|()| json!({ "replayed": id }))
+        }
         (Method::Get, ["outbox", "dead"]) => {
             let limit = param("limit").map_or(Ok(100), |text| text.parse::<u32>());
             let Ok(limit) = limit else {

@@ -57,8 +57,9 @@ impl App {
         let delivery_vars = |name: &str| vars(name).filter(|_| !name.starts_with("DRAIN_"));
         let whole = |name: &str, default: u32| -> Result<u32> {
             vars(name).map_or(Ok(default), |text| {
-                text.parse().map_err(|_| Error::Database {
-                    message: format!("{name} is not a whole number: {text:?}"),
+                text.parse().map_err(|_| Error::InvalidInput {
+                    what: "fan-out variable",
+                    reason: format!("{name} is not a whole number: {text:?}"),
                 })
             })
         };

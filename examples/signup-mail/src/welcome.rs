@@ -26,8 +26,11 @@ pub(crate) async fn consume_events(app: &App, batch: &MessageBatch<serde_json::V
 /// The effect of one event: the account's welcome row.
 fn welcome(envelope: &Envelope, effect: &mut Batch) -> Result<()> {
     if envelope.topic != AccountCreated::NAME {
-        return Err(workers_outbox::Error::Database {
-            message: format!("no consumer for topic {:?}", envelope.topic),
+        // Retried, then left to the dead letter queue: a newer deployment
+        // may consume it.
+        return Err(workers_outbox::Error::InvalidInput {
+            what: "topic",
+            reason: format!("no consumer for topic {:?}", envelope.topic),
         });
     }
     let event: AccountCreated = envelope.payload_as()?;

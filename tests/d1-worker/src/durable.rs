@@ -102,8 +102,11 @@ impl Deliver for Recorder {
 
 /// An outbox kept in the object and drained by its alarm.
 ///
-/// - `POST /enqueue` `{"messages": [{"fail": 1, "ordering_key": "k"}, …]}`:
+/// - `POST /enqueue` `{"messages": [{"fail": 1, "ordering_key": "k",
+///   "subject": "s", "delay_ms": 60000}, …]}` (all but `fail` optional):
 ///   enqueues them in one batch; answers their ids.
+/// - `POST /erase?<subject>`: erases the subject's messages; answers how
+///   many.
 /// - `POST /abandon`: enqueues a message leased to the request (1.5 s) and
 ///   never delivers it; answers `{"id", "until"}`.
 /// - `GET /attempts`: every attempt, in order: id, attempt, at, delivered.
@@ -126,6 +129,9 @@ struct Planned {
     #[serde(default)]
     fail: u32,
     ordering_key: Option<String>,
+    subject: Option<String>,
+    /// Due this long after now.
+    delay_ms: Option<u64>,
 }
 
 impl AlarmedOutbox {
@@ -147,6 +153,16 @@ impl AlarmedOutbox {
                 .map_err(internal)?;
             if let Some(key) = planned.ordering_key {
                 message = message.ordering_key(key);
+            }
+            if let Some(subject) = planned.subject {
+                message = message.subject(subject);
+            }
+            if let Some(delay) = planned.delay_ms {
+                let due = SystemClock
+                    .now()
+                    .checked_add(Duration::from_millis(delay))
+                    .map_err(internal)?;
+                message = message.not_before(due);
             }
             tickets.push(batch.enqueue(&self.outbox, message).map_err(internal)?);
         }
@@ -232,6 +248,15 @@ impl DurableObject for AlarmedOutbox {
         match (request.method(), request.path().as_str()) {
             (worker::Method::Post, "/enqueue") => self.enqueue(request).await,
             (worker::Method::Post, "/abandon") => self.abandon().await,
+            (worker::Method::Post, "/erase") => {
+                let subject = request.url()?.query().unwrap_or_default().to_owned();
+                let mut batch = Batch::new(self.db.clone());
+                let erased = batch
+                    .erase_outbox_subject(&self.outbox, &subject)
+                    .map_err(internal)?;
+                let committed = batch.commit().await.map_err(internal)?;
+                Response::from_json(&committed.erased(&erased).map_err(internal)?)
+            }
             (worker::Method::Get, "/attempts") => {
                 self.rows("SELECT id, attempt, at, delivered FROM attempts ORDER BY n")
                     .await

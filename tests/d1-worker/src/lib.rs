@@ -58,7 +58,12 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
                 .durable_object("ALARMED")?
                 .id_from_name(object)?
                 .get_stub()?;
-            let url = format!("http://object/{inner}");
+            let query = request
+                .url()?
+                .query()
+                .map(|query| format!("?{query}"))
+                .unwrap_or_default();
+            let url = format!("http://object/{inner}{query}");
             let mut init = worker::RequestInit::new();
             init.with_method(request.method());
             let mut request = request;
