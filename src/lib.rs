@@ -1,7 +1,9 @@
-//! Durable delivery for Cloudflare Workers on D1: an **outbox** for
-//! outbound work (at least once) and an **inbox** for inbound effects
-//! (exactly once), over a small [`Database`] port with adapters for D1
-//! (`workers` feature, `wasm32`) and native SQLite (`sqlite` feature).
+//! Durable delivery for Cloudflare Workers: an **outbox** for outbound work
+//! (at least once) and an **inbox** for inbound effects (exactly once), over
+//! a small [`Database`] port with adapters for D1 and a Durable Object's
+//! SQLite storage (`workers` feature, `wasm32`; see [`database`]) and native
+//! SQLite (`sqlite` feature). Messages can be relayed into a Cloudflare
+//! Queue and consumed exactly once (see [`queue`]).
 //!
 //! `ctx.wait_until` is an opportunity, not a promise: eviction, a deadline or
 //! a failing downstream loses the work after the database write committed.
@@ -12,9 +14,10 @@
 //!    exactly when the change does.
 //! 2. A [`Defer`](defer::Defer) (Workers `wait_until`, or `tokio::spawn`)
 //!    tries delivery at once.
-//! 3. A scheduled [`Drainer`](drain::Drainer) delivers whatever was missed:
-//!    it leases due rows, delivers, and completes, retries with backoff or
-//!    parks them as dead, within Workers' time and query limits.
+//! 3. A scheduled [`Drainer`](drain::Drainer) delivers whatever was missed
+//!    (in a Durable Object, the object's alarm runs it when the next message
+//!    falls due): it leases due rows, delivers, and completes, retries with
+//!    backoff or parks them as dead, within Workers' time and query limits.
 //!
 //! ```
 //! # #[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
