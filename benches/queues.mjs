@@ -3,6 +3,7 @@
 // and how long a backlog takes to drain with K = 1, 4, 16 concurrent drains
 // against a delaying sink. Driven by benches/run.mjs.
 import { start } from "../tests/e2e/harness.mjs";
+import { int, tableInto } from "./markdown.mjs";
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -77,13 +78,8 @@ export async function runFanOut(mf, log, { backlog = 2_000, delayMs = 50, ks = [
 
 /** The BENCHMARKS.md section. `http` is the example's HTTP drain: sink calls per mail. */
 export function queuesMarkdown(relay, fanOut, http) {
-  const int = (n) => Math.round(n).toLocaleString("en-US");
   const lines = [];
-  const table = (head, rows) => {
-    lines.push(`| ${head.join(" | ")} |`, `| ${head.map(() => "---").join(" | ")} |`);
-    for (const row of rows) lines.push(`| ${row.join(" | ")} |`);
-    lines.push("");
-  };
+  const table = tableInto(lines);
   lines.push(
     "## Cloudflare Queues: relay, and fanned-out drains",
     "",

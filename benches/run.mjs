@@ -8,6 +8,7 @@ import path from "node:path";
 import { gzipSync } from "node:zlib";
 import { root, start } from "../tests/e2e/harness.mjs";
 import { renderChart } from "./chart.mjs";
+import { int, tableInto } from "./markdown.mjs";
 import { queuesMarkdown, runFanOut, runRelay } from "./queues.mjs";
 import { runWakeups, wakeupsMarkdown } from "./wakeups.mjs";
 
@@ -209,14 +210,9 @@ console.log(report);
 function markdown(r) {
   const find = (list, algo, key, value) => list.find((x) => x.algo === algo && x[key] === value);
   const fmt = (n, digits = 2) => (n === undefined || n === null ? "–" : Number(n).toFixed(digits));
-  const int = (n) => Math.round(n).toLocaleString("en-US");
   const cpu = os.cpus()[0]?.model ?? "unknown CPU";
   const lines = [];
-  const table = (head, rows) => {
-    lines.push(`| ${head.join(" | ")} |`, `| ${head.map(() => "---").join(" | ")} |`);
-    for (const row of rows) lines.push(`| ${row.join(" | ")} |`);
-    lines.push("");
-  };
+  const table = tableInto(lines);
   lines.push(
     "# Benchmarks",
     "",

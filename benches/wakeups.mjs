@@ -3,6 +3,7 @@
 // how fast a backlog drains with 1, 10 and 100 objects. Driven by
 // benches/run.mjs on the bench Worker (see benches/outbox-bench/src/wakeups.rs).
 
+import { int, tableInto } from "./markdown.mjs";
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The p-th percentile (0..100) of `values`, nearest rank. */
@@ -118,13 +119,8 @@ function summary(values) {
 
 /** The BENCHMARKS.md section for `runWakeups`' results. */
 export function wakeupsMarkdown(w) {
-  const int = (n) => (n === null || n === undefined ? "–" : Math.round(n).toLocaleString("en-US"));
   const lines = [];
-  const table = (head, rows) => {
-    lines.push(`| ${head.join(" | ")} |`, `| ${head.map(() => "---").join(" | ")} |`);
-    for (const row of rows) lines.push(`| ${row.join(" | ")} |`);
-    lines.push("");
-  };
+  const table = tableInto(lines);
   const l = w.lateness;
   lines.push(
     "## Durable Objects: woken by alarms, against a cron drain",

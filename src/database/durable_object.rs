@@ -16,7 +16,7 @@ use wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::DurableObjectStorage;
 use worker::worker_sys::types::SqlStorage;
 
-use crate::database::js_values::{from_js, js_error, to_js};
+use crate::database::js_values::{cell, from_js, js_error, to_js};
 use crate::database::{Database, Outcome, Rows, Statement, Value};
 use crate::drain::{DrainReport, Drainer, StopReason};
 use crate::error::{Error, Result};
@@ -374,14 +374,7 @@ fn run_statement(sql: &SqlStorage, statement: &Statement) -> Result<Outcome> {
         let row = values
             .iter()
             .zip(&columns)
-            .map(|(value, column)| {
-                from_js(&value).map_err(|reason| Error::MalformedRow {
-                    table: None,
-                    row: None,
-                    column: column.clone(),
-                    reason,
-                })
-            })
+            .map(|(value, column)| cell(&value, column))
             .collect::<Result<Vec<Value>>>()?;
         rows.push(row);
     }

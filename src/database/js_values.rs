@@ -99,6 +99,17 @@ fn number_value(number: f64) -> Result<Value, String> {
     Ok(Value::Integer(number as i64))
 }
 
+/// A result cell of `column`, as [`from_js`] reads it, or a
+/// [`Error::MalformedRow`] naming the column.
+pub(crate) fn cell(value: &JsValue, column: &str) -> Result<Value> {
+    from_js(value).map_err(|reason| Error::MalformedRow {
+        table: None,
+        row: None,
+        column: column.to_owned(),
+        reason,
+    })
+}
+
 /// A JavaScript exception from D1 or SQL storage, classified by its
 /// message (and its cause's).
 pub(crate) fn js_error(error: JsValue) -> Error {

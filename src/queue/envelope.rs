@@ -96,14 +96,32 @@ impl Envelope {
     /// The bytes this envelope takes in a Queue: its JSON and the Queue's
     /// metadata.
     pub fn queue_bytes(&self) -> usize {
-        // Serializing strings and integers cannot fail.
+        // Serializing strings, raw JSON and integers cannot fail.
         serde_json::to_string(self).map_or(usize::MAX, |json| json.len()) + METADATA_BYTES
     }
 
     /// Why this envelope cannot go into a Queue, if it cannot: a sentence
     /// for the message's dead letter.
     pub fn too_large(&self) -> Option<String> {
-        let bytes = self.queue_bytes();
+        self.oversize(self.queue_bytes())
+    }
+
+    /// The JSON text to send, serialized once and checked against the
+    /// Queue's message limit.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] with [`too_large`](Envelope::too_large)'s
+    /// sentence, or if the envelope does not serialize.
+    pub fn queue_text(&self) -> Result<String> {
+        let json = serde_json::to_string(self)
+            .map_err(|error| Error::invalid("queue message", error.to_string()))?;
+        match self.oversize(json.len() + METADATA_BYTES) {
+            Some(why) => Err(Error::invalid("queue message", why)),
+            None => Ok(json),
+        }
+    }
+
+    fn oversize(&self, bytes: usize) -> Option<String> {
         (bytes > MAX_MESSAGE_BYTES).then(|| {
             format!(
                 "the message takes {bytes} bytes in a Queue (payload {} bytes), over the \
@@ -150,8 +168,13 @@ mod tests {
         let json = serde_json::to_string(&small).unwrap();
         assert_eq!(small.queue_bytes(), json.len() + METADATA_BYTES);
         assert_eq!(small.too_large(), None);
+        assert_eq!(small.queue_text().unwrap(), json);
         let large = envelope(MAX_MESSAGE_BYTES);
         let why = large.too_large().unwrap();
         assert!(why.contains("128000-byte limit"), "{why}");
+        assert!(matches!(
+            large.queue_text(),
+            Err(Error::InvalidInput { .. })
+        ));
     }
 }

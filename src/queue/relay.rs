@@ -64,7 +64,7 @@ impl DeliverBatch for QueueDeliverer {
             let mut verdicts: Vec<Option<Delivery>> = vec![None; messages.len()];
             let mut texts = Vec::with_capacity(messages.len());
             for (verdict, message) in verdicts.iter_mut().zip(messages) {
-                match Envelope::of(message).and_then(|envelope| text(&envelope)) {
+                match Envelope::of(message).and_then(|envelope| envelope.queue_text()) {
                     Err(why) => *verdict = Some(Delivery::permanent(why.to_string())),
                     Ok(text) => texts.push(text),
                 }
@@ -91,19 +91,6 @@ impl DeliverBatch for QueueDeliverer {
                 .collect()
         })
     }
-}
-
-/// The envelope's JSON text, if it fits in a Queue message.
-///
-/// # Errors
-/// [`Error::InvalidInput`](crate::Error::InvalidInput) saying why the
-/// envelope cannot go into a Queue.
-fn text(envelope: &Envelope) -> crate::error::Result<String> {
-    if let Some(why) = envelope.too_large() {
-        return Err(crate::error::Error::invalid("queue message", why));
-    }
-    serde_json::to_string(envelope)
-        .map_err(|error| crate::error::Error::invalid("queue message", error.to_string()))
 }
 
 /// The envelopes as Queue messages of content type text, so that nothing on

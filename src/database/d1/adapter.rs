@@ -8,9 +8,9 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::{D1Database as D1Sys, D1PreparedStatement, D1Result};
 
-use crate::database::js_values::{from_js, js_error, to_js};
+use crate::database::js_values::{cell, js_error, to_js};
 use crate::database::{Database, Outcome, Rows, Statement, Value};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::future::BoxFuture;
 
 /// What this handle has cost so far, from D1's own result metadata.
@@ -154,12 +154,7 @@ fn outcome(result: &D1Result) -> Result<Outcome> {
             .iter()
             .map(|column| {
                 let value = Reflect::get(&object, &JsValue::from_str(column)).map_err(js_error)?;
-                from_js(&value).map_err(|reason| Error::MalformedRow {
-                    table: None,
-                    row: None,
-                    column: column.clone(),
-                    reason,
-                })
+                cell(&value, column)
             })
             .collect::<Result<Vec<Value>>>()?;
         rows.push(row);
@@ -187,6 +182,7 @@ fn meta_number(result: &D1Result, field: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
     use crate::error::RetryAdvice;
     use wasm_bindgen_test::wasm_bindgen_test;
 
