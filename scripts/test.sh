@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every check and every test: formatting, lints (native and wasm32), the
-# native tests with the SQLite conformance suite, the wasm tests under Node,
+# native tests with the SQLite and Postgres conformance suites (Postgres is
+# installed if missing and started on a loopback port), the wasm tests under Node,
 # and the Miniflare suite (D1 and Durable Object conformance, alarms, and both
 # example Workers end to end).
 set -euo pipefail
@@ -29,7 +30,11 @@ say "clippy (wasm32)"
 cargo clippy --workspace --target wasm32-unknown-unknown --no-default-features \
   --features workers,conformance -- -D warnings
 
-say "native tests"
+say "a private Postgres server for the Postgres tests (scripts/postgres.sh)"
+WORKERS_OUTBOX_POSTGRES_URL=$(bash scripts/postgres.sh start)
+export WORKERS_OUTBOX_POSTGRES_URL
+
+say "native tests (SQLite and Postgres)"
 cargo test
 
 say "wasm tests (Node)"

@@ -80,9 +80,13 @@ mod vars;
 pub use batch::{
     Batch, Committed, InboxKey, OfErasure, OfLeasedMessage, OfMessage, OfStatement, Ticket,
 };
+#[cfg(all(feature = "hyperdrive", target_arch = "wasm32"))]
+pub use database::HyperdriveDatabase;
+#[cfg(all(feature = "postgres", not(target_arch = "wasm32")))]
+pub use database::PostgresDatabase;
 #[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
 pub use database::SqliteDatabase;
-pub use database::{Database, Outcome, Row, Rows, Statement, Value};
+pub use database::{Database, Dialect, Outcome, Row, Rows, Statement, Value};
 pub use drain::Delivery;
 pub use error::{Error, Result, RetryAdvice};
 pub use identifier::TableName;

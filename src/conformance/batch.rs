@@ -19,9 +19,9 @@ async fn accounts(h: &Harness) -> Result<String, super::Failure> {
     Ok(table)
 }
 
-fn insert(table: &str, email: &str) -> Statement {
-    Statement::new(
-        format!("INSERT INTO \"{table}\" (email) VALUES (?)"),
+fn insert(h: &Harness, table: &str, email: &str) -> Statement {
+    h.statement(
+        &format!("INSERT INTO \"{table}\" (email) VALUES (?)"),
         vec![Value::from(email)],
     )
 }
@@ -32,7 +32,7 @@ pub(crate) async fn parts_are_read_through_their_tickets(h: Harness) -> CaseResu
     let table = accounts(&h).await?;
     let mail = || Message::raw_json("mail", "{}").dedup_key("ada");
     let mut batch = Batch::new(h.db());
-    let account = batch.statement(insert(&table, "ada@example.com"));
+    let account = batch.statement(insert(&h, &table, "ada@example.com"));
     // An inbox key added late still goes first; the tickets must not shift.
     let _key = batch.inbox_key(&inbox, "event-9", None)?;
     let second_key = batch.inbox_key(&inbox, "event-10", None);
@@ -69,9 +69,9 @@ pub(crate) async fn parts_are_read_through_their_tickets(h: Harness) -> CaseResu
 pub(crate) async fn a_ticket_of_another_batch_is_refused(h: Harness) -> CaseResult {
     let table = accounts(&h).await?;
     let mut one = Batch::new(h.db());
-    let ticket = one.statement(insert(&table, "a@example.com"));
+    let ticket = one.statement(insert(&h, &table, "a@example.com"));
     let mut other = Batch::new(h.db());
-    other.push(insert(&table, "b@example.com"));
+    other.push(insert(&h, &table, "b@example.com"));
     let committed = other.commit().await?;
     let read = committed.outcome(&ticket);
     ensure!(
@@ -88,7 +88,7 @@ pub(crate) async fn inbox_keys_go_first_and_a_repeat_writes_nothing(h: Harness) 
     for attempt in 0..2 {
         let mut batch = Batch::new(h.db());
         // The effect is added before the key; the key still goes first.
-        batch.push(insert(&table, &format!("user{attempt}@example.com")));
+        batch.push(insert(&h, &table, &format!("user{attempt}@example.com")));
         let key = batch.inbox_key(&inbox, "event-1", None)?;
         match (attempt, batch.commit().await) {
             (0, Ok(_)) => {}

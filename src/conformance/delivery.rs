@@ -376,6 +376,10 @@ fn lost_connection() -> Error {
 }
 
 impl Database for FailsOnce {
+    fn dialect(&self) -> crate::Dialect {
+        self.inner.dialect()
+    }
+
     fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
         self.inner.execute(statement)
     }

@@ -19,9 +19,9 @@ async fn effects_table(h: &Harness) -> Result<String, Failure> {
     Ok(table)
 }
 
-fn credit(table: &str, account: &str) -> Statement {
-    Statement::new(
-        format!("INSERT INTO \"{table}\" (account, amount) VALUES (?, 5)"),
+fn credit(h: &Harness, table: &str, account: &str) -> Statement {
+    h.statement(
+        &format!("INSERT INTO \"{table}\" (account, amount) VALUES (?, 5)"),
         vec![account.into()],
     )
 }
@@ -30,14 +30,14 @@ pub(crate) async fn first_writer_wins_and_repeats_change_nothing(h: Harness) -> 
     let inbox = h.inbox().await?;
     let credits = effects_table(&h).await?;
     let first = inbox
-        .process_once("payment-9", Some("acct-1"), &[credit(&credits, "a")])
+        .process_once("payment-9", Some("acct-1"), &[credit(&h, &credits, "a")])
         .await?;
     ensure!(
         matches!(&first, Processed::Applied(outcomes) if outcomes.len() == 1 && outcomes[0].rows_affected == 1),
         "got {first:?}"
     );
     let repeat = inbox
-        .process_once("payment-9", Some("acct-1"), &[credit(&credits, "b")])
+        .process_once("payment-9", Some("acct-1"), &[credit(&h, &credits, "b")])
         .await?;
     ensure_eq!(repeat, Processed::AlreadyProcessed);
     ensure_eq!(h.count(&credits).await?, 1);
@@ -49,11 +49,11 @@ pub(crate) async fn duplicate_is_told_apart_from_other_conflicts(h: Harness) -> 
     let credits = effects_table(&h).await?;
     let db = h.db();
     let claim = inbox.key_statement("m-1", None)?;
-    db.batch_atomic(&[claim.statement().clone(), credit(&credits, "a")])
+    db.batch_atomic(&[claim.statement().clone(), credit(&h, &credits, "a")])
         .await?;
     let repeat = inbox.key_statement("m-1", None)?;
     let error = db
-        .batch_atomic(&[repeat.statement().clone(), credit(&credits, "z")])
+        .batch_atomic(&[repeat.statement().clone(), credit(&h, &credits, "z")])
         .await
         .err()
         .ok_or_else(|| Failure("a repeated key was accepted".into()))?;
@@ -64,7 +64,7 @@ pub(crate) async fn duplicate_is_told_apart_from_other_conflicts(h: Harness) -> 
     // A new key whose effect conflicts is not a duplicate, and rolls back.
     let fresh = inbox.key_statement("m-2", None)?;
     let error = db
-        .batch_atomic(&[fresh.statement().clone(), credit(&credits, "a")])
+        .batch_atomic(&[fresh.statement().clone(), credit(&h, &credits, "a")])
         .await
         .err()
         .ok_or_else(|| Failure("a conflicting effect was accepted".into()))?;

@@ -10,13 +10,19 @@ use crate::outbox::{Delivery, Message, Outbox};
 use crate::time::Timestamp;
 
 /// An outbox table as a careless hand or an old migration might have made
-/// it: no `STRICT`, a nullable topic.
+/// it: no `STRICT` (an untyped payload where types are dynamic), a nullable
+/// topic.
 async fn loose_outbox(h: &Harness) -> Result<Outbox, Failure> {
     let table = h.table("loose");
+    let payload = if h.capabilities().dynamic_typing {
+        "payload"
+    } else {
+        "payload TEXT"
+    };
     h.sql(
         &format!(
             "CREATE TABLE \"{table}\" (state TEXT NOT NULL, due_at INTEGER NOT NULL, id TEXT NOT NULL, \
-             topic TEXT, payload, subject TEXT, dedup_key TEXT, ordering_key TEXT, seq INTEGER, \
+             topic TEXT, {payload}, subject TEXT, dedup_key TEXT, ordering_key TEXT, seq INTEGER, \
              id_given INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0, lease_token TEXT, \
              last_error TEXT, created_at INTEGER NOT NULL, \
              unsettled_leases INTEGER NOT NULL DEFAULT 0, deferrals INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (state, due_at, id)) WITHOUT ROWID"
@@ -62,6 +68,10 @@ pub(crate) async fn malformed_rows_are_named_and_buried(h: Harness) -> CaseResul
             Value::from(-5i64),
         ),
     ] {
+        if !h.capabilities().dynamic_typing && id == "bad-payload" {
+            // A typed column cannot hold a number where text belongs.
+            continue;
+        }
         h.sql(
             &insert,
             vec![now.into(), id.into(), topic, payload, created_at],
@@ -91,14 +101,15 @@ pub(crate) async fn malformed_rows_are_named_and_buried(h: Harness) -> CaseResul
         })
         .collect::<Result<_, _>>()?;
     named.sort();
-    ensure_eq!(
-        named,
-        vec![
-            ("bad-created".to_owned(), "created_at".to_owned()),
-            ("bad-payload".to_owned(), "payload".to_owned()),
-            ("bad-topic".to_owned(), "topic".to_owned()),
-        ]
-    );
+    let mut expected = vec![
+        ("bad-created".to_owned(), "created_at".to_owned()),
+        ("bad-payload".to_owned(), "payload".to_owned()),
+        ("bad-topic".to_owned(), "topic".to_owned()),
+    ];
+    if !h.capabilities().dynamic_typing {
+        expected.remove(1);
+    }
+    ensure_eq!(named, expected);
 
     // Each can be parked through its lease, so it stops coming back.
     let mut buried = Vec::new();
@@ -114,7 +125,7 @@ pub(crate) async fn malformed_rows_are_named_and_buried(h: Harness) -> CaseResul
             },
         ));
     }
-    ensure_eq!(outbox.settle(&buried).await?.dead, 3);
+    ensure_eq!(outbox.settle(&buried).await?.dead as usize, expected.len());
     h.clock().advance(LEASE);
     ensure!(
         outbox.claim(10, LEASE).await?.malformed.is_empty(),

@@ -12,8 +12,8 @@ pub(crate) async fn batch_is_all_or_nothing(h: Harness) -> CaseResult {
     )
     .await?;
     let insert = |k: &str| {
-        Statement::new(
-            format!("INSERT INTO \"{table}\" (k, v) VALUES (?, ?)"),
+        h.statement(
+            &format!("INSERT INTO \"{table}\" (k, v) VALUES (?, ?)"),
             vec![k.into(), 1i64.into()],
         )
     };
@@ -61,14 +61,10 @@ pub(crate) async fn values_round_trip_exactly(h: Harness) -> CaseResult {
         Value::from(true),
     ];
     let insert = format!("INSERT INTO \"{table}\" (n, i, r, t, b, flag) VALUES (?, ?, ?, ?, ?, ?)");
-    ensure_eq!(
-        db.execute(&Statement::new(insert.clone(), values.clone()))
-            .await?,
-        1
-    );
+    ensure_eq!(db.execute(&h.statement(&insert, values.clone())).await?, 1);
     let rows = db
-        .query(&Statement::new(
-            format!("SELECT n, i, r, t, b, flag FROM \"{table}\""),
+        .query(&h.statement(
+            &format!("SELECT n, i, r, t, b, flag FROM \"{table}\""),
             vec![],
         ))
         .await?;
@@ -102,7 +98,7 @@ pub(crate) async fn values_round_trip_exactly(h: Harness) -> CaseResult {
         } else {
             Value::Null
         };
-        let result = db.execute(&Statement::new(insert.clone(), row)).await;
+        let result = db.execute(&h.statement(&insert, row)).await;
         ensure!(
             matches!(result, Err(Error::InvalidInput { what: "value", .. })),
             "{value:?} gave {result:?}"
@@ -121,19 +117,19 @@ pub(crate) async fn writes_return_rows(h: Harness) -> CaseResult {
     .await?;
     let db = h.db();
     let rows = db
-        .query(&Statement::new(
-            format!("INSERT INTO \"{table}\" (k, v) VALUES (?, ?), (?, ?) RETURNING k, v"),
+        .query(&h.statement(
+            &format!("INSERT INTO \"{table}\" (k, v) VALUES (?, ?), (?, ?) RETURNING k, v"),
             vec!["a".into(), 1i64.into(), "b".into(), 2i64.into()],
         ))
         .await?;
     ensure_eq!(rows.len(), 2);
     let outcomes = db
         .batch_atomic(&[
-            Statement::new(
-                format!("UPDATE \"{table}\" SET v = v + 10 WHERE k = ? RETURNING v"),
+            h.statement(
+                &format!("UPDATE \"{table}\" SET v = v + 10 WHERE k = ? RETURNING v"),
                 vec!["a".into()],
             ),
-            Statement::new(format!("SELECT k FROM \"{table}\" ORDER BY k"), vec![]),
+            h.statement(&format!("SELECT k FROM \"{table}\" ORDER BY k"), vec![]),
         ])
         .await?;
     ensure_eq!(outcomes[0].rows_affected, 1);

@@ -56,6 +56,10 @@ impl<D: Database> CountingDatabase<D> {
 }
 
 impl<D: Database> Database for CountingDatabase<D> {
+    fn dialect(&self) -> super::Dialect {
+        self.inner.dialect()
+    }
+
     fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
         self.record(1);
         self.inner.execute(statement)

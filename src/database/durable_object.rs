@@ -17,7 +17,7 @@ use worker::worker_sys::DurableObjectStorage;
 use worker::worker_sys::types::SqlStorage;
 
 use crate::database::js_values::{cell, from_js, js_error, to_js};
-use crate::database::{Database, Outcome, Rows, Statement, Value};
+use crate::database::{Database, Dialect, Outcome, Rows, Statement, Value};
 use crate::drain::{DrainReport, Drainer, StopReason};
 use crate::error::{Error, Result};
 use crate::future::BoxFuture;
@@ -295,6 +295,10 @@ fn arm(
 }
 
 impl Database for DurableObjectDatabase {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
     fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
         Box::pin(async move {
             let outcomes = self.call(std::slice::from_ref(statement)).await?;

@@ -3,10 +3,16 @@
 #[cfg(feature = "testing")]
 mod counting;
 pub mod d1;
+mod dialect;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub mod durable_object;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod js_values;
+#[cfg(any(
+    all(feature = "postgres", not(target_arch = "wasm32")),
+    all(feature = "hyperdrive", target_arch = "wasm32")
+))]
+mod postgres;
 mod rows;
 #[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
 mod sqlite;
@@ -17,6 +23,11 @@ use std::sync::Arc;
 
 #[cfg(feature = "testing")]
 pub use counting::{CallCounts, CountingDatabase};
+pub use dialect::Dialect;
+#[cfg(all(feature = "hyperdrive", target_arch = "wasm32"))]
+pub use postgres::HyperdriveDatabase;
+#[cfg(all(feature = "postgres", not(target_arch = "wasm32")))]
+pub use postgres::PostgresDatabase;
 pub use rows::{FromValue, Row, Rows};
 #[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
 pub use sqlite::SqliteDatabase;
@@ -36,7 +47,7 @@ pub struct Outcome {
     pub rows: Rows,
 }
 
-/// A SQL database reached through SQLite-dialect statements.
+/// A SQL database: SQLite, D1, a Durable Object's storage or Postgres.
 ///
 /// # Contract
 /// Every adapter (SQLite, D1, and any other) keeps these promises, and runs
@@ -82,6 +93,11 @@ pub struct Outcome {
 /// futures on native targets (so it works under tokio's multi-threaded
 /// runtime) and has no thread bounds on `wasm32`; see [`crate::future`].
 pub trait Database: MaybeSend + MaybeSync {
+    /// The SQL this database speaks: statements given to it are in this
+    /// dialect, and the outbox and inbox render theirs for it. A wrapper
+    /// around another adapter returns the inner one's.
+    fn dialect(&self) -> Dialect;
+
     /// Runs one statement and returns how many rows it changed.
     fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>>;
 
@@ -96,6 +112,10 @@ pub trait Database: MaybeSend + MaybeSync {
 }
 
 impl<T: Database + ?Sized> Database for Arc<T> {
+    fn dialect(&self) -> Dialect {
+        (**self).dialect()
+    }
+
     fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
         (**self).execute(statement)
     }

@@ -8,7 +8,7 @@ use rusqlite::types::{Value as SqliteValue, ValueRef};
 use rusqlite::{Connection, ErrorCode};
 
 use super::d1::classify_message;
-use super::{Database, Outcome, Rows, Statement, Value};
+use super::{Database, Dialect, Outcome, Rows, Statement, Value};
 use crate::error::{Error, Result, RetryAdvice};
 use crate::future::BoxFuture;
 
@@ -77,6 +77,10 @@ impl std::fmt::Debug for SqliteDatabase {
 }
 
 impl Database for SqliteDatabase {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
     fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
         Box::pin(async move {
             self.with_connection(|connection| run(connection, statement))

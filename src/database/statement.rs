@@ -1,11 +1,13 @@
 //! A statement: SQL text with `?` placeholders, and the values bound to them.
 
-use sea_query::{QueryStatementBuilder, SqliteQueryBuilder};
+use sea_query::QueryStatementBuilder;
 
-use super::value::{Value, from_sea_query};
+use super::dialect::Dialect;
+use super::value::Value;
 use crate::error::{Error, Result};
 
-/// SQL text (SQLite dialect, `?` placeholders) and its bound values, in order.
+/// SQL text in its database's [`Dialect`] (`?` placeholders for SQLite and
+/// D1, `$1` for Postgres) and its bound values, in order.
 ///
 /// Values are never formatted into the text.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,18 +25,14 @@ impl Statement {
         }
     }
 
-    /// Renders a sea-query statement with the SQLite query builder.
+    /// Renders a sea-query statement with the SQLite query builder (see
+    /// [`Dialect::render`] for the others).
     ///
     /// # Errors
     /// [`Error::InvalidInput`](crate::Error::InvalidInput) if a value cannot
     /// be stored exactly (see [`Value`]).
     pub fn from_query(query: &impl QueryStatementBuilder) -> Result<Self> {
-        let (sql, values) = query.build_any(&SqliteQueryBuilder);
-        let values = values
-            .into_iter()
-            .map(from_sea_query)
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Statement { sql, values })
+        Dialect::Sqlite.render(query)
     }
 
     /// The SQL text.

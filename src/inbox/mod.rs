@@ -9,7 +9,7 @@ use std::sync::Arc;
 use sea_query::{Expr, ExprTrait, Order, Query};
 use serde::Serialize;
 
-use crate::database::{Database, Outcome, Statement, query_error};
+use crate::database::{Database, Dialect, Outcome, Statement, query_error};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::outbox::check_key as check;
@@ -17,6 +17,7 @@ use crate::schema;
 use crate::time::{Clock, SystemClock, Timestamp};
 
 const SCHEMA_TEMPLATE: &str = include_str!("schema.sql");
+const POSTGRES_SCHEMA_TEMPLATE: &str = include_str!("schema.postgres.sql");
 const KEY: &str = "key";
 const SUBJECT: &str = "subject";
 const SEEN_AT: &str = "seen_at";
@@ -111,7 +112,11 @@ impl Inbox {
 
     /// The DDL of the inbox table, as a migration file holds it.
     pub fn schema_sql(&self) -> String {
-        schema::render(SCHEMA_TEMPLATE, &self.table)
+        let template = match self.db.dialect() {
+            Dialect::Sqlite => SCHEMA_TEMPLATE,
+            Dialect::Postgres => POSTGRES_SCHEMA_TEMPLATE,
+        };
+        schema::render(template, &self.table)
     }
 
     /// The DDL as separate statements.
@@ -151,7 +156,7 @@ impl Inbox {
             ])
             .map_err(query_error)?;
         Ok(KeyStatement {
-            statement: Statement::from_query(&insert)?,
+            statement: self.db.dialect().render(&insert)?,
             constraint: format!("{}.{KEY}", self.table),
         })
     }
@@ -195,7 +200,7 @@ impl Inbox {
                 .expr(Expr::val(1))
                 .from(self.table.as_str().to_owned())
                 .and_where(Expr::col(KEY).eq(key));
-            Statement::from_query(&select)?
+            self.db.dialect().render(&select)?
         };
         Ok(!self.db.query(&statement).await?.is_empty())
     }
@@ -212,7 +217,7 @@ impl Inbox {
             delete
                 .from_table(self.table.as_str().to_owned())
                 .and_where(Expr::col(SEEN_AT).lt(older_than.as_unix_millis()));
-            Statement::from_query(&delete)?
+            self.db.dialect().render(&delete)?
         };
         self.db.execute(&statement).await
     }
@@ -229,7 +234,7 @@ impl Inbox {
                 .from(self.table.as_str().to_owned())
                 .and_where(Expr::col(SUBJECT).eq(subject))
                 .order_by(SEEN_AT, Order::Asc);
-            Statement::from_query(&select)?
+            self.db.dialect().render(&select)?
         };
         let rows = self.db.query(&statement).await?;
         rows.iter()
@@ -253,7 +258,7 @@ impl Inbox {
         delete
             .from_table(self.table.as_str().to_owned())
             .and_where(Expr::col(SUBJECT).eq(subject));
-        Statement::from_query(&delete)
+        self.db.dialect().render(&delete)
     }
 
     /// Deletes every key recorded for `subject`; returns how many.

@@ -2,11 +2,14 @@
 
 use std::time::Duration;
 
-use sea_query::{BinOper, CommonTableExpression, Expr, ExprTrait, Order, Query, WithClause};
+use sea_query::{
+    BinOper, CommonTableExpression, Expr, ExprTrait, LockBehavior, LockType, Order, Query,
+    SelectStatement, UpdateStatement, WithClause,
+};
 use serde::de::DeserializeOwned;
 
 use super::{Outbox, col, state};
-use crate::database::{Row, Rows, Statement};
+use crate::database::{Dialect, Row, Rows, Statement};
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 
@@ -147,6 +150,9 @@ pub(crate) struct ClaimStatement {
     token: String,
     until: Timestamp,
     table: String,
+    /// Postgres returns rows in no order: each carries its `claimed_due`
+    /// to sort by.
+    dialect: Dialect,
 }
 
 impl ClaimStatement {
@@ -171,13 +177,24 @@ impl ClaimStatement {
             .and_where(Expr::col(col::DUE_AT).eq(self.until.as_unix_millis()))
             .and_where(Expr::col(col::LEASE_TOKEN).eq(self.token.as_str()))
             .order_by(col::ID, Order::Asc);
-        Statement::from_query(&select)
+        self.dialect.render(&select)
     }
 
     /// Reads the rows the statement returned.
     pub(crate) fn read(&self, rows: &Rows) -> Claim {
         let mut claim = Claim::default();
-        for row in rows.iter() {
+        let mut rows: Vec<Row<'_>> = rows.iter().collect();
+        if self.dialect == Dialect::Postgres {
+            // An unreadable due time sorts first; the row is reported as it
+            // decodes below.
+            rows.sort_by_cached_key(|row| {
+                (
+                    row.get::<i64>(CLAIMED_DUE).unwrap_or(i64::MIN),
+                    row.get::<String>(col::ID).unwrap_or_default(),
+                )
+            });
+        }
+        for row in rows {
             match self.read_row(row) {
                 Ok(Returned::Leased(message)) => claim.messages.push(message),
                 Ok(Returned::Exhausted(id)) => claim.exhausted.push(id),
@@ -315,34 +332,6 @@ impl Outbox {
         let table = self.table_name();
         let max_attempts = i64::from(self.inner.retry.max_attempts());
 
-        // The `limit`-th due row in claim order, if there are that many: the
-        // claim takes every due row up to and including it. Computing the
-        // bound first lets the update walk the primary key once, reading
-        // only the rows it leases (about 4 reads a row: the bound, the walk,
-        // the move to the lease's key, and the returned copy).
-        let mut last = Query::select();
-        last.columns([col::DUE_AT, col::ID])
-            .from(table.clone())
-            .and_where(Expr::col(col::STATE).eq(state::READY))
-            .and_where(Expr::col(col::DUE_AT).lte(now.as_unix_millis()))
-            .order_by(col::DUE_AT, Order::Asc)
-            .order_by(col::ID, Order::Asc)
-            .limit(1)
-            .offset(u64::from(limit - 1));
-        let boundary = CommonTableExpression::new()
-            .query(last)
-            .columns(["last_due", "last_id"])
-            .table_name("boundary")
-            .materialized(true)
-            .to_owned();
-        let from_boundary = |column: &'static str| -> Expr {
-            Query::select()
-                .column(column)
-                .from("boundary")
-                .to_owned()
-                .into()
-        };
-
         let exhausted = || Expr::col(col::ATTEMPTS).gte(max_attempts);
         let when_exhausted = |dead: Expr, leased: Expr| -> Expr {
             Expr::case(exhausted(), dead).finally(leased).into()
@@ -390,28 +379,108 @@ impl Outbox {
                 col::LAST_ERROR,
                 when_exhausted(exhausted_error.into(), Expr::col(col::LAST_ERROR)),
             )
-            .and_where(Expr::col(col::STATE).eq(state::READY))
-            // Rows up to and including the boundary in (due_at, id) order:
-            // a row-value bound, so SQLite stops the primary-key scan at the
-            // boundary even when thousands of rows share its due time. With
-            // fewer due rows than `limit` there is no boundary: every due row
-            // (`due_at` up to now, any id; text sorts before any blob).
+            .and_where(Expr::col((table.clone(), col::STATE)).eq(state::READY))
+            .returning(Query::returning().columns(RETURNED));
+        let due = || {
+            let mut due = Query::select();
+            due.columns([col::DUE_AT, col::ID])
+                .from(table.clone())
+                .and_where(Expr::col(col::STATE).eq(state::READY))
+                .and_where(Expr::col(col::DUE_AT).lte(now.as_unix_millis()))
+                .order_by(col::DUE_AT, Order::Asc)
+                .order_by(col::ID, Order::Asc);
+            due
+        };
+        match self.inner.dialect {
+            Dialect::Sqlite => Self::bound_to_boundary(&mut update, due(), limit, now),
+            Dialect::Postgres => Self::lock_due_rows(&mut update, due(), &table, limit),
+        }
+        Ok(ClaimStatement {
+            statement: self.render(&update)?,
+            token,
+            until,
+            table,
+            dialect: self.inner.dialect,
+        })
+    }
+
+    /// SQLite: writers are serialized, so the claim needs no locks, only a
+    /// bound. The `limit`-th due row in claim order, if there are that many,
+    /// is computed first (a materialized CTE), and the update takes every due
+    /// row up to and including it: a row-value bound, so SQLite walks the
+    /// primary key once, reading only the rows it leases (about 4 reads a
+    /// row), and stops at the boundary even when thousands of rows share its
+    /// due time. With fewer due rows than `limit` there is no boundary: every
+    /// due row (`due_at` up to now, any id; text sorts before any blob).
+    fn bound_to_boundary(
+        update: &mut UpdateStatement,
+        mut due: SelectStatement,
+        limit: u32,
+        now: Timestamp,
+    ) {
+        due.limit(1).offset(u64::from(limit - 1));
+        let boundary = CommonTableExpression::new()
+            .query(due)
+            .columns(["last_due", "last_id"])
+            .table_name("boundary")
+            .materialized(true)
+            .to_owned();
+        let from_boundary = |column: &'static str| -> Expr {
+            Query::select()
+                .column(column)
+                .from("boundary")
+                .to_owned()
+                .into()
+        };
+        update
             .and_where(
                 Expr::tuple([Expr::col(col::DUE_AT), Expr::col(col::ID)]).lte(Expr::tuple([
                     from_boundary("last_due").if_null(now.as_unix_millis()),
                     from_boundary("last_id").if_null(Vec::<u8>::new()),
                 ])),
             )
-            .returning(Query::returning().columns(RETURNED))
             .with_cte(WithClause::new().cte(boundary).to_owned());
-        Ok(ClaimStatement {
-            statement: Statement::from_query(&update)?,
-            token,
-            until,
-            table,
-        })
+    }
+
+    /// Postgres: concurrent drainers each lock the first `limit` due rows no
+    /// one else holds (`FOR UPDATE SKIP LOCKED`, in a materialized CTE so it
+    /// runs once), and update exactly those. No drainer waits on another,
+    /// and no row is leased twice. `RETURNING` has no order in Postgres, so
+    /// the claim also returns each row's due time before the lease, to read
+    /// the rows back in claim order.
+    fn lock_due_rows(
+        update: &mut UpdateStatement,
+        mut due: SelectStatement,
+        table: &str,
+        limit: u32,
+    ) {
+        due.limit(u64::from(limit))
+            .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+        let picked = CommonTableExpression::new()
+            .query(due)
+            .columns([CLAIMED_DUE, "claimed_id"])
+            .table_name("picked")
+            .materialized(true)
+            .to_owned();
+        update
+            .from("picked")
+            .and_where(Expr::col((table.to_owned(), col::DUE_AT)).equals(("picked", CLAIMED_DUE)))
+            .and_where(Expr::col((table.to_owned(), col::ID)).equals(("picked", "claimed_id")))
+            .returning(
+                Query::returning().exprs(
+                    RETURNED
+                        .iter()
+                        .map(|column| Expr::col(*column))
+                        .chain([Expr::col(("picked", CLAIMED_DUE))]),
+                ),
+            )
+            .with_cte(WithClause::new().cte(picked).to_owned());
     }
 }
+
+/// The due time a Postgres claim returns beside each row (see
+/// [`Outbox::lock_due_rows`]).
+const CLAIMED_DUE: &str = "claimed_due";
 
 impl Outbox {
     /// Re-leases a suspect on its own, spending its attempt up front: if its
@@ -439,6 +508,6 @@ impl Outbox {
             // Matching the new lease too makes the statement safe to send
             // again: a repeat after it committed confirms it, spending nothing.
             .and_where(Self::held_by(current).or(Self::held_by(&alone)));
-        Ok((Statement::from_query(&update)?, alone))
+        Ok((self.render(&update)?, alone))
     }
 }

@@ -45,7 +45,7 @@ impl Outbox {
                         .and(Expr::col(col::ID).gt(after.id.as_str()))),
                 );
             }
-            Statement::from_query(&select)?
+            self.render(&select)?
         };
         self.stored_messages(statement).await
     }
@@ -91,7 +91,7 @@ impl Outbox {
                 .from_table(self.table_name())
                 .and_where(Expr::col(col::STATE).eq(state::DEAD))
                 .and_where(Expr::col(col::DUE_AT).lt(older_than.as_unix_millis()));
-            [Statement::from_query(&delete)?, self.promote_all_heads()?]
+            [self.render(&delete)?, self.promote_all_heads()?]
         };
         let outcomes = self.inner.db.batch_atomic(&statements).await?;
         Ok(outcomes.first().map_or(0, |outcome| outcome.rows_affected))
@@ -108,7 +108,7 @@ impl Outbox {
                 .from(self.table_name())
                 .order_by(col::CREATED_AT, Order::Asc)
                 .order_by(col::ID, Order::Asc);
-            Statement::from_query(&select)?
+            self.render(&select)?
         };
         self.stored_messages(statement).await
     }
@@ -126,6 +126,6 @@ impl Outbox {
         if let Some(id) = id {
             update.and_where(Expr::col(col::ID).eq(id));
         }
-        Statement::from_query(&update)
+        self.render(&update)
     }
 }

@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-use sea_query::{Expr, ExprTrait, OnConflict, Query};
+use sea_query::{Expr, ExprTrait, LockType, OnConflict, Order, Query};
 
 use super::claim::{ClaimedMessage, LeaseHandle, check_lease};
 use super::message::Message;
 use super::{Outbox, col, state};
-use crate::database::{Statement, query_error};
+use crate::database::{Dialect, Statement, query_error};
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 
@@ -238,10 +238,32 @@ impl Outbox {
                 // The new row takes the next sequence number of its key, and
                 // waits if any earlier row of the key is still present.
                 let mut latest = Query::select();
-                latest
-                    .expr_as(Expr::col(col::SEQ).max(), "latest")
-                    .from(self.table_name())
-                    .and_where(Expr::col(col::ORDERING_KEY).eq(key.as_str()));
+                latest.expr_as(Expr::col(col::SEQ).max(), "latest");
+                match self.inner.dialect {
+                    // Writers are serialized: the newest row cannot change
+                    // before this insert commits.
+                    Dialect::Sqlite => {
+                        latest
+                            .from(self.table_name())
+                            .and_where(Expr::col(col::ORDERING_KEY).eq(key.as_str()));
+                    }
+                    // Lock the key's newest row, so a concurrent completion
+                    // of it waits for this insert and then promotes it (or,
+                    // if the row went first, this insert sees it gone). Two
+                    // enqueues racing for the same place fail the later one
+                    // on the unique ordering index.
+                    Dialect::Postgres => {
+                        let mut newest = Query::select();
+                        newest
+                            .column(col::SEQ)
+                            .from(self.table_name())
+                            .and_where(Expr::col(col::ORDERING_KEY).eq(key.as_str()))
+                            .order_by(col::SEQ, Order::Desc)
+                            .limit(1)
+                            .lock(LockType::Update);
+                        latest.from_subquery(newest, "newest");
+                    }
+                }
                 let latest_seq = || Expr::col(("key_state", "latest"));
                 let state =
                     Expr::case(latest_seq().is_null(), state::READY).finally(state::WAITING);
@@ -260,7 +282,7 @@ impl Outbox {
                 .do_nothing()
                 .to_owned(),
         );
-        Statement::from_query(&insert)
+        self.render(&insert)
     }
 
     /// A new ULID: the time, then 80 random bits.

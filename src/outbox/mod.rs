@@ -61,7 +61,7 @@ pub(crate) use settle::PreparedSettle;
 pub use settle::SettleReport;
 pub use stats::OutboxStats;
 
-use crate::database::{Database, Statement};
+use crate::database::{Database, Dialect, Statement};
 use crate::error::Result;
 use crate::identifier::TableName;
 use crate::random::{FastRandom, RandomSource};
@@ -97,6 +97,7 @@ pub(crate) mod state {
 }
 
 const SCHEMA_TEMPLATE: &str = include_str!("schema.sql");
+const POSTGRES_SCHEMA_TEMPLATE: &str = include_str!("schema.postgres.sql");
 
 /// A durable outbox in one table of a [`Database`].
 ///
@@ -108,6 +109,7 @@ pub struct Outbox {
 
 struct Inner {
     db: Arc<dyn Database>,
+    dialect: Dialect,
     table: TableName,
     clock: Arc<dyn Clock>,
     random: Arc<dyn RandomSource>,
@@ -168,6 +170,7 @@ impl OutboxBuilder {
     pub fn build(self) -> Result<Outbox> {
         Ok(Outbox {
             inner: Arc::new(Inner {
+                dialect: self.db.dialect(),
                 db: self.db,
                 table: TableName::new(&self.table)?,
                 clock: self.clock,
@@ -217,10 +220,15 @@ impl Outbox {
         &self.inner.db
     }
 
-    /// The DDL of this outbox's table and indexes, as a migration file holds
-    /// it. `migrations/` ships it for the table `outbox`.
+    /// The DDL of this outbox's table and indexes in the database's
+    /// dialect, as a migration file holds it. `migrations/` ships it for the
+    /// table `outbox` (`migrations/postgres/` for Postgres).
     pub fn schema_sql(&self) -> String {
-        schema::render(SCHEMA_TEMPLATE, &self.inner.table)
+        let template = match self.inner.dialect {
+            Dialect::Sqlite => SCHEMA_TEMPLATE,
+            Dialect::Postgres => POSTGRES_SCHEMA_TEMPLATE,
+        };
+        schema::render(template, &self.inner.table)
     }
 
     /// The DDL as separate statements, for [`Database::batch_atomic`].
@@ -247,5 +255,10 @@ impl Outbox {
 
     fn table_name(&self) -> String {
         self.inner.table.as_str().to_owned()
+    }
+
+    /// Renders a statement for this outbox's database.
+    fn render(&self, query: &impl sea_query::QueryStatementBuilder) -> Result<Statement> {
+        self.inner.dialect.render(query)
     }
 }

@@ -281,7 +281,7 @@ impl Outbox {
         delete
             .from_table(self.table_name())
             .and_where(Self::held_by(lease));
-        Statement::from_query(&delete)
+        self.render(&delete)
     }
 
     /// Attempts are written as absolute values (this lease's attempt, or the
@@ -334,7 +334,7 @@ impl Outbox {
         } else {
             Effect::Deferred
         };
-        Ok((effect, Statement::from_query(&update)?))
+        Ok((effect, self.render(&update)?))
     }
 
     fn bury_statement(
@@ -353,7 +353,7 @@ impl Outbox {
             .value(col::UNSETTLED_LEASES, 0)
             .value(col::LAST_ERROR, error)
             .and_where(Self::held_by(lease));
-        Statement::from_query(&update)
+        self.render(&update)
     }
 
     /// Keeps `unsettled_leases`: a suspect that was not attempted is still
@@ -366,7 +366,7 @@ impl Outbox {
             .value(col::LEASE_TOKEN, Option::<String>::None)
             .value(col::ATTEMPTS, i64::from(lease.attempt.saturating_sub(1)))
             .and_where(Self::held_by(lease));
-        Statement::from_query(&update)
+        self.render(&update)
     }
 
     /// Makes the oldest remaining row of `key` ready, if it is waiting.
@@ -383,7 +383,7 @@ impl Outbox {
             .and_where(Expr::col(col::STATE).eq(state::WAITING))
             .and_where(Expr::col(col::ORDERING_KEY).eq(key))
             .and_where(Expr::col(col::SEQ).eq(Expr::from(oldest)));
-        Statement::from_query(&update)
+        self.render(&update)
     }
 
     /// Makes the oldest row of every key ready where it is waiting: after
@@ -404,6 +404,6 @@ impl Outbox {
             .value(col::STATE, state::READY)
             .and_where(Expr::col(col::STATE).eq(state::WAITING))
             .and_where(Expr::col((table, col::SEQ)).eq(Expr::from(oldest)));
-        Statement::from_query(&update)
+        self.render(&update)
     }
 }

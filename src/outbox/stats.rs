@@ -80,7 +80,7 @@ impl Outbox {
         count
             .expr_as(Expr::col(Asterisk).count(), "due")
             .from_subquery(due, "due_rows");
-        let rows = self.inner.db.query(&Statement::from_query(&count)?).await?;
+        let rows = self.inner.db.query(&self.render(&count)?).await?;
         let due: Option<u64> = rows.first().map(|row| row.get("due")).transpose()?;
         Ok(due.unwrap_or(0))
     }
@@ -94,7 +94,12 @@ impl Outbox {
                 .and(Expr::col(col::LEASE_TOKEN).is_not_null())
                 .and(Expr::col(col::DUE_AT).gt(now))
         };
-        let count = |condition: Expr| Expr::case(condition, 1).finally(0).sum().if_null(0);
+        // COUNT of a CASE without ELSE: an integer in every dialect (a SUM
+        // is NUMERIC in Postgres).
+        let count = |condition: Expr| {
+            let case: Expr = Expr::case(condition, 1).into();
+            case.count()
+        };
         let mut select = Query::select();
         select
             .expr_as(
@@ -109,6 +114,6 @@ impl Outbox {
                 "oldest_due_at",
             )
             .from(self.table_name());
-        Statement::from_query(&select)
+        self.render(&select)
     }
 }

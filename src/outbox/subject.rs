@@ -27,7 +27,7 @@ impl Outbox {
                 .and_where(Expr::col(col::SUBJECT).eq(subject))
                 .order_by(col::CREATED_AT, Order::Asc)
                 .order_by(col::ID, Order::Asc);
-            Statement::from_query(&select)?
+            self.render(&select)?
         };
         self.stored_messages(statement).await
     }
@@ -101,8 +101,8 @@ impl Outbox {
             .from_table(table)
             .and_where(Expr::col(col::SUBJECT).eq(subject));
         Ok(vec![
-            Statement::from_query(&hold)?,
-            Statement::from_query(&delete)?,
+            self.render(&hold)?,
+            self.render(&delete)?,
             self.promote_all_heads()?,
         ])
     }

@@ -109,6 +109,10 @@ fn settle_target(statement: &Statement) -> Option<(String, String)> {
 }
 
 impl Database for FaultyDatabase {
+    fn dialect(&self) -> workers_outbox::Dialect {
+        self.inner.dialect()
+    }
+
     fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64, Error>> {
         Box::pin(async move {
             let outcomes = self.batch_atomic(std::slice::from_ref(statement)).await?;

@@ -9,7 +9,7 @@ use wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::{D1Database as D1Sys, D1PreparedStatement, D1Result};
 
 use crate::database::js_values::{cell, js_error, to_js};
-use crate::database::{Database, Outcome, Rows, Statement, Value};
+use crate::database::{Database, Dialect, Outcome, Rows, Statement, Value};
 use crate::error::Result;
 use crate::future::BoxFuture;
 
@@ -100,6 +100,10 @@ impl D1Database {
 }
 
 impl Database for D1Database {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
     fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
         Box::pin(async move { Ok(self.run_one(statement).await?.rows_affected) })
     }

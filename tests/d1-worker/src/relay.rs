@@ -301,6 +301,10 @@ impl DiesAfter {
 }
 
 impl Database for DiesAfter {
+    fn dialect(&self) -> workers_outbox::Dialect {
+        self.inner.dialect()
+    }
+
     fn execute<'a>(
         &'a self,
         statement: &'a Statement,

@@ -1,0 +1,100 @@
+//! Postgres on Workers: tokio-postgres over a Hyperdrive binding's socket.
+
+use futures_util::lock::Mutex;
+use tokio_postgres::NoTls;
+use worker::Hyperdrive;
+
+use super::{map_error, run_alone, run_transaction};
+use crate::database::{Database, Dialect, Outcome, Rows, Statement};
+use crate::error::{Error, Result};
+use crate::future::BoxFuture;
+
+/// A Postgres database reached through a Hyperdrive binding (feature
+/// `hyperdrive`, wasm32).
+///
+/// One connection, opened by [`connect`](HyperdriveDatabase::connect) for the
+/// invocation that uses it (Hyperdrive pools the connections to the origin,
+/// so opening one per request is cheap). Calls take turns on it: a
+/// [`batch_atomic`](Database::batch_atomic) is one transaction no other call
+/// interleaves with. Statements, values and rows are as for
+/// [`PostgresDatabase`](https://docs.rs/workers-outbox/latest/workers_outbox/struct.PostgresDatabase.html),
+/// the native adapter.
+///
+/// Locally, `wrangler dev` and Miniflare connect the binding to the database
+/// named by its `localConnectionString` (or the
+/// `CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_<BINDING>` variable).
+pub struct HyperdriveDatabase {
+    client: Mutex<tokio_postgres::Client>,
+}
+
+impl HyperdriveDatabase {
+    /// Opens a connection through `hyperdrive` (e.g. `env.hyperdrive("DB")?`).
+    /// The connection's driver runs on the invocation's event loop until
+    /// this value is dropped.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] if the database cannot be reached;
+    /// [`Error::InvalidInput`] if the binding's connection string is
+    /// malformed.
+    pub async fn connect(hyperdrive: &Hyperdrive) -> Result<Self> {
+        let config: tokio_postgres::Config =
+            hyperdrive
+                .connection_string()
+                .parse()
+                .map_err(|error: tokio_postgres::Error| {
+                    Error::invalid("Hyperdrive connection string", error.to_string())
+                })?;
+        let socket = hyperdrive.connect().map_err(|error| Error::Unavailable {
+            message: format!("Hyperdrive socket: {error}"),
+            advice: crate::RetryAdvice::AfterBackoff,
+        })?;
+        let (client, connection) = config.connect_raw(socket, NoTls).await.map_err(map_error)?;
+        wasm_bindgen_futures::spawn_local(async move {
+            if let Err(error) = connection.await {
+                log::warn!("Hyperdrive connection ended: {error}");
+            }
+        });
+        Ok(HyperdriveDatabase {
+            client: Mutex::new(client),
+        })
+    }
+}
+
+impl std::fmt::Debug for HyperdriveDatabase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HyperdriveDatabase").finish_non_exhaustive()
+    }
+}
+
+impl Database for HyperdriveDatabase {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move {
+            let client = self.client.lock().await;
+            Ok(run_alone(&client, statement).await?.rows_affected)
+        })
+    }
+
+    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
+        Box::pin(async move {
+            let client = self.client.lock().await;
+            Ok(run_alone(&client, statement).await?.rows)
+        })
+    }
+
+    fn batch_atomic<'a>(
+        &'a self,
+        statements: &'a [Statement],
+    ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
+        Box::pin(async move {
+            if statements.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut client = self.client.lock().await;
+            run_transaction(&mut client, statements).await
+        })
+    }
+}

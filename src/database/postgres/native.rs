@@ -1,0 +1,121 @@
+//! Native Postgres: tokio-postgres connections from a `deadpool-postgres` pool.
+
+use std::str::FromStr;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
+use tokio_postgres::NoTls;
+
+use super::{map_error, run_alone, run_transaction};
+use crate::database::{Database, Dialect, Outcome, Rows, Statement};
+use crate::error::{Error, Result, RetryAdvice};
+use crate::future::BoxFuture;
+
+/// A Postgres database reached through a pool of connections.
+///
+/// Each call takes a connection from the pool for its duration: a single
+/// statement commits on its own, a [`batch_atomic`](Database::batch_atomic)
+/// is one transaction (`BEGIN … COMMIT`, read committed). Claims lock the
+/// rows they lease with `FOR UPDATE SKIP LOCKED`, so any number of drainers,
+/// in any number of processes, can share one outbox.
+///
+/// Statements are in the [`Dialect::Postgres`] dialect (`$1` placeholders).
+/// Values are declared as `BIGINT`, `DOUBLE PRECISION`, `TEXT` or `BYTEA`
+/// (NULL takes the type of its column): cast in SQL for other column types.
+/// Rows read back integer, float, text, `bytea`, `bool` and JSON columns;
+/// other types are refused with [`Error::MalformedRow`]: cast them in SQL.
+#[derive(Clone)]
+pub struct PostgresDatabase {
+    pool: Pool,
+}
+
+impl PostgresDatabase {
+    /// Connects to `url` (`postgres://user:password@host:port/database`,
+    /// or `key=value` pairs) without TLS, with a pool of up to
+    /// `max_connections`, and checks that one connection opens.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a malformed URL or a pool size of 0;
+    /// [`Error::Unavailable`] if the server cannot be reached.
+    pub async fn connect(url: &str, max_connections: usize) -> Result<Self> {
+        if max_connections == 0 {
+            return Err(Error::invalid("pool size", "0: at least one connection"));
+        }
+        let config = tokio_postgres::Config::from_str(url)
+            .map_err(|error| Error::invalid("Postgres URL", error.to_string()))?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(max_connections)
+            .build()
+            .map_err(|error| Error::invalid("Postgres pool", error.to_string()))?;
+        let database = PostgresDatabase { pool };
+        drop(database.connection().await?);
+        Ok(database)
+    }
+
+    /// Uses a pool built by the caller (TLS, timeouts, hooks).
+    pub fn from_pool(pool: Pool) -> Self {
+        PostgresDatabase { pool }
+    }
+
+    /// The pool, for the caller's own queries.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    async fn connection(&self) -> Result<deadpool_postgres::Object> {
+        self.pool.get().await.map_err(|error| match error {
+            PoolError::Backend(error) => map_error(error),
+            other => Error::Unavailable {
+                message: format!("Postgres pool: {other}"),
+                advice: RetryAdvice::AfterBackoff,
+            },
+        })
+    }
+}
+
+impl std::fmt::Debug for PostgresDatabase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresDatabase")
+            .field("pool", &self.pool.status())
+            .finish()
+    }
+}
+
+impl Database for PostgresDatabase {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move {
+            let client = self.connection().await?;
+            Ok(run_alone(&client, statement).await?.rows_affected)
+        })
+    }
+
+    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
+        Box::pin(async move {
+            let client = self.connection().await?;
+            Ok(run_alone(&client, statement).await?.rows)
+        })
+    }
+
+    fn batch_atomic<'a>(
+        &'a self,
+        statements: &'a [Statement],
+    ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
+        Box::pin(async move {
+            if statements.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut client = self.connection().await?;
+            run_transaction(&mut client, statements).await
+        })
+    }
+}
