@@ -18,7 +18,7 @@ cargo clippy --all-targets -- -D warnings
 cargo clippy -p outbox-bench --all-targets -- -D warnings
 
 say "rustdoc (no broken links)"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features conformance
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features conformance,postgres
 
 say "the core builds for wasm32 with its default features"
 cargo check --target wasm32-unknown-unknown -p workers-outbox

@@ -14,7 +14,16 @@ export const compatibilityDate = "2026-04-01";
  */
 export async function start(
   crate,
-  { bindings = {}, durableObjects = {}, queueProducers, queueConsumers, outboundService, migrate = true, onLog } = {},
+  {
+    bindings = {},
+    durableObjects = {},
+    queueProducers,
+    queueConsumers,
+    hyperdrives,
+    outboundService,
+    migrate = true,
+    onLog,
+  } = {},
 ) {
   const build = path.join(root, crate, "build");
   const mf = new Miniflare({
@@ -30,6 +39,7 @@ export async function start(
     durableObjects,
     queueProducers,
     queueConsumers,
+    hyperdrives,
     bindings,
     outboundService,
     // The Worker's log lines (drain reports) go to `onLog`, and to the

@@ -8,6 +8,8 @@
 //! - `POST /cases/<name>`: runs one case on D1; `200 {"ok": true}` or
 //!   `500 {"ok": false, "failure": "…"}`.
 //! - `POST /do-cases/<name>`: the same, in a Durable Object of its own.
+//! - `POST /pg-cases/<name>`: the same, on Postgres through the Hyperdrive
+//!   binding `HYPERDRIVE` (a connection of its own).
 //! - `/alarmed/<object>/<route>`: the route of the `AlarmedOutbox` object
 //!   named `<object>` (see `durable.rs`).
 //! - `/relay/<route>` and the Queue consumers: outbox → Queue → consumer
@@ -20,6 +22,7 @@ mod relay;
 
 use worker::{Context, Env, Method, Request, Response, Result, event};
 use workers_outbox::conformance::{Capabilities, CaseResult, cases};
+use workers_outbox::HyperdriveDatabase;
 use workers_outbox::database::d1::D1Database;
 
 pub use durable::{AlarmedOutbox, ConformanceObject};
@@ -42,6 +45,15 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
             };
             let db = D1Database::shared(env.d1("DB")?);
             case_response(case.run(db, Capabilities::D1).await)
+        }
+        (Method::Post, "pg-cases") => {
+            let Some(case) = cases().into_iter().find(|case| case.name == rest) else {
+                return Response::error("no such case", 404);
+            };
+            let db = HyperdriveDatabase::connect(&env.hyperdrive("HYPERDRIVE")?)
+                .await
+                .map_err(internal)?;
+            case_response(case.run(std::sync::Arc::new(db), Capabilities::POSTGRES).await)
         }
         (Method::Post, "do-cases") => {
             let stub = env
