@@ -1,5 +1,5 @@
 -- Outbox table "{table}", from workers-outbox, for PostgreSQL. The columns mean what they mean in
--- the SQLite schema (see migrations/0001_outbox.sql); times are Unix milliseconds.
+-- the SQLite schema (src/outbox/schema.sql); times are Unix milliseconds.
 -- The primary key is the id (a message's id is unique: a ULID, or the caller's own). The due index
 -- leads with (state, due_at), so a claim reads only due rows; claims lock the rows they lease with
 -- FOR UPDATE SKIP LOCKED, so concurrent drainers never wait on each other.

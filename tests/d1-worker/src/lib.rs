@@ -21,8 +21,8 @@ mod durable;
 mod relay;
 
 use worker::{Context, Env, Method, Request, Response, Result, event};
-use workers_outbox::conformance::{Capabilities, CaseResult, cases};
 use workers_outbox::HyperdriveDatabase;
+use workers_outbox::conformance::{Capabilities, CaseResult, cases};
 use workers_outbox::database::d1::D1Database;
 
 pub use durable::{AlarmedOutbox, ConformanceObject};
@@ -53,7 +53,10 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
             let db = HyperdriveDatabase::connect(&env.hyperdrive("HYPERDRIVE")?)
                 .await
                 .map_err(internal)?;
-            case_response(case.run(std::sync::Arc::new(db), Capabilities::POSTGRES).await)
+            case_response(
+                case.run(std::sync::Arc::new(db), Capabilities::POSTGRES)
+                    .await,
+            )
         }
         (Method::Post, "do-cases") => {
             let stub = env

@@ -1,0 +1,40 @@
+-- Outbox table "outbox", from workers-outbox, for PostgreSQL. The columns mean what they mean in
+-- the SQLite schema (src/outbox/schema.sql); times are Unix milliseconds.
+-- The primary key is the id (a message's id is unique: a ULID, or the caller's own). The due index
+-- leads with (state, due_at), so a claim reads only due rows; claims lock the rows they lease with
+-- FOR UPDATE SKIP LOCKED, so concurrent drainers never wait on each other.
+-- id is compared byte-wise (COLLATE "C"), as SQLite compares it, whatever the database's locale.
+-- The ordering index is unique: two transactions enqueueing under one ordering key at the same
+-- moment cannot both take its next place (the later one fails, retryable, and changes nothing).
+CREATE TABLE IF NOT EXISTS "outbox" (
+    state        TEXT   NOT NULL,
+    due_at       BIGINT NOT NULL,
+    id           TEXT   COLLATE "C" NOT NULL PRIMARY KEY,
+    topic        TEXT   NOT NULL,
+    payload      TEXT   NOT NULL,
+    subject      TEXT,
+    dedup_key    TEXT,
+    ordering_key TEXT,
+    seq          BIGINT,
+    id_given     BIGINT NOT NULL DEFAULT 0 CHECK (id_given IN (0, 1)),
+    attempts     BIGINT NOT NULL DEFAULT 0,
+    lease_token  TEXT,
+    last_error   TEXT,
+    created_at   BIGINT NOT NULL,
+    unsettled_leases BIGINT NOT NULL DEFAULT 0,
+    deferrals    BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS "outbox_due" ON "outbox" (state, due_at, id);
+CREATE UNIQUE INDEX IF NOT EXISTS "outbox_dedup" ON "outbox" (dedup_key) WHERE dedup_key IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS "outbox_ordering" ON "outbox" (ordering_key, seq) WHERE ordering_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "outbox_subject" ON "outbox" (subject) WHERE subject IS NOT NULL;
+
+-- Inbox table "inbox", from workers-outbox, for PostgreSQL. One row per processed message key:
+-- written in the same transaction as the message's effect, so an effect happens once.
+CREATE TABLE IF NOT EXISTS "inbox" (
+    key     TEXT   NOT NULL PRIMARY KEY,
+    subject TEXT,
+    seen_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS "inbox_seen_at" ON "inbox" (seen_at);
+CREATE INDEX IF NOT EXISTS "inbox_subject" ON "inbox" (subject) WHERE subject IS NOT NULL;

@@ -1,0 +1,302 @@
+//! What only Postgres needs showing: its migrations, and the outbox under
+//! real concurrency (many connections at once, which SQLite serializes).
+//! Needs the test server (`bash scripts/postgres.sh start`).
+
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+#[path = "support/postgres.rs"]
+mod postgres;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use postgres::TestDatabase;
+use workers_outbox::drain::{DrainLimits, Drainer, deliver_fn};
+use workers_outbox::{
+    Database, Delivery, Error, Inbox, Message, Outbox, PostgresDatabase, RetryAdvice, Statement,
+};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// Every column, constraint and index of `table`, in words that compare.
+async fn structure(db: &PostgresDatabase, table: &str) -> Vec<String> {
+    let mut facts = Vec::new();
+    let facts_of = |sql: &str| Statement::new(sql, vec![table.into()]);
+    for row in db
+        .query(&facts_of(
+            "SELECT column_name || ' ' || data_type || ' nullable=' || is_nullable \
+             || ' default=' || coalesce(column_default, '-') || ' collation=' \
+             || coalesce(collation_name, '-') AS fact \
+             FROM information_schema.columns WHERE table_name = $1 ORDER BY column_name",
+        ))
+        .await
+        .unwrap()
+        .iter()
+    {
+        facts.push(row.get::<String>("fact").unwrap());
+    }
+    for row in db
+        .query(&facts_of(
+            "SELECT 'constraint ' || conname || ' ' || pg_get_constraintdef(c.oid) AS fact \
+             FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid \
+             WHERE t.relname = $1 ORDER BY conname",
+        ))
+        .await
+        .unwrap()
+        .iter()
+    {
+        facts.push(row.get::<String>("fact").unwrap());
+    }
+    for row in db
+        .query(&facts_of(
+            "SELECT 'index ' || indexdef AS fact FROM pg_indexes WHERE tablename = $1 ORDER BY indexname",
+        ))
+        .await
+        .unwrap()
+        .iter()
+    {
+        facts.push(row.get::<String>("fact").unwrap());
+    }
+    facts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_postgres_migrations_build_the_rendered_schema() {
+    let migrated_database = TestDatabase::create("migrated").await;
+    let migrated = migrated_database.connect(1).await;
+    let mut files: Vec<_> = std::fs::read_dir("migrations/postgres")
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "migrations/postgres/ is empty");
+    for file in files {
+        let sql = std::fs::read_to_string(&file).unwrap();
+        let pool = migrated.pool().get().await.unwrap();
+        pool.batch_execute(&sql)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    }
+    let fresh_database = TestDatabase::create("rendered").await;
+    let fresh: Arc<dyn Database> = Arc::new(fresh_database.connect(1).await);
+    Outbox::new(fresh.clone(), "outbox")
+        .unwrap()
+        .create_schema()
+        .await
+        .unwrap();
+    Inbox::new(fresh.clone(), "inbox")
+        .unwrap()
+        .create_schema()
+        .await
+        .unwrap();
+    let fresh_handle = fresh_database.connect(1).await;
+    for table in ["outbox", "inbox"] {
+        let expected = structure(&fresh_handle, table).await;
+        assert!(expected.len() > 3, "{table}: {expected:?}");
+        assert_eq!(
+            structure(&migrated, table).await,
+            expected,
+            "migrations/postgres/ builds {table} differently from the library's schema"
+        );
+    }
+    drop((migrated, fresh, fresh_handle));
+    migrated_database.drop_now().await;
+    fresh_database.drop_now().await;
+}
+
+async fn outbox_on(database: &TestDatabase, connections: usize) -> Outbox {
+    let db: Arc<dyn Database> = Arc::new(database.connect(connections).await);
+    let outbox = Outbox::new(db, "outbox").unwrap();
+    outbox.create_schema().await.unwrap();
+    outbox
+}
+
+/// Enqueues `message`, sending it again while Postgres reports a race that
+/// a retry resolves (`RetryAdvice::Now`).
+async fn enqueue_retrying(outbox: &Outbox, message: Message) -> (String, u32) {
+    let mut races = 0;
+    loop {
+        match outbox.enqueue_alone(message.clone()).await {
+            Ok(enqueued) => {
+                assert!(enqueued.written);
+                return (enqueued.id, races);
+            }
+            Err(error @ Error::Unavailable { .. }) => {
+                assert_eq!(error.retry_advice(), RetryAdvice::Now, "{error}");
+                races += 1;
+            }
+            Err(other) => panic!("enqueue failed: {other}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_enqueues_under_one_ordering_key_keep_one_order() {
+    let database = TestDatabase::create("ordered").await;
+    let outbox = outbox_on(&database, 8).await;
+    let writers: Vec<_> = (0..8)
+        .map(|writer| {
+            let outbox = outbox.clone();
+            tokio::spawn(async move {
+                let mut ids = Vec::new();
+                let mut races = 0;
+                for n in 0..25 {
+                    let message = Message::raw_json("m", format!("{{\"w\":{writer},\"n\":{n}}}"))
+                        .ordering_key("account-1");
+                    let (id, raced) = enqueue_retrying(&outbox, message).await;
+                    ids.push(id);
+                    races += raced;
+                }
+                (ids, races)
+            })
+        })
+        .collect();
+    let mut written = Vec::new();
+    let mut races = 0;
+    for writer in writers {
+        let (ids, raced) = writer.await.unwrap();
+        // Each writer's own messages keep the order it enqueued them in.
+        written.push(ids);
+        races += raced;
+    }
+    // Delivered one at a time, each only after the one before it.
+    let mut delivered = Vec::new();
+    loop {
+        let claim = outbox.claim(100, LEASE).await.unwrap();
+        assert!(
+            claim.messages.len() <= 1,
+            "two messages of one key leased at once"
+        );
+        let Some(message) = claim.messages.first() else {
+            break;
+        };
+        delivered.push(message.id.clone());
+        outbox.complete(message.lease()).await.unwrap();
+    }
+    assert_eq!(delivered.len(), 200, "{races} races");
+    for ids in written {
+        let positions: Vec<usize> = ids
+            .iter()
+            .map(|id| delivered.iter().position(|d| d == id).unwrap())
+            .collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
+    }
+    database.drop_now().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enqueue_racing_its_keys_completion_is_never_stranded() {
+    let database = TestDatabase::create("stranded").await;
+    let outbox = outbox_on(&database, 4).await;
+    for round in 0..150 {
+        let key = format!("key-{round}");
+        let keyed = || Message::raw_json("m", "{}").ordering_key(key.clone());
+        enqueue_retrying(&outbox, keyed()).await;
+        let claim = outbox.claim(1, LEASE).await.unwrap();
+        let head = claim.messages[0].lease().clone();
+        let (completed, (next, _)) =
+            tokio::join!(outbox.complete(&head), enqueue_retrying(&outbox, keyed()));
+        completed.unwrap();
+        // Whichever committed first, the next message is deliverable now.
+        let claim = outbox.claim(10, LEASE).await.unwrap();
+        assert_eq!(
+            claim
+                .messages
+                .iter()
+                .map(|m| m.id.clone())
+                .collect::<Vec<_>>(),
+            vec![next.clone()],
+            "round {round}: the next message of the key was left waiting"
+        );
+        outbox.complete(claim.messages[0].lease()).await.unwrap();
+    }
+    database.drop_now().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_drainers_share_the_work_and_never_overlap() {
+    let database = TestDatabase::create("drainers").await;
+    let outbox = outbox_on(&database, 8).await;
+    let db = outbox.database().clone();
+    let statements: Vec<Statement> = (0..3000)
+        .map(|n| {
+            outbox
+                .enqueue(Message::raw_json("m", format!("{{\"n\":{n}}}")))
+                .unwrap()
+                .statement()
+                .clone()
+        })
+        .collect();
+    for chunk in statements.chunks(500) {
+        db.batch_atomic(chunk).await.unwrap();
+    }
+    #[derive(Default)]
+    struct Ledger {
+        in_flight: HashSet<String>,
+        overlaps: u32,
+        deliveries: BTreeMap<String, u32>,
+    }
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let drainers: Vec<_> = (0..4)
+        .map(|_| {
+            let ledger = ledger.clone();
+            let deliver = deliver_fn(move |message: workers_outbox::ClaimedMessage| {
+                let ledger = ledger.clone();
+                async move {
+                    {
+                        let mut ledger = ledger.lock().unwrap();
+                        if !ledger.in_flight.insert(message.id.clone()) {
+                            ledger.overlaps += 1;
+                        }
+                        *ledger.deliveries.entry(message.id.clone()).or_default() += 1;
+                    }
+                    tokio::time::sleep(Duration::from_micros(200)).await;
+                    ledger.lock().unwrap().in_flight.remove(&message.id);
+                    Delivery::Delivered
+                }
+            });
+            let drainer = Drainer::builder(outbox.clone(), deliver)
+                .limits(DrainLimits {
+                    batch_size: 50,
+                    max_queries: u32::MAX,
+                    max_messages: u32::MAX,
+                    deadline: Duration::from_secs(120),
+                    ..DrainLimits::scheduled()
+                })
+                .build()
+                .unwrap();
+            tokio::spawn(async move { drainer.drain().await })
+        })
+        .collect();
+    let mut per_drainer = Vec::new();
+    for drainer in drainers {
+        let report = drainer.await.unwrap();
+        assert_eq!(report.lease_lost, 0, "{report}");
+        per_drainer.push(report.delivered);
+    }
+    let ledger = ledger.lock().unwrap();
+    assert_eq!(ledger.overlaps, 0);
+    assert_eq!(ledger.deliveries.len(), 3000);
+    assert!(ledger.deliveries.values().all(|n| *n == 1));
+    assert_eq!(per_drainer.iter().sum::<u32>(), 3000);
+    assert!(
+        per_drainer.iter().filter(|n| **n > 0).count() >= 2,
+        "one drainer did all the work: {per_drainer:?}"
+    );
+    assert_eq!(outbox.stats().await.unwrap().pending, 0);
+    database.drop_now().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_is_unavailable_not_a_panic() {
+    let error = PostgresDatabase::connect("postgres://postgres@127.0.0.1:1/postgres", 1)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::Unavailable { .. }), "{error:?}");
+    let error = PostgresDatabase::connect("not a url ===", 1)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::InvalidInput { .. }), "{error:?}");
+}
