@@ -16,6 +16,7 @@ pub use native::PostgresDatabase;
 use std::future::Future;
 
 use bytes::BytesMut;
+use futures_util::future::join_all;
 use futures_util::{StreamExt, pin_mut};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
@@ -177,22 +178,27 @@ async fn run_alone(client: &Client, statement: &Statement) -> Result<Outcome> {
     run(statement, |sql, params| client.query_typed_raw(sql, params)).await
 }
 
-/// Runs `statements` in one transaction. If this future is dropped half-way
-/// the transaction is rolled back (tokio-postgres queues the `ROLLBACK`).
+/// Runs `statements` in one transaction. The statements are pipelined:
+/// all are sent at once, in order, and run in that order on the server, so
+/// a batch costs about one round trip whatever its length (a settle of a
+/// hundred messages is a hundred statements). After a failure Postgres
+/// refuses the rest and the first error is returned. If this future is
+/// dropped half-way the transaction is rolled back (tokio-postgres queues
+/// the `ROLLBACK`).
 async fn run_transaction(client: &mut Client, statements: &[Statement]) -> Result<Vec<Outcome>> {
     if statements.is_empty() {
         return Ok(Vec::new());
     }
     let transaction = client.transaction().await.map_err(map_error)?;
-    let mut outcomes = Vec::with_capacity(statements.len());
-    for statement in statements {
-        outcomes.push(
-            run(statement, |sql, params| {
-                transaction.query_typed_raw(sql, params)
-            })
-            .await?,
-        );
-    }
+    let sent = &transaction;
+    let outcomes = join_all(statements.iter().map(|statement| {
+        run(statement, move |sql, params| {
+            sent.query_typed_raw(sql, params)
+        })
+    }))
+    .await
+    .into_iter()
+    .collect::<Result<Vec<_>>>()?;
     transaction.commit().await.map_err(map_error)?;
     Ok(outcomes)
 }

@@ -1,0 +1,221 @@
+//! Concurrent drainers on one backlog: Postgres (`FOR UPDATE SKIP LOCKED`)
+//! beside SQLite (a file in WAL mode, writers serialized), 1, 2, 4 and 8
+//! drainers, each with connections of its own, no-op delivery, batch 100.
+//! Prints one JSON document for `benches/drainers.mjs`.
+//!
+//! `outbox-bench-drainers <messages> <postgres url> [drainer counts…]`
+
+// Printing the results is this program's job.
+#![allow(clippy::print_stdout)]
+
+#[cfg(target_arch = "wasm32")]
+fn main() {}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn main() -> std::process::ExitCode {
+    match native::run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("benchmark failed: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod native {
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use serde_json::{Value as Json, json};
+    use workers_outbox::drain::{DrainLimits, DrainReport, Drainer, deliver_fn};
+    use workers_outbox::testing::CountingDatabase;
+    use workers_outbox::{
+        ClaimedMessage, Database, Delivery, Error, Message, Outbox, PostgresDatabase, Result,
+        SqliteDatabase, Statement,
+    };
+
+    /// Who delivered what: a message delivered while it was already in
+    /// flight elsewhere is an overlap; any second delivery a duplicate.
+    #[derive(Default)]
+    struct Ledger {
+        in_flight: HashSet<String>,
+        seen: HashSet<String>,
+        overlaps: u64,
+        duplicates: u64,
+    }
+
+    #[derive(Clone, Copy)]
+    enum Engine {
+        Postgres,
+        Sqlite,
+    }
+
+    impl Engine {
+        fn name(self) -> &'static str {
+            match self {
+                Engine::Postgres => "postgres",
+                Engine::Sqlite => "sqlite",
+            }
+        }
+    }
+
+    pub(crate) fn run() -> Result<()> {
+        let mut args = std::env::args().skip(1);
+        let messages: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
+        let url = args
+            .next()
+            .unwrap_or_else(|| "postgres://postgres@127.0.0.1:54329/postgres".to_owned());
+        let mut counts: Vec<usize> = args.filter_map(|a| a.parse().ok()).collect();
+        if counts.is_empty() {
+            counts = vec![1, 2, 4, 8];
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Database {
+                message: e.to_string(),
+            })?;
+        let mut runs = Vec::new();
+        for engine in [Engine::Postgres, Engine::Sqlite] {
+            for &drainers in &counts {
+                let run = runtime.block_on(one_run(engine, &url, messages, drainers))?;
+                eprintln!("  {} × {drainers}: {run}", engine.name());
+                runs.push(run);
+            }
+        }
+        println!("{}", json!({ "messages": messages, "runs": runs }));
+        Ok(())
+    }
+
+    /// A handle of its own (its own connections) on the run's database.
+    async fn connect(
+        engine: Engine,
+        url: &str,
+        file: &std::path::Path,
+    ) -> Result<Arc<dyn Database>> {
+        Ok(match engine {
+            Engine::Postgres => Arc::new(PostgresDatabase::connect(url, 2).await?),
+            Engine::Sqlite => Arc::new(SqliteDatabase::open(file)?),
+        })
+    }
+
+    async fn one_run(engine: Engine, url: &str, messages: u32, drainers: usize) -> Result<Json> {
+        let table = format!("bench_drainers_{drainers}");
+        let file = std::env::temp_dir().join(format!(
+            "outbox-bench-drainers-{}-{drainers}.sqlite",
+            std::process::id()
+        ));
+        let setup = connect(engine, url, &file).await?;
+        setup
+            .execute(&Statement::new(
+                format!("DROP TABLE IF EXISTS \"{table}\""),
+                vec![],
+            ))
+            .await?;
+        let outbox = Outbox::new(setup.clone(), &table)?;
+        outbox.create_schema().await?;
+        let fill = Instant::now();
+        let mut statements = Vec::with_capacity(1000);
+        for n in 0..messages {
+            let message = Message::raw_json("bench", format!("{{\"n\":{n}}}"));
+            statements.push(outbox.enqueue(message)?.statement().clone());
+            if statements.len() == 1000 {
+                setup.batch_atomic(&statements).await?;
+                statements.clear();
+            }
+        }
+        setup.batch_atomic(&statements).await?;
+        let fill_ms = fill.elapsed().as_secs_f64() * 1000.0;
+
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let mut handles = Vec::new();
+        let mut meters = Vec::new();
+        for _ in 0..drainers {
+            let counting = CountingDatabase::new(connect(engine, url, &file).await?);
+            meters.push(counting.clone());
+            let db: Arc<dyn Database> = Arc::new(counting);
+            let outbox = Outbox::new(db, &table)?;
+            let ledger = ledger.clone();
+            let deliver = deliver_fn(move |message: ClaimedMessage| {
+                let ledger = ledger.clone();
+                async move {
+                    {
+                        let mut ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
+                        if !ledger.in_flight.insert(message.id.clone()) {
+                            ledger.overlaps += 1;
+                        }
+                        if !ledger.seen.insert(message.id.clone()) {
+                            ledger.duplicates += 1;
+                        }
+                    }
+                    tokio::task::yield_now().await;
+                    ledger
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .in_flight
+                        .remove(&message.id);
+                    Delivery::Delivered
+                }
+            });
+            let drainer = Drainer::builder(outbox, deliver)
+                .limits(DrainLimits {
+                    batch_size: 100,
+                    max_queries: u32::MAX,
+                    max_messages: u32::MAX,
+                    deadline: Duration::from_secs(600),
+                    ..DrainLimits::scheduled()
+                })
+                .build()?;
+            handles.push(drainer);
+        }
+        let started = Instant::now();
+        let tasks: Vec<_> = handles
+            .into_iter()
+            .map(|drainer| tokio::spawn(async move { drainer.drain().await }))
+            .collect();
+        let mut reports: Vec<DrainReport> = Vec::new();
+        for task in tasks {
+            reports.push(task.await.map_err(|e| Error::Database {
+                message: e.to_string(),
+            })?);
+        }
+        let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let left = outbox.stats().await?.pending;
+        let delivered: u64 = reports.iter().map(|r| u64::from(r.delivered)).sum();
+        let calls: u64 = meters.iter().map(|m| m.counts().round_trips).sum();
+        let statements: u64 = meters.iter().map(|m| m.counts().statements).sum();
+        let ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
+        setup
+            .execute(&Statement::new(
+                format!("DROP TABLE IF EXISTS \"{table}\""),
+                vec![],
+            ))
+            .await?;
+        drop(setup);
+        if matches!(engine, Engine::Sqlite) {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", file.display()));
+            }
+        }
+        Ok(json!({
+            "engine": engine.name(),
+            "drainers": drainers,
+            "messages": messages,
+            "fill_ms": fill_ms,
+            "wall_ms": wall_ms,
+            "delivered": delivered,
+            "per_second": delivered as f64 / wall_ms * 1000.0,
+            "calls": calls,
+            "statements": statements,
+            "calls_per_message": calls as f64 / delivered.max(1) as f64,
+            "overlaps": ledger.overlaps,
+            "duplicates": ledger.duplicates,
+            "left": left,
+            "per_drainer": reports.iter().map(|r| r.delivered).collect::<Vec<_>>(),
+            "stops": reports.iter().map(|r| format!("{:?}", r.stopped)).collect::<Vec<_>>(),
+        }))
+    }
+}
