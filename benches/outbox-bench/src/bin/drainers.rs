@@ -187,7 +187,10 @@ mod native {
         let delivered: u64 = reports.iter().map(|r| u64::from(r.delivered)).sum();
         let calls: u64 = meters.iter().map(|m| m.counts().round_trips).sum();
         let statements: u64 = meters.iter().map(|m| m.counts().statements).sum();
-        let ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
+        let (overlaps, duplicates) = {
+            let ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
+            (ledger.overlaps, ledger.duplicates)
+        };
         setup
             .execute(&Statement::new(
                 format!("DROP TABLE IF EXISTS \"{table}\""),
@@ -211,8 +214,8 @@ mod native {
             "calls": calls,
             "statements": statements,
             "calls_per_message": calls as f64 / delivered.max(1) as f64,
-            "overlaps": ledger.overlaps,
-            "duplicates": ledger.duplicates,
+            "overlaps": overlaps,
+            "duplicates": duplicates,
             "left": left,
             "per_drainer": reports.iter().map(|r| r.delivered).collect::<Vec<_>>(),
             "stops": reports.iter().map(|r| format!("{:?}", r.stopped)).collect::<Vec<_>>(),
