@@ -97,9 +97,13 @@ impl FaultyDatabase {
 }
 
 /// A settle statement's `(id, token)`: its `WHERE` ends `… "id" = ? AND
-/// "lease_token" = ?`.
+/// "lease_token" = ?` (`$n` on Postgres).
 fn settle_target(statement: &Statement) -> Option<(String, String)> {
-    if !statement.sql().ends_with("\"lease_token\" = ?") {
+    let placeholder = statement
+        .sql()
+        .trim_end_matches(|c: char| c.is_ascii_digit())
+        .trim_end_matches(['?', '$']);
+    if !placeholder.ends_with("\"lease_token\" = ") {
         return None;
     }
     match statement.values() {

@@ -8,12 +8,16 @@
 //! before or after committing, and the clock jumps. Everything runs on one
 //! thread from one seed, so a failing seed replays exactly.
 //!
-//! `cargo test --test simulation` runs a small seeded world. The large one:
-//! `cargo test --release --test simulation -- --ignored --nocapture`
-//! (`SIM_MESSAGES`, `SIM_DRAINERS`, `SIM_SEED` override 10000, 8, 1).
+//! `cargo test --test simulation` runs small seeded worlds, on SQLite and
+//! on Postgres (the test server: `bash scripts/postgres.sh start`). The
+//! large one: `cargo test --release --test simulation -- --ignored --nocapture`
+//! (`SIM_MESSAGES`, `SIM_DRAINERS`, `SIM_SEED` override 10000, 8, 1;
+//! `SIM_DATABASE=postgres` runs it on Postgres).
 
 mod faults;
 mod ledger;
+#[path = "../support/postgres.rs"]
+mod postgres;
 mod random;
 
 use std::cell::Cell;
@@ -29,8 +33,8 @@ use workers_outbox::drain::{Deliver, DrainLimits, Drainer};
 use workers_outbox::future::BoxFuture;
 use workers_outbox::testing::{ManualClock, UnlessCrashed};
 use workers_outbox::{
-    ClaimedMessage, Clock, Database, Delivery, Error, ExponentialBackoff, FastRandom, Inbox,
-    Message, Outbox, RetryPolicy, SqliteDatabase, Statement, Timer, Timestamp, Value,
+    ClaimedMessage, Clock, Database, Delivery, Dialect, Error, ExponentialBackoff, FastRandom,
+    Inbox, Message, Outbox, RetryPolicy, SqliteDatabase, Statement, Timer, Timestamp, Value,
 };
 
 use crate::faults::FaultyDatabase;
@@ -406,8 +410,96 @@ async fn tend_dead(world: &World) {
     }
 }
 
+/// Where the world's outbox lives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+/// A Postgres database that answers each call before returning, as the
+/// SQLite adapter does: the world stays one thread stepping one clock, and
+/// a seed replays the same calls in the same order. The world's own SQL is
+/// written with `?` placeholders; they are numbered here.
+struct AnsweredAtOnce {
+    inner: workers_outbox::PostgresDatabase,
+    runtime: tokio::runtime::Handle,
+}
+
+impl AnsweredAtOnce {
+    fn numbered(statement: &Statement) -> Statement {
+        Statement::new(
+            Dialect::Postgres.number_placeholders(statement.sql()),
+            statement.values().to_vec(),
+        )
+    }
+}
+
+impl Database for AnsweredAtOnce {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn execute<'a>(
+        &'a self,
+        statement: &'a Statement,
+    ) -> BoxFuture<'a, workers_outbox::Result<u64>> {
+        let answer = self
+            .runtime
+            .block_on(self.inner.execute(&Self::numbered(statement)));
+        Box::pin(std::future::ready(answer))
+    }
+
+    fn query<'a>(
+        &'a self,
+        statement: &'a Statement,
+    ) -> BoxFuture<'a, workers_outbox::Result<workers_outbox::Rows>> {
+        let answer = self
+            .runtime
+            .block_on(self.inner.query(&Self::numbered(statement)));
+        Box::pin(std::future::ready(answer))
+    }
+
+    fn batch_atomic<'a>(
+        &'a self,
+        statements: &'a [Statement],
+    ) -> BoxFuture<'a, workers_outbox::Result<Vec<workers_outbox::Outcome>>> {
+        let numbered: Vec<Statement> = statements.iter().map(Self::numbered).collect();
+        let answer = self.runtime.block_on(self.inner.batch_atomic(&numbered));
+        Box::pin(std::future::ready(answer))
+    }
+}
+
 fn simulate(seed: u64, messages: usize, drainers: usize) -> Figures {
-    let raw: Arc<dyn Database> = Arc::new(SqliteDatabase::open_in_memory().expect("SQLite opens"));
+    simulate_on(Engine::Sqlite, seed, messages, drainers)
+}
+
+fn simulate_on(engine: Engine, seed: u64, messages: usize, drainers: usize) -> Figures {
+    match engine {
+        Engine::Sqlite => {
+            let raw: Arc<dyn Database> =
+                Arc::new(SqliteDatabase::open_in_memory().expect("SQLite opens"));
+            simulate_with(raw, seed, messages, drainers)
+        }
+        Engine::Postgres => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .expect("a tokio runtime");
+            let database = runtime.block_on(postgres::TestDatabase::create("simulation"));
+            let raw: Arc<dyn Database> = Arc::new(AnsweredAtOnce {
+                inner: runtime.block_on(database.connect(1)),
+                runtime: runtime.handle().clone(),
+            });
+            let figures = simulate_with(raw, seed, messages, drainers);
+            runtime.block_on(database.drop_now());
+            figures
+        }
+    }
+}
+
+fn simulate_with(raw: Arc<dyn Database>, seed: u64, messages: usize, drainers: usize) -> Figures {
     let random = SimRandom::seeded(seed);
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let faulty: Arc<dyn Database> = Arc::new(FaultyDatabase::new(
@@ -643,6 +735,19 @@ fn a_small_seeded_world_keeps_every_promise() {
     }
 }
 
+/// The same seed on Postgres is the same world as on SQLite, call for
+/// call: every figure matches.
+#[test]
+fn a_small_seeded_world_on_postgres_is_the_same_world() {
+    let postgres = simulate_on(Engine::Postgres, 2, 300, 4);
+    println!("{postgres}\n");
+    assert!(postgres.kept(), "Postgres broke a promise:\n{postgres}");
+    assert_eq!(
+        postgres.to_string(),
+        simulate_on(Engine::Sqlite, 2, 300, 4).to_string()
+    );
+}
+
 #[test]
 fn the_same_seed_replays_the_same_world() {
     let first = simulate(7, 120, 3).to_string();
@@ -656,7 +761,13 @@ fn a_large_world_keeps_every_promise() {
     let seed = env("SIM_SEED", 1);
     let messages = usize::try_from(env("SIM_MESSAGES", 10_000)).unwrap_or(10_000);
     let drainers = usize::try_from(env("SIM_DRAINERS", 8)).unwrap_or(8);
-    let figures = simulate(seed, messages, drainers);
+    let engine = match std::env::var("SIM_DATABASE").as_deref() {
+        Ok("postgres") => Engine::Postgres,
+        Ok("sqlite") | Err(_) => Engine::Sqlite,
+        Ok(other) => panic!("SIM_DATABASE={other}: expected sqlite or postgres"),
+    };
+    println!("on {engine:?}");
+    let figures = simulate_on(engine, seed, messages, drainers);
     println!("{figures}");
     assert!(figures.kept(), "broke a promise:\n{figures}");
 }
