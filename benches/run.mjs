@@ -1,5 +1,6 @@
 // Runs every benchmark — ours against the original algorithm, on D1 inside
-// workerd (Miniflare) and on native SQLite — prints a table, and rewrites
+// workerd (Miniflare) and on native SQLite, and concurrent drainers on
+// native Postgres beside SQLite — prints a table, and rewrites
 // BENCHMARKS.md and benches/chart.png. Run through `npm run bench`.
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -9,6 +10,8 @@ import { gzipSync } from "node:zlib";
 import { root, start } from "../tests/e2e/harness.mjs";
 import { renderChart } from "./chart.mjs";
 import { int, tableInto } from "./markdown.mjs";
+import { drainersMarkdown, runDrainers } from "./drainers.mjs";
+import { runSimulation, simulationMarkdown } from "./simulation.mjs";
 import { queuesMarkdown, runFanOut, runRelay } from "./queues.mjs";
 import { runWakeups, wakeupsMarkdown } from "./wakeups.mjs";
 
@@ -197,6 +200,9 @@ results.sqlite.claim = native.claim.map(({ algo, rows, run }) => ({ algo, rows, 
 results.sqlite.loop = native.loop.map(({ algo, run }) => ({ algo, messages: run.messages, calls: run.meter.calls }));
 results.sqlite.latency = native.latency;
 
+results.drainers = runDrainers(root, log);
+results.simulation = runSimulation(root, log);
+
 const wasm = readFileSync(path.join(root, "examples/signup-mail/build/index_bg.wasm"));
 results.wasm = { bytes: wasm.length, gzipped: gzipSync(wasm, { level: 9 }).length };
 
@@ -372,6 +378,8 @@ function markdown(r) {
   );
   lines.push(...wakeupsMarkdown(r.wakeups));
   lines.push(...queuesMarkdown(r.relay, r.fanOut, r.httpDrain));
+  lines.push(...drainersMarkdown(r.drainers));
+  lines.push(...simulationMarkdown(r.simulation));
   lines.push(
     "## Size",
     "",

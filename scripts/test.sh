@@ -16,6 +16,7 @@ cargo fmt --all --check
 say "clippy (native)"
 cargo clippy --all-targets -- -D warnings
 cargo clippy -p outbox-bench --all-targets -- -D warnings
+cargo clippy -p quickstart-postgres -- -D warnings
 
 say "rustdoc (no broken links)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features conformance,postgres
@@ -27,8 +28,8 @@ say "the library as published, against the newest compatible releases"
 bash scripts/check-newest.sh
 
 say "clippy (wasm32)"
-cargo clippy --workspace --target wasm32-unknown-unknown --no-default-features \
-  --features workers,conformance -- -D warnings
+cargo clippy --workspace --exclude quickstart-postgres --target wasm32-unknown-unknown \
+  --no-default-features --features workers,conformance -- -D warnings
 
 say "a private Postgres server for the Postgres tests (scripts/postgres.sh)"
 WORKERS_OUTBOX_POSTGRES_URL=$(bash scripts/postgres.sh start)
@@ -36,6 +37,9 @@ export WORKERS_OUTBOX_POSTGRES_URL
 
 say "native tests (SQLite and Postgres)"
 cargo test
+
+say "the README's native Postgres quickstart, run"
+DATABASE_URL=$WORKERS_OUTBOX_POSTGRES_URL cargo run -q -p quickstart-postgres
 
 say "wasm tests (Node)"
 cargo test --target wasm32-unknown-unknown --no-default-features --features workers --lib

@@ -1,9 +1,10 @@
 //! Durable delivery for Cloudflare Workers: an **outbox** for outbound work
 //! (at least once) and an **inbox** for inbound effects (exactly once), over
-//! a small [`Database`] port with adapters for D1 and a Durable Object's
-//! SQLite storage (`workers` feature, `wasm32`; see [`database`]) and native
-//! SQLite (`sqlite` feature). Messages can be relayed into a Cloudflare
-//! Queue and consumed exactly once (see [`queue`]).
+//! a small, dialect-aware [`Database`] port with adapters for D1 and a
+//! Durable Object's SQLite storage (`workers` feature, `wasm32`; see
+//! [`database`]), native SQLite (`sqlite` feature) and Postgres (`postgres`
+//! natively, `hyperdrive` on Workers). Messages can be relayed into a
+//! Cloudflare Queue and consumed exactly once (see [`queue`]).
 //!
 //! `ctx.wait_until` is an opportunity, not a promise: eviction, a deadline or
 //! a failing downstream loses the work after the database write committed.

@@ -276,10 +276,12 @@ async fn concurrent_drainers_share_the_work_and_never_overlap() {
         assert_eq!(report.lease_lost, 0, "{report}");
         per_drainer.push(report.delivered);
     }
-    let ledger = ledger.lock().unwrap();
-    assert_eq!(ledger.overlaps, 0);
-    assert_eq!(ledger.deliveries.len(), 3000);
-    assert!(ledger.deliveries.values().all(|n| *n == 1));
+    {
+        let ledger = ledger.lock().unwrap();
+        assert_eq!(ledger.overlaps, 0);
+        assert_eq!(ledger.deliveries.len(), 3000);
+        assert!(ledger.deliveries.values().all(|n| *n == 1));
+    }
     assert_eq!(per_drainer.iter().sum::<u32>(), 3000);
     assert!(
         per_drainer.iter().filter(|n| **n > 0).count() >= 2,

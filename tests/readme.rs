@@ -8,6 +8,8 @@ fn the_readme_quickstarts_are_the_compiled_examples() {
     for example in [
         "examples/quickstart/src/lib.rs",
         "examples/quickstart-durable/src/lib.rs",
+        "examples/quickstart-postgres/src/main.rs",
+        "examples/quickstart-hyperdrive/src/lib.rs",
     ] {
         let code = std::fs::read_to_string(example).unwrap();
         assert!(

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// Faults injected, by kind.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, serde::Serialize)]
 pub(crate) struct Faults {
     pub(crate) db_errors_before: u64,
     pub(crate) db_errors_after_commit: u64,
@@ -46,7 +46,7 @@ pub(crate) struct Ledger {
 }
 
 /// The figures a run ends with.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct Figures {
     pub(crate) seed: u64,
     pub(crate) messages: usize,

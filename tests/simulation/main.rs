@@ -767,7 +767,18 @@ fn a_large_world_keeps_every_promise() {
         Ok(other) => panic!("SIM_DATABASE={other}: expected sqlite or postgres"),
     };
     println!("on {engine:?}");
+    let started = std::time::Instant::now();
     let figures = simulate_on(engine, seed, messages, drainers);
     println!("{figures}");
+    // One line for `npm run bench` (benches/simulation.mjs) to read.
+    println!(
+        "SIM_FIGURES_JSON {}",
+        serde_json::json!({
+            "engine": format!("{engine:?}"),
+            "wall_s": started.elapsed().as_secs_f64(),
+            "kept": figures.kept(),
+            "figures": figures,
+        })
+    );
     assert!(figures.kept(), "broke a promise:\n{figures}");
 }

@@ -1,0 +1,63 @@
+// Concurrent drainers on one backlog: native Postgres (FOR UPDATE SKIP
+// LOCKED) beside native SQLite, through `outbox-bench-drainers`.
+import { execFileSync } from "node:child_process";
+import path from "node:path";
+import { int, tableInto } from "./markdown.mjs";
+
+const MESSAGES = Number(process.env.BENCH_DRAINER_MESSAGES ?? 100_000);
+const COUNTS = [1, 2, 4, 8];
+
+/** Runs the drainer benchmark; needs the Postgres server of `scripts/postgres.sh`. */
+export function runDrainers(root, log) {
+  const url = process.env.WORKERS_OUTBOX_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:54329/postgres";
+  log(`concurrent drainers: ${MESSAGES} messages, ${COUNTS.join("/")} drainers, Postgres and SQLite`);
+  return JSON.parse(
+    execFileSync(
+      path.join(root, "target/release/outbox-bench-drainers"),
+      [String(MESSAGES), url, ...COUNTS.map(String)],
+      { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 16 * 1024 * 1024 },
+    ),
+  );
+}
+
+/** The report's section. */
+export function drainersMarkdown(r) {
+  const lines = [];
+  const table = tableInto(lines);
+  const fmt = (n, digits) => Number(n).toFixed(digits);
+  lines.push(
+    "## Concurrent drainers: Postgres beside SQLite (native)",
+    "",
+    `A backlog of ${int(r.messages)} messages drained by 1, 2, 4 and 8 drainers at once, each with`,
+    "connections of its own (Postgres: a pool of 2; SQLite: its own connection to one WAL file), no-op",
+    "delivery, batch 100, the scheduled limits otherwise. Postgres claims with `FOR UPDATE SKIP",
+    "LOCKED`, so drainers never wait on each other's rows; SQLite serializes every writer. Wall time",
+    "runs from the drainers' start until the last one finds nothing due. Postgres is the",
+    "`scripts/postgres.sh` server on loopback with default durability (fsync on); overlaps count a",
+    "message delivered while another drainer held it, duplicates any second delivery.",
+    "",
+  );
+  table(
+    ["engine", "drainers", "messages / s", "database calls / message", "statements / message", "per drainer", "overlaps", "duplicates", "left"],
+    r.runs.map((run) => [
+      run.engine === "postgres" ? "Postgres" : "SQLite",
+      run.drainers,
+      `**${int(run.per_second)}**`,
+      fmt(run.calls_per_message, 4),
+      fmt(run.statements / run.delivered, 3),
+      run.per_drainer.map(int).join(" / "),
+      run.overlaps,
+      run.duplicates,
+      run.left,
+    ]),
+  );
+  lines.push(
+    "A settle is one statement per message (a fenced `DELETE`), sent in the same transaction as the",
+    "next claim; the Postgres adapter pipelines a transaction's statements, so a call costs about one",
+    "round trip whatever its length. On this 2-core machine the server, the drainers and the",
+    "benchmark share both cores: the figures measure the outbox's bookkeeping and its contention,",
+    "not a tuned server.",
+    "",
+  );
+  return lines;
+}
