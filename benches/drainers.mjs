@@ -53,8 +53,8 @@ export function drainersMarkdown(r) {
   );
   lines.push(
     "A settle is one statement per message (a fenced `DELETE`), sent in the same transaction as the",
-    "next claim; the Postgres adapter pipelines a transaction's statements, so a call costs about one",
-    "round trip whatever its length. On this 2-core machine the server, the drainers and the",
+    "next claim; the Postgres adapter pipelines a transaction's statements, so a call costs three",
+    "round trips (`BEGIN`, the statements, `COMMIT`) whatever its length. On this 2-core machine the server, the drainers and the",
     "benchmark share both cores: the figures measure the outbox's bookkeeping and its contention,",
     "not a tuned server.",
     "",

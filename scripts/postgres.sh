@@ -60,9 +60,13 @@ start() {
   fi
   as_owner "$bin/initdb" -D "$dir/data" -A trust -U postgres -E UTF8 --no-locale >/dev/null
   # Default durability (fsync, synchronous commit): the benchmark measures it.
-  as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
+  if ! as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
     -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=200 -c shared_buffers=256MB" \
-    start >/dev/null
+    start >/dev/null; then
+    echo "PostgreSQL did not start on 127.0.0.1:$port (is the port taken? set WORKERS_OUTBOX_PG_PORT); its log:" >&2
+    tail -n 20 "$dir/log" >&2 || true
+    exit 1
+  fi
   echo "$url"
 }
 

@@ -28,6 +28,9 @@ CREATE INDEX IF NOT EXISTS "outbox_due" ON "outbox" (state, due_at, id);
 CREATE UNIQUE INDEX IF NOT EXISTS "outbox_dedup" ON "outbox" (dedup_key) WHERE dedup_key IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "outbox_ordering" ON "outbox" (ordering_key, seq) WHERE ordering_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "outbox_subject" ON "outbox" (subject) WHERE subject IS NOT NULL;
+-- Statistics from the start: a table filled before autovacuum first analyzes it would otherwise be
+-- planned as tiny, and its claims would sort every due row instead of walking the due index.
+ANALYZE "outbox";
 
 -- Inbox table "inbox", from workers-outbox, for PostgreSQL. One row per processed message key:
 -- written in the same transaction as the message's effect, so an effect happens once.

@@ -169,25 +169,38 @@ async fn postgres_plan(h: &Harness, statement: &Statement) -> Result<Vec<String>
         })
         .transpose()?
         .unwrap_or_default();
-    Ok(lines
-        .into_iter()
-        .map(|line| {
-            let step = line.trim_start_matches([' ', '-', '>']).to_owned();
+    // An index scan searches only with an `Index Cond` (or, for a bitmap
+    // heap scan, a `Recheck Cond` from its index) among its own detail
+    // lines; without one it reads the whole index, a scan.
+    let steps: Vec<String> = lines
+        .iter()
+        .map(|line| line.trim_start_matches([' ', '-', '>']).to_owned())
+        .collect();
+    Ok(steps
+        .iter()
+        .enumerate()
+        .map(|(at, step)| {
             let on = |table: &str| {
                 step.split(" on ")
                     .nth(1)
                     .and_then(|rest| rest.split_whitespace().next())
                     .map(|name| format!("{table} {}", name.trim_matches('"')))
             };
-            if step.starts_with("Seq Scan") {
-                on("SCAN").unwrap_or(step)
-            } else if step.contains("Index Scan")
+            let conditioned = || {
+                lines[at + 1..]
+                    .iter()
+                    .take_while(|line| !line.contains("->"))
+                    .any(|line| line.contains("Index Cond:") || line.contains("Recheck Cond:"))
+            };
+            let index_scan = step.contains("Index Scan")
                 || step.contains("Index Only Scan")
-                || step.starts_with("Bitmap Heap Scan")
-            {
-                on("SEARCH").unwrap_or(step)
+                || step.starts_with("Bitmap Heap Scan");
+            if step.starts_with("Seq Scan") || (index_scan && !conditioned()) {
+                on("SCAN").unwrap_or_else(|| step.clone())
+            } else if index_scan {
+                on("SEARCH").unwrap_or_else(|| step.clone())
             } else {
-                step
+                step.clone()
             }
         })
         .collect())

@@ -1,6 +1,8 @@
 //! Which SQL a database speaks, and rendering sea-query statements for it.
 
-use sea_query::{PostgresQueryBuilder, QueryStatementBuilder, SqliteQueryBuilder};
+#[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+use sea_query::PostgresQueryBuilder;
+use sea_query::{QueryStatementBuilder, SqliteQueryBuilder};
 
 use super::statement::Statement;
 use super::value::from_sea_query;
@@ -26,12 +28,21 @@ impl Dialect {
     /// Renders a sea-query statement in this dialect, its values bound.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`](crate::Error::InvalidInput) if a value cannot
-    /// be stored exactly (see [`Value`](super::Value)).
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) if a value cannot be stored exactly (see
+    /// [`Value`](super::Value)), or for Postgres in a build without the
+    /// `postgres` or `hyperdrive` feature (which brings its renderer).
     pub fn render(self, query: &impl QueryStatementBuilder) -> Result<Statement> {
         let (sql, values) = match self {
             Dialect::Sqlite => query.build_any(&SqliteQueryBuilder),
+            #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
             Dialect::Postgres => query.build_any(&PostgresQueryBuilder),
+            #[cfg(not(any(feature = "postgres", feature = "hyperdrive")))]
+            Dialect::Postgres => {
+                return Err(crate::Error::invalid(
+                    "dialect",
+                    "Postgres statements need the `postgres` or `hyperdrive` feature",
+                ));
+            }
         };
         let values = values
             .into_iter()
@@ -42,7 +53,8 @@ impl Dialect {
 
     /// `sql` written with `?` placeholders, in this dialect's: unchanged for
     /// SQLite, `$1`, `$2`, … for Postgres. A `?` inside a quoted string or
-    /// identifier is left alone.
+    /// identifier is left alone; comments, dollar quoting and Postgres's
+    /// `?` operators (jsonb) are not understood: write such SQL with `$n`.
     pub fn number_placeholders(self, sql: &str) -> String {
         if self == Dialect::Sqlite {
             return sql.to_owned();
@@ -75,6 +87,7 @@ mod tests {
     use sea_query::{Expr, ExprTrait, Query};
 
     #[test]
+    #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
     fn renders_each_dialect_with_values_bound() {
         let mut select = Query::select();
         select

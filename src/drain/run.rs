@@ -11,7 +11,7 @@ use super::breaker::{Breaker, Settle};
 use super::deliver::Delivery;
 use super::report::{DrainReport, StopReason};
 use super::{Attempt, Drainer};
-use crate::database::{Outcome, Statement};
+use crate::database::{Dialect, Outcome, Statement};
 use crate::error::{Error, Result, RetryAdvice};
 use crate::future::BoxFuture;
 use crate::outbox::{Claim, ClaimStatement, ClaimedMessage, Fate, LeaseHandle, PreparedSettle};
@@ -31,6 +31,9 @@ struct Call {
     /// The earliest lease end among the settles: retrying past it is futile.
     settle_until: Option<Timestamp>,
     isolate: Option<Statement>,
+    /// Promotes stranded heads of ordering keys before the first claim (see
+    /// [`Run::sweep`]).
+    sweep: Option<Statement>,
     claim: Option<Claiming>,
 }
 
@@ -42,6 +45,7 @@ impl Call {
     fn statements(&self) -> Vec<Statement> {
         let mut statements = self.settle.statements().to_vec();
         statements.extend(self.isolate.iter().cloned());
+        statements.extend(self.sweep.iter().cloned());
         statements.extend(
             self.claim
                 .iter()
@@ -101,6 +105,12 @@ pub(super) struct Run<'a> {
     claims_over: Option<StopReason>,
     /// A call failed for good: nothing new starts.
     failed: bool,
+    /// Postgres only, sent before the run's first claim in the same call:
+    /// makes ready the head of any ordering key left waiting. Under read
+    /// committed, a completion and an erasure (or purge) of one key's rows
+    /// committing at once can each miss the other's delete and promote
+    /// nothing; SQLite serializes writers, so it never happens there.
+    sweep: Option<Statement>,
 }
 
 impl<'a> Run<'a> {
@@ -121,6 +131,9 @@ impl<'a> Run<'a> {
             running: BTreeMap::new(),
             claims_over: (!may_claim).then_some(StopReason::Drained),
             failed: false,
+            sweep: (may_claim && drainer.outbox.dialect() == Dialect::Postgres)
+                .then(|| drainer.outbox.promote_all_heads().ok())
+                .flatten(),
         };
         run.queue(seed);
         run
@@ -360,10 +373,12 @@ impl<'a> Run<'a> {
             return None;
         }
         let (settle, settle_until) = self.take_outcomes()?;
+        let sweep = claim.as_ref().and_then(|_| self.sweep.take());
         Some(Call {
             settle,
             settle_until,
             isolate: None,
+            sweep,
             claim,
         })
     }
@@ -534,6 +549,9 @@ impl<'a> Run<'a> {
             );
             next += 1;
         }
+        if call.sweep.is_some() && executed.tries == 1 {
+            next += 1;
+        }
         // After a retry, the claim's rows are read back by its recovery (a
         // claim that did not commit leased nothing; one whose rows cannot be
         // read back returns them, unspent, when its lease ends).
@@ -616,6 +634,7 @@ impl<'a> Run<'a> {
             settle,
             settle_until,
             isolate: Some(isolate),
+            sweep: None,
             claim: None,
         };
         let executed = self.execute(&call, false).await;
@@ -698,6 +717,7 @@ impl<'a> Run<'a> {
             settle,
             settle_until,
             isolate: None,
+            sweep: None,
             claim: None,
         };
         let executed = self.execute(&call, true).await;

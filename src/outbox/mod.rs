@@ -248,6 +248,11 @@ impl Outbox {
             .map(drop)
     }
 
+    /// The SQL dialect its statements are rendered in.
+    pub(crate) fn dialect(&self) -> Dialect {
+        self.inner.dialect
+    }
+
     /// "Now" on the outbox's clock.
     pub(crate) fn now(&self) -> crate::time::Timestamp {
         self.inner.clock.now()

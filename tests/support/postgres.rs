@@ -40,12 +40,18 @@ impl TestDatabase {
         admin(&format!("CREATE DATABASE \"{name}\"")).await;
         let mut config = tokio_postgres::Config::from_str(&server_url()).expect("a valid URL");
         config.dbname(&name);
-        let url = format!(
+        let mut url = format!(
             "host={} port={} user={} dbname={name}",
             host(&config),
             config.get_ports().first().copied().unwrap_or(5432),
             config.get_user().unwrap_or("postgres"),
         );
+        if let Some(password) = config.get_password() {
+            let password = String::from_utf8_lossy(password)
+                .replace('\\', "\\\\")
+                .replace('\'', "\\'");
+            url.push_str(&format!(" password='{password}'"));
+        }
         TestDatabase { name, url }
     }
 

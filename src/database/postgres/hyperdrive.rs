@@ -20,6 +20,11 @@ use crate::future::BoxFuture;
 /// [`PostgresDatabase`](https://docs.rs/workers-outbox/latest/workers_outbox/struct.PostgresDatabase.html),
 /// the native adapter.
 ///
+/// Hyperdrive caches read queries (60 s by default); writes and claims are
+/// never cached, but plain reads (`stats`, `list_dead`, `export_subject`,
+/// `Inbox::seen`) can be stale. Create the configuration with
+/// `--caching-disabled` where they must be current.
+///
 /// Locally, `wrangler dev` and Miniflare connect the binding to the database
 /// named by its `localConnectionString` (or the
 /// `CLOUDFLARE_HYPERDRIVE_LOCAL_CONNECTION_STRING_<BINDING>` variable).

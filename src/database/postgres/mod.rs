@@ -20,7 +20,7 @@ use futures_util::future::join_all;
 use futures_util::{StreamExt, pin_mut};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
-use tokio_postgres::{Client, RowStream};
+use tokio_postgres::{Client, IsolationLevel, RowStream};
 
 use super::{Outcome, Rows, Statement, Value};
 use crate::error::{Error, Result, RetryAdvice};
@@ -54,8 +54,9 @@ impl ToSql for Param<'_> {
 }
 
 /// The type a value is declared with: `BIGINT`, `DOUBLE PRECISION`, `TEXT`
-/// or `BYTEA`, as SQLite's storage classes are; `NULL` is left to
-/// inference. Declaring types makes a statement mean the same as on SQLite
+/// or `BYTEA`, as SQLite's storage classes are; a `NULL`'s type is inferred
+/// from where it is used (a bare `SELECT $1` of a NULL cannot be typed:
+/// cast it). Declaring types makes a statement mean the same as on SQLite
 /// (`CASE … THEN $1 ELSE $2 END` is a `BIGINT` when both are integers),
 /// and a value of the wrong type for its column fails loudly instead of
 /// being converted. Cast in SQL for other column types (`$1::jsonb`).
@@ -75,6 +76,12 @@ fn params(statement: &Statement) -> Result<Vec<(Param<'_>, Type)>> {
         .iter()
         .map(|value| {
             value.check_storable()?;
+            if matches!(value, Value::Text(text) if text.contains('\0')) {
+                return Err(Error::invalid(
+                    "value",
+                    "Postgres text cannot hold a NUL character",
+                ));
+            }
             Ok((Param(value), declared_type(value)))
         })
         .collect()
@@ -126,21 +133,40 @@ impl<'a> FromSql<'a> for Cell {
     }
 }
 
+/// Why a call failed, before a uniqueness conflict is named: naming one
+/// may need the catalog.
+enum Failure {
+    Classified(Error),
+    /// A unique violation whose detail did not name its columns (the
+    /// server's messages are translated, or the role may not read them).
+    UnnamedConflict {
+        schema: String,
+        table: String,
+        index: String,
+    },
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        Failure::Classified(error)
+    }
+}
+
 /// Runs one statement: `send` starts it on a client or transaction with
 /// the statement's SQL and parameters (one round trip: the unnamed
 /// statement is parsed, bound and run together).
-async fn run<'a, F, Fut>(statement: &'a Statement, send: F) -> Result<Outcome>
+async fn run<'a, F, Fut>(statement: &'a Statement, send: F) -> std::result::Result<Outcome, Failure>
 where
     F: FnOnce(&'a str, Vec<(Param<'a>, Type)>) -> Fut,
     Fut: Future<Output = std::result::Result<RowStream, tokio_postgres::Error>>,
 {
     let params = params(statement)?;
-    let stream = send(statement.sql(), params).await.map_err(map_error)?;
+    let stream = send(statement.sql(), params).await.map_err(classify)?;
     pin_mut!(stream);
     let mut columns: Option<Vec<String>> = None;
     let mut rows = Vec::new();
     while let Some(row) = stream.next().await {
-        let row = row.map_err(map_error)?;
+        let row = row.map_err(classify)?;
         let names = columns.get_or_insert_with(|| {
             row.columns()
                 .iter()
@@ -175,50 +201,78 @@ where
 
 /// Runs one statement on its own (Postgres commits it alone).
 async fn run_alone(client: &Client, statement: &Statement) -> Result<Outcome> {
-    run(statement, |sql, params| client.query_typed_raw(sql, params)).await
+    match run(statement, |sql, params| client.query_typed_raw(sql, params)).await {
+        Ok(outcome) => Ok(outcome),
+        Err(failure) => Err(name(client, failure).await),
+    }
 }
 
-/// Runs `statements` in one transaction. The statements are pipelined:
-/// all are sent at once, in order, and run in that order on the server, so
-/// a batch costs about one round trip whatever its length (a settle of a
-/// hundred messages is a hundred statements). After a failure Postgres
-/// refuses the rest and the first error is returned. If this future is
-/// dropped half-way the transaction is rolled back (tokio-postgres queues
-/// the `ROLLBACK`).
+/// Runs `statements` in one read-committed transaction: `BEGIN`, the
+/// statements pipelined (sent at once, run in order on the server, so their
+/// number costs no extra round trips; a settle of a hundred messages is a
+/// hundred statements), `COMMIT`. After a failure Postgres refuses the rest
+/// and the first error is returned. If this future is dropped half-way the
+/// transaction is rolled back (tokio-postgres queues the `ROLLBACK`).
 async fn run_transaction(client: &mut Client, statements: &[Statement]) -> Result<Vec<Outcome>> {
     if statements.is_empty() {
         return Ok(Vec::new());
     }
-    let transaction = client.transaction().await.map_err(map_error)?;
-    let sent = &transaction;
-    let outcomes = join_all(statements.iter().map(|statement| {
-        run(statement, move |sql, params| {
-            sent.query_typed_raw(sql, params)
-        })
-    }))
-    .await
-    .into_iter()
-    .collect::<Result<Vec<_>>>()?;
-    transaction.commit().await.map_err(map_error)?;
-    Ok(outcomes)
+    let result = async {
+        let transaction = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::ReadCommitted)
+            .start()
+            .await
+            .map_err(classify)?;
+        let sent = &transaction;
+        let outcomes = join_all(statements.iter().map(|statement| {
+            run(statement, move |sql, params| {
+                sent.query_typed_raw(sql, params)
+            })
+        }))
+        .await
+        .into_iter()
+        .collect::<std::result::Result<Vec<_>, Failure>>()?;
+        transaction.commit().await.map_err(classify)?;
+        Ok(outcomes)
+    }
+    .await;
+    match result {
+        Ok(outcomes) => Ok(outcomes),
+        Err(failure) => Err(name(client, failure).await),
+    }
 }
 
 /// Whether a statement's command tag counts changed rows: a read's counts
 /// the rows it returned, which the contract reports as 0 changed. The main
-/// verb is the first keyword outside parentheses and quotes, after any
-/// `WITH` clause.
+/// verb is the first keyword outside parentheses, quotes and comments,
+/// after any `WITH` clause.
 fn changes_rows(sql: &str) -> bool {
     let mut depth = 0usize;
     let mut quote: Option<char> = None;
     let mut word = String::new();
-    for c in sql.chars().chain([' ']) {
+    let mut chars = sql.chars().chain([' ']).peekable();
+    while let Some(c) = chars.next() {
         match (quote, c) {
             (Some(open), _) if c == open => quote = None,
-            (Some(_), _) => {}
+            (Some(_), _) => continue,
             (None, '\'' | '"') => quote = Some(c),
+            (None, '-') if chars.peek() == Some(&'-') => {
+                chars.by_ref().take_while(|c| *c != '\n').for_each(drop);
+            }
+            (None, '/') if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut previous = ' ';
+                for c in chars.by_ref() {
+                    if previous == '*' && c == '/' {
+                        break;
+                    }
+                    previous = c;
+                }
+            }
             (None, '(') => depth += 1,
             (None, ')') => depth = depth.saturating_sub(1),
-            (None, c) if c.is_ascii_alphabetic() && depth == 0 => {
+            (None, c) if depth == 0 && (c.is_ascii_alphanumeric() || c == '_' || c == '$') => {
                 word.push(c.to_ascii_uppercase());
                 continue;
             }
@@ -234,13 +288,13 @@ fn changes_rows(sql: &str) -> bool {
 }
 
 /// Classifies a tokio-postgres error by its SQLSTATE.
-fn map_error(error: tokio_postgres::Error) -> Error {
+fn classify(error: tokio_postgres::Error) -> Failure {
     let Some(db) = error.as_db_error() else {
         // No answer from the server: the connection broke, or closed.
-        return Error::Unavailable {
+        return Failure::Classified(Error::Unavailable {
             message: format!("Postgres: {error}"),
             advice: RetryAdvice::AfterBackoff,
-        };
+        });
     };
     let code = db.code();
     let message = match db.detail() {
@@ -248,21 +302,27 @@ fn map_error(error: tokio_postgres::Error) -> Error {
         None => format!("{} (SQLSTATE {})", db.message(), code.code()),
     };
     if *code == SqlState::UNIQUE_VIOLATION {
-        let columns = key_columns(db.detail().unwrap_or_default());
-        if columns == ["ordering_key", "seq"] {
-            return Error::Unavailable {
+        let table = db.table().unwrap_or_default();
+        let index = db.constraint().unwrap_or_default();
+        // The outbox's ordering index (see its schema): two enqueues raced
+        // for one place in a key's order.
+        if !table.is_empty() && index == format!("{table}_ordering") {
+            return Failure::Classified(Error::Unavailable {
                 message: format!(
                     "another transaction took this ordering key's next place at the same moment; \
                      the batch changed nothing and can be sent again: {message}"
                 ),
                 advice: RetryAdvice::Now,
-            };
+            });
         }
-        let column = columns.first().copied().or(db.constraint()).unwrap_or("?");
-        return Error::Conflict {
-            constraint: match db.table() {
-                Some(table) => format!("{table}.{column}"),
-                None => column.to_owned(),
+        return match key_columns(db.detail().unwrap_or_default()).first() {
+            Some(column) => Failure::Classified(Error::Conflict {
+                constraint: format!("{table}.{column}"),
+            }),
+            None => Failure::UnnamedConflict {
+                schema: db.schema().unwrap_or("public").to_owned(),
+                table: table.to_owned(),
+                index: index.to_owned(),
             },
         };
     }
@@ -278,20 +338,75 @@ fn map_error(error: tokio_postgres::Error) -> Error {
         SqlState::CANNOT_CONNECT_NOW,
         SqlState::IDLE_SESSION_TIMEOUT,
         SqlState::TOO_MANY_CONNECTIONS,
+        SqlState::T_R_STATEMENT_COMPLETION_UNKNOWN,
+        SqlState::SYSTEM_ERROR,
+        SqlState::IO_ERROR,
     ];
     let class = &code.code()[..2];
-    if now.contains(code) {
+    Failure::Classified(if now.contains(code) {
         Error::Unavailable {
             message,
             advice: RetryAdvice::Now,
         }
-    } else if after_backoff.contains(code) || matches!(class, "08" | "53" | "58") {
+    } else if after_backoff.contains(code)
+        || (class == "08" && *code != SqlState::PROTOCOL_VIOLATION)
+        || class == "53"
+    {
         Error::Unavailable {
             message,
             advice: RetryAdvice::AfterBackoff,
         }
+    } else if *code == SqlState::CHARACTER_NOT_IN_REPERTOIRE
+        || *code == SqlState::UNTRANSLATABLE_CHARACTER
+    {
+        Error::InvalidInput {
+            what: "value",
+            reason: message,
+        }
     } else {
         Error::Database { message }
+    })
+}
+
+/// Classifies an error where the catalog cannot be read (connecting).
+fn map_error(error: tokio_postgres::Error) -> Error {
+    match classify(error) {
+        Failure::Classified(error) => error,
+        Failure::UnnamedConflict { table, index, .. } => Error::Conflict {
+            constraint: format!("{table}.{index}"),
+        },
+    }
+}
+
+/// The error of a failure, reading the catalog to name the first column of
+/// a unique index when the server's message did not (as `table.column`,
+/// or `table.index` if even the catalog cannot say).
+async fn name(client: &Client, failure: Failure) -> Error {
+    let (schema, table, index) = match failure {
+        Failure::Classified(error) => return error,
+        Failure::UnnamedConflict {
+            schema,
+            table,
+            index,
+        } => (schema, table, index),
+    };
+    let lookup = Statement::new(
+        "SELECT a.attname::text AS name FROM pg_catalog.pg_class i \
+         JOIN pg_catalog.pg_namespace n ON n.oid = i.relnamespace \
+         JOIN pg_catalog.pg_index x ON x.indexrelid = i.oid \
+         JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = x.indkey[0] \
+         WHERE i.relname = $1 AND n.nspname = $2",
+        vec![index.clone().into(), schema.into()],
+    );
+    let column = match run(&lookup, |sql, params| client.query_typed_raw(sql, params)).await {
+        Ok(outcome) => outcome
+            .rows
+            .first()
+            .and_then(|row| row.get::<String>("name").ok()),
+        Err(_) => None,
+    };
+    Error::Conflict {
+        constraint: format!("{table}.{}", column.unwrap_or(index)),
     }
 }
 
@@ -316,6 +431,13 @@ mod tests {
         ));
         assert!(changes_rows("insert into t values ('SELECT')"));
         assert!(!changes_rows("CREATE TABLE t (a BIGINT)"));
+        assert!(changes_rows(
+            "WITH select_ids AS (SELECT id FROM t) DELETE FROM t USING select_ids"
+        ));
+        assert!(!changes_rows(
+            "-- update the view\nWITH delete_x AS (SELECT 1) SELECT * FROM delete_x"
+        ));
+        assert!(!changes_rows("/* insert */ SELECT 1"));
     }
 
     #[test]

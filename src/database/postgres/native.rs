@@ -2,7 +2,9 @@
 
 use std::str::FromStr;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
 use super::{map_error, run_alone, run_transaction};
@@ -10,17 +12,22 @@ use crate::database::{Database, Dialect, Outcome, Rows, Statement};
 use crate::error::{Error, Result, RetryAdvice};
 use crate::future::BoxFuture;
 
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const POOL_WAIT: Duration = Duration::from_secs(30);
+
 /// A Postgres database reached through a pool of connections.
 ///
 /// Each call takes a connection from the pool for its duration: a single
 /// statement commits on its own, a [`batch_atomic`](Database::batch_atomic)
-/// is one transaction (`BEGIN … COMMIT`, read committed). Claims lock the
-/// rows they lease with `FOR UPDATE SKIP LOCKED`, so any number of drainers,
+/// is one read-committed transaction (`BEGIN`, its statements pipelined,
+/// `COMMIT`: three round trips whatever its length). Claims lock the rows
+/// they lease with `FOR UPDATE SKIP LOCKED`, so any number of drainers,
 /// in any number of processes, can share one outbox.
 ///
 /// Statements are in the [`Dialect::Postgres`] dialect (`$1` placeholders).
 /// Values are declared as `BIGINT`, `DOUBLE PRECISION`, `TEXT` or `BYTEA`
-/// (NULL takes the type of its column): cast in SQL for other column types.
+/// (a NULL's type is inferred from where it is used): cast in SQL for other
+/// column types (`$1::jsonb`).
 /// Rows read back integer, float, text, `bytea`, `bool` and JSON columns;
 /// other types are refused with [`Error::MalformedRow`]: cast them in SQL.
 #[derive(Clone)]
@@ -31,7 +38,10 @@ pub struct PostgresDatabase {
 impl PostgresDatabase {
     /// Connects to `url` (`postgres://user:password@host:port/database`,
     /// or `key=value` pairs) without TLS, with a pool of up to
-    /// `max_connections`, and checks that one connection opens.
+    /// `max_connections`, and checks that one connection opens. Opening a
+    /// connection gives up after 10 s (unless the URL sets
+    /// `connect_timeout`), waiting for a free one after 30 s: both are
+    /// [`Error::Unavailable`].
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a malformed URL or a pool size of 0;
@@ -40,8 +50,11 @@ impl PostgresDatabase {
         if max_connections == 0 {
             return Err(Error::invalid("pool size", "0: at least one connection"));
         }
-        let config = tokio_postgres::Config::from_str(url)
+        let mut config = tokio_postgres::Config::from_str(url)
             .map_err(|error| Error::invalid("Postgres URL", error.to_string()))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -51,6 +64,9 @@ impl PostgresDatabase {
         );
         let pool = Pool::builder(manager)
             .max_size(max_connections)
+            .runtime(Runtime::Tokio1)
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .wait_timeout(Some(POOL_WAIT))
             .build()
             .map_err(|error| Error::invalid("Postgres pool", error.to_string()))?;
         let database = PostgresDatabase { pool };

@@ -203,6 +203,15 @@ mod native {
                 let _ = std::fs::remove_file(format!("{}{suffix}", file.display()));
             }
         }
+        if overlaps > 0 || duplicates > 0 || left > 0 || delivered != u64::from(messages) {
+            return Err(Error::Database {
+                message: format!(
+                    "{} × {drainers}: {delivered} of {messages} delivered, {overlaps} overlaps, \
+                     {duplicates} duplicates, {left} left",
+                    engine.name()
+                ),
+            });
+        }
         Ok(json!({
             "engine": engine.name(),
             "drainers": drainers,
