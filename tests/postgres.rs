@@ -23,41 +23,21 @@ const LEASE: Duration = Duration::from_secs(30);
 /// Every column, constraint and index of `table`, in words that compare.
 async fn structure(db: &PostgresDatabase, table: &str) -> Vec<String> {
     let mut facts = Vec::new();
-    let facts_of = |sql: &str| Statement::new(sql, vec![table.into()]);
-    for row in db
-        .query(&facts_of(
-            "SELECT column_name || ' ' || data_type || ' nullable=' || is_nullable \
-             || ' default=' || coalesce(column_default, '-') || ' collation=' \
-             || coalesce(collation_name, '-') AS fact \
-             FROM information_schema.columns WHERE table_name = $1 ORDER BY column_name",
-        ))
-        .await
-        .unwrap()
-        .iter()
-    {
-        facts.push(row.get::<String>("fact").unwrap());
-    }
-    for row in db
-        .query(&facts_of(
-            "SELECT 'constraint ' || conname || ' ' || pg_get_constraintdef(c.oid) AS fact \
-             FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid \
-             WHERE t.relname = $1 ORDER BY conname",
-        ))
-        .await
-        .unwrap()
-        .iter()
-    {
-        facts.push(row.get::<String>("fact").unwrap());
-    }
-    for row in db
-        .query(&facts_of(
-            "SELECT 'index ' || indexdef AS fact FROM pg_indexes WHERE tablename = $1 ORDER BY indexname",
-        ))
-        .await
-        .unwrap()
-        .iter()
-    {
-        facts.push(row.get::<String>("fact").unwrap());
+    for sql in [
+        "SELECT column_name || ' ' || data_type || ' nullable=' || is_nullable \
+         || ' default=' || coalesce(column_default, '-') || ' collation=' \
+         || coalesce(collation_name, '-') AS fact \
+         FROM information_schema.columns WHERE table_name = $1 ORDER BY column_name",
+        "SELECT 'constraint ' || conname || ' ' || pg_get_constraintdef(c.oid) AS fact \
+         FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid \
+         WHERE t.relname = $1 ORDER BY conname",
+        "SELECT 'index ' || indexdef AS fact FROM pg_indexes WHERE tablename = $1 ORDER BY indexname",
+    ] {
+        let rows = db
+            .query(&Statement::new(sql, vec![table.into()]))
+            .await
+            .unwrap();
+        facts.extend(rows.iter().map(|row| row.get::<String>("fact").unwrap()));
     }
     facts
 }

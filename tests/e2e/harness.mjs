@@ -75,13 +75,17 @@ export async function applyMigrations(mf) {
   return db;
 }
 
-/** Polls `probe` until it returns a truthy value or `timeoutMs` passes. */
+/**
+ * Polls `probe` until it returns a truthy value or `timeoutMs` passes, on the
+ * monotonic clock: a step of the wall clock (seen on this machine kind) must
+ * not end the wait early.
+ */
 export async function eventually(probe, { timeoutMs = 5000, everyMs = 20 } = {}) {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   for (;;) {
     const value = await probe();
     if (value) return value;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    if (performance.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
 }
