@@ -23,7 +23,8 @@ CREATE TABLE IF NOT EXISTS "outbox" (
     created_at   BIGINT NOT NULL,
     unsettled_leases BIGINT NOT NULL DEFAULT 0,
     deferrals    BIGINT NOT NULL DEFAULT 0
-);
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
+        autovacuum_vacuum_cost_delay = 0, autovacuum_analyze_scale_factor = 0.05);
 CREATE INDEX IF NOT EXISTS "outbox_due" ON "outbox" (state, due_at, id);
 CREATE UNIQUE INDEX IF NOT EXISTS "outbox_dedup" ON "outbox" (dedup_key) WHERE dedup_key IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "outbox_ordering" ON "outbox" (ordering_key, seq) WHERE ordering_key IS NOT NULL;

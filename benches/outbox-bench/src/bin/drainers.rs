@@ -79,14 +79,39 @@ mod native {
                 message: e.to_string(),
             })?;
         let mut runs = Vec::new();
-        for engine in [Engine::Postgres, Engine::Sqlite] {
+        // Postgres twice: with the server's default autovacuum naptime, and
+        // with the 1 s a queue-heavy server is tuned to (the outbox table's
+        // own autovacuum settings are in its schema).
+        for naptime in [None, Some("1s")] {
+            runtime.block_on(set_naptime(&url, naptime))?;
             for &drainers in &counts {
-                let run = runtime.block_on(one_run(engine, &url, messages, drainers))?;
-                eprintln!("  {} × {drainers}: {run}", engine.name());
+                let mut run = runtime.block_on(one_run(Engine::Postgres, &url, messages, drainers))?;
+                run["naptime"] = json!(naptime.unwrap_or("60s (default)"));
+                eprintln!("  postgres × {drainers}: {run}");
                 runs.push(run);
             }
         }
+        runtime.block_on(set_naptime(&url, None))?;
+        for &drainers in &counts {
+            let run = runtime.block_on(one_run(Engine::Sqlite, &url, messages, drainers))?;
+            eprintln!("  sqlite × {drainers}: {run}");
+            runs.push(run);
+        }
         println!("{}", json!({ "messages": messages, "runs": runs }));
+        Ok(())
+    }
+
+    /// Sets the server's `autovacuum_naptime` (`None`: its default).
+    async fn set_naptime(url: &str, naptime: Option<&str>) -> Result<()> {
+        let server = PostgresDatabase::connect(url, 1).await?;
+        let set = match naptime {
+            Some(naptime) => format!("ALTER SYSTEM SET autovacuum_naptime = '{naptime}'"),
+            None => "ALTER SYSTEM RESET autovacuum_naptime".to_owned(),
+        };
+        server.execute(&Statement::new(set, vec![])).await?;
+        server
+            .query(&Statement::new("SELECT pg_reload_conf()", vec![]))
+            .await?;
         Ok(())
     }
 
