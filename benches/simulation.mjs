@@ -74,7 +74,7 @@ export function simulationMarkdown(runs) {
   );
   lines.push(
     same
-      ? "Every figure is equal on both: the same world, call for call, on either database."
+      ? "Every figure is equal on both: the same seeded world, figure for figure, on either database."
       : "**The figures differ between the two databases**: the same seed did not replay the same world.",
     "",
   );

@@ -287,13 +287,15 @@ async fn an_unreachable_server_is_unavailable_not_a_panic() {
 async fn an_erasure_racing_a_completion_of_its_key_strands_nothing() {
     let database = TestDatabase::create("erasure_race").await;
     let outbox = outbox_on(&database, 4).await;
-    let drainer = Drainer::builder(
-        outbox.clone(),
-        deliver_fn(|_: workers_outbox::ClaimedMessage| async { Delivery::Delivered }),
-    )
-    .build()
-    .unwrap();
     for round in 0..60 {
+        // A drainer of its own each round, as a cron invocation makes one:
+        // a drainer sweeps at most once a minute.
+        let drainer = Drainer::builder(
+            outbox.clone(),
+            deliver_fn(|_: workers_outbox::ClaimedMessage| async { Delivery::Delivered }),
+        )
+        .build()
+        .unwrap();
         let key = format!("key-{round}");
         let erased = format!("subject-{round}");
         let keyed = |subject: &str| {

@@ -27,6 +27,7 @@ mod report;
 mod run;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use futures_util::future::{Either, select};
 
@@ -47,7 +48,13 @@ pub struct Drainer {
     deliver: Deliverer,
     timer: Arc<dyn Timer>,
     limits: DrainLimits,
+    /// When this drainer (and its clones) last swept for stranded ordering
+    /// keys, in Unix ms (Postgres only; see `run::Run::sweep`).
+    last_sweep: Arc<AtomicI64>,
 }
+
+/// How often a drainer sweeps for stranded ordering keys on Postgres.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl std::fmt::Debug for Drainer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -162,6 +169,7 @@ impl DrainerBuilder {
             deliver: self.deliver,
             timer,
             limits: self.limits,
+            last_sweep: Arc::new(AtomicI64::new(i64::MIN)),
         })
     }
 }
@@ -215,12 +223,27 @@ impl Drainer {
             deliver: Deliverer::One(deliver),
             timer,
             limits,
+            last_sweep: Arc::new(AtomicI64::new(i64::MIN)),
         })
     }
 
     /// The limits in force.
     pub fn limits(&self) -> &DrainLimits {
         &self.limits
+    }
+
+    /// Whether a run starting at `now` should sweep for stranded ordering
+    /// keys (at most once per [`SWEEP_EVERY`] for a drainer and its clones);
+    /// if so, the sweep is counted as done.
+    fn sweep_due(&self, now: crate::time::Timestamp) -> bool {
+        let now = now.as_unix_millis();
+        let every = i64::try_from(SWEEP_EVERY.as_millis()).unwrap_or(i64::MAX);
+        let last = self.last_sweep.load(Ordering::Relaxed);
+        now.saturating_sub(last) >= every
+            && self
+                .last_sweep
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 
     /// Drains due messages until none is left or a limit is reached, and

@@ -105,7 +105,8 @@ pub(super) struct Run<'a> {
     claims_over: Option<StopReason>,
     /// A call failed for good: nothing new starts.
     failed: bool,
-    /// Postgres only, sent before the run's first claim in the same call:
+    /// Postgres only, sent before the run's first claim in the same call,
+    /// at most once a minute per drainer (it reads every waiting row):
     /// makes ready the head of any ordering key left waiting. Under read
     /// committed, a completion and an erasure (or purge) of one key's rows
     /// committing at once can each miss the other's delete and promote
@@ -131,9 +132,11 @@ impl<'a> Run<'a> {
             running: BTreeMap::new(),
             claims_over: (!may_claim).then_some(StopReason::Drained),
             failed: false,
-            sweep: (may_claim && drainer.outbox.dialect() == Dialect::Postgres)
-                .then(|| drainer.outbox.promote_all_heads().ok())
-                .flatten(),
+            sweep: (may_claim
+                && drainer.outbox.dialect() == Dialect::Postgres
+                && drainer.sweep_due(started))
+            .then(|| drainer.outbox.promote_all_heads().ok())
+            .flatten(),
         };
         run.queue(seed);
         run
@@ -549,8 +552,14 @@ impl<'a> Run<'a> {
             );
             next += 1;
         }
-        if call.sweep.is_some() && executed.tries == 1 {
-            next += 1;
+        if call.sweep.is_some() {
+            if executed.tries == 1 {
+                next += 1;
+            } else {
+                // A retry leaves it out (with the claim): the next claim
+                // call carries it.
+                self.sweep.clone_from(&call.sweep);
+            }
         }
         // After a retry, the claim's rows are read back by its recovery (a
         // claim that did not commit leased nothing; one whose rows cannot be

@@ -21,8 +21,8 @@ use crate::future::BoxFuture;
 /// the native adapter.
 ///
 /// Hyperdrive caches read queries (60 s by default); writes and claims are
-/// never cached, but plain reads (`stats`, `list_dead`, `export_subject`,
-/// `Inbox::seen`) can be stale. Create the configuration with
+/// never cached, but plain reads (`stats`, `count_due`, `list_dead`,
+/// `export_subject`, `Inbox::seen`) can be stale. Create the configuration with
 /// `--caching-disabled` where they must be current.
 ///
 /// Locally, `wrangler dev` and Miniflare connect the binding to the database

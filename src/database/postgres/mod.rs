@@ -350,7 +350,7 @@ fn classify(error: tokio_postgres::Error) -> Failure {
         }
     } else if after_backoff.contains(code)
         || (class == "08" && *code != SqlState::PROTOCOL_VIOLATION)
-        || class == "53"
+        || (class == "53" && *code != SqlState::CONFIGURATION_LIMIT_EXCEEDED)
     {
         Error::Unavailable {
             message,

@@ -82,16 +82,21 @@ mod native {
         // Postgres twice: with the server's default autovacuum naptime, and
         // with the 1 s a queue-heavy server is tuned to (the outbox table's
         // own autovacuum settings are in its schema).
-        for naptime in [None, Some("1s")] {
-            runtime.block_on(set_naptime(&url, naptime))?;
-            for &drainers in &counts {
-                let mut run = runtime.block_on(one_run(Engine::Postgres, &url, messages, drainers))?;
-                run["naptime"] = json!(naptime.unwrap_or("60s (default)"));
-                eprintln!("  postgres × {drainers}: {run}");
-                runs.push(run);
+        let postgres = runtime.block_on(async {
+            for naptime in [None, Some("1s")] {
+                set_naptime(&url, naptime).await?;
+                for &drainers in &counts {
+                    let mut run = one_run(Engine::Postgres, &url, messages, drainers).await?;
+                    run["naptime"] = json!(naptime.unwrap_or("60s (default)"));
+                    eprintln!("  postgres × {drainers}: {run}");
+                    runs.push(run);
+                }
             }
-        }
+            Ok::<(), Error>(())
+        });
+        // The server's own setting again, whatever happened.
         runtime.block_on(set_naptime(&url, None))?;
+        postgres?;
         for &drainers in &counts {
             let run = runtime.block_on(one_run(Engine::Sqlite, &url, messages, drainers))?;
             eprintln!("  sqlite × {drainers}: {run}");
