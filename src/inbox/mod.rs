@@ -9,7 +9,7 @@ use std::sync::Arc;
 use sea_query::{Expr, ExprTrait, Order, Query};
 use serde::Serialize;
 
-use crate::database::{Database, Dialect, Outcome, Statement, query_error};
+use crate::database::{Database, Outcome, Statement, query_error};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::outbox::check_key as check;
@@ -112,11 +112,11 @@ impl Inbox {
 
     /// The DDL of the inbox table, as a migration file holds it.
     pub fn schema_sql(&self) -> String {
-        let template = match self.db.dialect() {
-            Dialect::Sqlite => SCHEMA_TEMPLATE,
-            Dialect::Postgres => POSTGRES_SCHEMA_TEMPLATE,
-        };
-        schema::render(template, &self.table)
+        schema::render_for(
+            self.db.dialect(),
+            [SCHEMA_TEMPLATE, POSTGRES_SCHEMA_TEMPLATE],
+            &self.table,
+        )
     }
 
     /// The DDL as separate statements.

@@ -379,21 +379,17 @@ impl Outbox {
                 col::LAST_ERROR,
                 when_exhausted(exhausted_error.into(), Expr::col(col::LAST_ERROR)),
             )
-            .and_where(Expr::col((table.clone(), col::STATE)).eq(state::READY))
-            .returning(Query::returning().columns(RETURNED));
-        let due = || {
-            let mut due = Query::select();
-            due.columns([col::DUE_AT, col::ID])
-                .from(table.clone())
-                .and_where(Expr::col(col::STATE).eq(state::READY))
-                .and_where(Expr::col(col::DUE_AT).lte(now.as_unix_millis()))
-                .order_by(col::DUE_AT, Order::Asc)
-                .order_by(col::ID, Order::Asc);
-            due
-        };
+            .and_where(Expr::col((table.clone(), col::STATE)).eq(state::READY));
+        let mut due = Query::select();
+        due.columns([col::DUE_AT, col::ID])
+            .from(table.clone())
+            .and_where(Expr::col(col::STATE).eq(state::READY))
+            .and_where(Expr::col(col::DUE_AT).lte(now.as_unix_millis()))
+            .order_by(col::DUE_AT, Order::Asc)
+            .order_by(col::ID, Order::Asc);
         match self.inner.dialect {
-            Dialect::Sqlite => Self::bound_to_boundary(&mut update, due(), limit, now),
-            Dialect::Postgres => Self::lock_due_rows(&mut update, due(), &table, limit),
+            Dialect::Sqlite => Self::bound_to_boundary(&mut update, due, limit, now),
+            Dialect::Postgres => Self::lock_due_rows(&mut update, due, &table, limit),
         }
         Ok(ClaimStatement {
             statement: self.render(&update)?,
@@ -439,6 +435,7 @@ impl Outbox {
                     from_boundary("last_id").if_null(Vec::<u8>::new()),
                 ])),
             )
+            .returning(Query::returning().columns(RETURNED))
             .with_cte(WithClause::new().cte(boundary).to_owned());
     }
 

@@ -224,11 +224,11 @@ impl Outbox {
     /// dialect, as a migration file holds it. `migrations/` ships it for the
     /// table `outbox` (`migrations/postgres/` for Postgres).
     pub fn schema_sql(&self) -> String {
-        let template = match self.inner.dialect {
-            Dialect::Sqlite => SCHEMA_TEMPLATE,
-            Dialect::Postgres => POSTGRES_SCHEMA_TEMPLATE,
-        };
-        schema::render(template, &self.inner.table)
+        schema::render_for(
+            self.inner.dialect,
+            [SCHEMA_TEMPLATE, POSTGRES_SCHEMA_TEMPLATE],
+            &self.inner.table,
+        )
     }
 
     /// The DDL as separate statements, for [`Database::batch_atomic`].
