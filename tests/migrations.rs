@@ -127,7 +127,13 @@ async fn the_migrations_build_the_rendered_schema() {
         .create_schema()
         .await
         .unwrap();
-    for table in ["outbox", "inbox", "account_events"] {
+    for table in [
+        "outbox",
+        "outbox_topics",
+        "inbox",
+        "account_events",
+        "account_events_topics",
+    ] {
         let expected = structure(&fresh, table).await;
         assert!(expected.len() > 3, "{table}: {expected:?}");
         assert_eq!(

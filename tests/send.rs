@@ -1,6 +1,8 @@
 //! Every public async method's future is `Send` natively: each is spawned
 //! on a multi-threaded tokio runtime, which refuses a future that is not.
-//! (Compiling is the test; running it only drives the futures once.)
+//! (Compiling is the test; running it only drives the futures once.) A
+//! second test reads the crate's sources and fails when a public async fn
+//! is missing from the spawns, so a new one cannot slip past.
 
 #![allow(clippy::unwrap_used)]
 
@@ -10,9 +12,16 @@ use std::time::Duration;
 use workers_outbox::drain::{DrainLimits, Drainer, deliver_fn};
 use workers_outbox::subject::{erase_subject, export_subject};
 use workers_outbox::{
-    ClaimedMessage, Database, Delivery, Inbox, Message, Outbox, SqliteDatabase, Statement,
-    Timestamp, TokioTimer,
+    ClaimedMessage, Database, Delivery, Inbox, Message, Outbox, PostgresDatabase, SqliteDatabase,
+    Statement, Timestamp, TokioTimer, Topic,
 };
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Mail;
+
+impl Topic for Mail {
+    const NAME: &'static str = "mail";
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_public_future_can_be_spawned() {
@@ -70,6 +79,7 @@ async fn every_public_future_can_be_spawned() {
             drop(outbox.bury(&lease, "400").await);
             drop(outbox.settle(&[(&lease, Delivery::Delivered)]).await);
             outbox.stats().await.unwrap();
+            outbox.count_due(100).await.unwrap();
             outbox.list_dead(10, None).await.unwrap();
             drop(outbox.replay(&enqueued.id).await);
             outbox.replay_all().await.unwrap();
@@ -114,6 +124,22 @@ async fn every_public_future_can_be_spawned() {
             router.deliver(&message).await;
         }
     }));
+    tasks.push(tokio::spawn(async {
+        let t = workers_outbox::testing::TestOutbox::new().await.unwrap();
+        t.pending().await.unwrap();
+        t.enqueued::<Mail>().await.unwrap();
+        t.outbox
+            .enqueue_alone(Message::of(&Mail).unwrap())
+            .await
+            .unwrap();
+        t.assert_enqueued_one::<Mail>(|_| true).await;
+        t.drain_now(workers_outbox::testing::RecordingDeliverer::default())
+            .await;
+    }));
+    tasks.push(tokio::spawn(async {
+        // Nothing listens on port 1: what is checked is that the future is `Send`.
+        drop(PostgresDatabase::connect("postgres://postgres@127.0.0.1:1/none", 1).await);
+    }));
     tasks.push(tokio::spawn({
         let drainer = drainer.clone();
         async move {
@@ -123,5 +149,123 @@ async fn every_public_future_can_be_spawned() {
     }));
     for task in tasks {
         task.await.unwrap();
+    }
+}
+
+/// Source files whose public async fns cannot be spawned here, and why.
+const NOT_SPAWNED_HERE: &[(&str, &str)] = &[
+    (
+        "src/conformance/",
+        "cases run on one thread by design (LocalBoxFuture)",
+    ),
+    (
+        "src/database/durable_object.rs",
+        "wasm32 only: JavaScript futures",
+    ),
+    (
+        "src/database/postgres/hyperdrive.rs",
+        "wasm32 only: JavaScript futures",
+    ),
+    ("src/queue/consumer.rs", "wasm32 only: JavaScript futures"),
+    ("src/queue/fan_out.rs", "wasm32 only: JavaScript futures"),
+];
+
+/// Every `pub async fn` of the crate, as the call that spawns it must be
+/// spelled (then `(` or `::<`): `.name` for a method, `Type::name` for an
+/// associated fn, `name` for a free fn; with the file it is in.
+fn public_async_fns(dir: &std::path::Path, found: &mut Vec<(String, String)>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            public_async_fns(&path, found);
+            continue;
+        }
+        if path.extension().is_none_or(|ext| ext != "rs") {
+            continue;
+        }
+        let source = std::fs::read_to_string(&path).unwrap();
+        let file = path
+            .strip_prefix(env!("CARGO_MANIFEST_DIR"))
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        let mut impl_type = None;
+        let mut offset = 0;
+        for line in source.split_inclusive('\n') {
+            let at = offset;
+            offset += line.len();
+            if line.starts_with('}') {
+                impl_type = None; // the end of a top-level impl
+            }
+            let line = line.trim();
+            if line.starts_with("impl") && line.ends_with('{') {
+                let head = line.trim_end_matches('{').trim_end();
+                let last = head.rsplit([' ', '>']).next().unwrap_or(head);
+                impl_type = Some(last.split('<').next().unwrap_or(last).to_owned());
+            }
+            let Some(rest) = line.strip_prefix("pub async fn ") else {
+                continue;
+            };
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            // The whole signature, which may span lines.
+            let signature = &source[at..];
+            let signature = &signature[..signature.find('{').unwrap_or(signature.len())];
+            let call = if signature.contains("self") {
+                format!(".{name}")
+            } else {
+                match &impl_type {
+                    Some(ty) => format!("{ty}::{name}"),
+                    None => name.clone(),
+                }
+            };
+            found.push((file.clone(), call));
+        }
+    }
+}
+
+#[test]
+fn every_public_async_fn_is_in_the_spawn_test() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    public_async_fns(&root.join("src"), &mut found);
+    assert!(
+        found.len() > 30,
+        "the scan found only {} public async fns",
+        found.len()
+    );
+    let this = std::fs::read_to_string(root.join("tests/send.rs")).unwrap();
+    let spawns = this
+        .split("/// Source files whose public async fns")
+        .next()
+        .unwrap();
+    let missing: Vec<String> = found
+        .iter()
+        .filter(|(file, _)| {
+            !NOT_SPAWNED_HERE
+                .iter()
+                .any(|(skip, _)| file.starts_with(skip))
+        })
+        .filter(|(_, call)| {
+            !spawns.contains(&format!("{call}(")) && !spawns.contains(&format!("{call}::<"))
+        })
+        .map(|(file, call)| format!("{call}…) in {file}"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "public async fns never spawned in every_public_future_can_be_spawned (add each, or \
+         list its file in NOT_SPAWNED_HERE with the reason): {missing:#?}"
+    );
+    for (skip, _) in NOT_SPAWNED_HERE {
+        assert!(
+            found.iter().any(|(file, _)| file.starts_with(skip)),
+            "{skip} has no public async fn any more: take it off NOT_SPAWNED_HERE"
+        );
     }
 }

@@ -185,7 +185,10 @@ pub(crate) async fn a_lost_claim_spends_no_attempt(h: Harness) -> CaseResult {
     // The claim commits but its reply is lost: nobody delivers these rows.
     drop(outbox.claim(10, LEASE).await?);
     h.clock().advance(LEASE);
-    let receiver = Receiver::new(&h, |_, _| Action::Answer(Delivery::retry("503")));
+    // The receiver is down: its answers blame no message.
+    let receiver = Receiver::new(&h, |_, _| {
+        Action::Answer(Delivery::unavailable("503 Service Unavailable", None))
+    });
     // Without the breaker, which would trip on the fifth failure and hand
     // the rest back.
     let no_breaker = DrainLimits {
@@ -195,8 +198,7 @@ pub(crate) async fn a_lost_claim_spends_no_attempt(h: Harness) -> CaseResult {
     let report = run_once(&h, &outbox, &receiver, no_breaker)
         .await?
         .ok_or_else(|| super::Failure("crashed".into()))?;
-    // Each answered alone (so none crashed it), and a failure with nothing
-    // to compare it with is not blamed on the message.
+    // Each answered alone (so none crashed it).
     ensure_eq!((report.suspects, report.deferred), (10, 10));
     let rows = h
         .sql(
@@ -225,7 +227,7 @@ pub(crate) async fn a_lost_claim_spends_no_attempt(h: Harness) -> CaseResult {
 
 pub(crate) async fn a_long_outage_kills_no_message(h: Harness) -> CaseResult {
     let outbox = h.outbox_named("outbox", 3).await?;
-    let ids = enqueue_many(&outbox, "mail", 200).await?;
+    let ids = enqueue_many(&outbox, "mail", 500).await?;
     let back_at = h.later(Duration::from_secs(2 * 3600))?;
     // A deliverer that only ever says "retry" while the API is down.
     let receiver = Receiver::new(&h, move |_, clock| {
@@ -246,6 +248,19 @@ pub(crate) async fn a_long_outage_kills_no_message(h: Harness) -> CaseResult {
         }
         if h.count(outbox.table().as_str()).await? == 0 {
             break;
+        }
+        if h.clock().now() < back_at {
+            let spent = h
+                .sql(
+                    &format!(
+                        "SELECT COUNT(*) AS spent FROM \"{}\" WHERE attempts > 0",
+                        outbox.table()
+                    ),
+                    vec![],
+                )
+                .await?;
+            let spent = spent.first().map(|row| row.get::<i64>("spent"));
+            ensure_eq!(spent.transpose()?, Some(0));
         }
         h.clock().advance(Duration::from_secs(60)); // one cron a minute
     }

@@ -20,6 +20,7 @@ mod inbox;
 mod malformed;
 mod ordering;
 mod port;
+mod promises;
 mod settle;
 mod stats;
 mod subject;
@@ -233,6 +234,11 @@ pub fn cases() -> Vec<Case> {
         batch::typed_topics_are_routed_and_decoded,
         batched::batch_calls_stay_within_their_limits,
         batched::a_hung_batch_call_times_out_all_its_messages,
+        promises::no_delivery_starts_on_a_lease_without_room,
+        promises::no_batch_call_starts_on_a_lease_without_room,
+        promises::a_message_failing_alone_dies_at_the_policys_pace,
+        promises::the_head_of_a_key_failing_alone_dies_and_its_key_waits_as_ordered,
+        promises::a_poison_webhook_among_healthy_ones_dies_alone,
     ]
 }
 

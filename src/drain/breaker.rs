@@ -1,10 +1,33 @@
 //! The per-run circuit breaker: which failures spend attempts, and which
 //! topics to stop delivering for the rest of a run.
+//!
+//! # The rule
+//! A retryable failure spends its attempt, as its verdict says, when the
+//! receiver is shown to work (it answers another message of the topic) or
+//! when its message is the only one of its topic failing since the receiver
+//! last answered; when several messages fail in turn with no answer between,
+//! the receiver is at fault, and they spend nothing:
+//! - `failures` distinct messages of a topic failing in a row trip the topic
+//!   for the rest of the run: the streak and the topic's other messages are
+//!   handed back for the cooldown, free;
+//! - a shorter streak is held back (not settled) while it may still trip,
+//!   and settled once the receiver answers another message (spent: the
+//!   failures were the messages' own), or when a lease nears its end, a
+//!   suspect is about to be delivered, or the run ends: then each failure is
+//!   free if the streak holds several messages, in this run or in the streak
+//!   the outbox remembers from earlier runs (`<table>_topics`), and spent if
+//!   its message is all that failed — a message failing alone (the only one
+//!   due, the head of an ordering key, a Durable Object with one customer's
+//!   webhooks) dies after the policy's attempts, at the policy's pace.
+//!
+//! The memory is read with a run's first claim and written with its calls
+//! from then on; a run that has not read it (an attempt right after a
+//! response) judges no failure the message's own, and writes nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::limits::CircuitBreaker;
-use crate::outbox::{Fate, LeaseHandle};
+use crate::outbox::{Fate, LeaseHandle, Streak};
 use crate::time::Timestamp;
 
 /// A settle to make: the lease and what to do with its row.
@@ -14,12 +37,37 @@ pub(super) type Settle = (LeaseHandle, Fate);
 pub(super) struct Breaker {
     limits: Option<CircuitBreaker>,
     topics: BTreeMap<String, Topic>,
+    /// The streaks the outbox remembered when the run first claimed (those
+    /// the run has seen answered since are gone); `None` until read, and
+    /// then no failure is judged the message's own.
+    remembered: Option<BTreeMap<String, Streak>>,
+    /// What to write to the outbox's memory with the next call.
+    writes: BTreeMap<String, StreakWrite>,
+    /// Topics whose streak this run wrote (or will write).
+    recorded: BTreeSet<String>,
+}
+
+/// A change to a topic's remembered streak.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum StreakWrite {
+    /// The receiver answered: the streak ends.
+    Ended,
+    /// `failing_id` failed (with others of the run, if `several`), after
+    /// the streak ended if `after_end`.
+    Failed {
+        after_end: bool,
+        failing_id: String,
+        several: bool,
+    },
 }
 
 enum Topic {
-    /// Failures in a row so far: those held back until the streak is
-    /// decided, and the count of suspects' failures (settled at once).
-    Closed { held: Vec<Settle>, alone: u32 },
+    /// The current streak: the distinct messages that failed in a row, and
+    /// those of their settles held back (a suspect's is settled at once).
+    Closed {
+        held: Vec<Settle>,
+        failed: BTreeSet<String>,
+    },
     /// Tripped: nothing more of this topic is delivered in this run.
     Open,
 }
@@ -29,7 +77,72 @@ impl Breaker {
         Breaker {
             limits,
             topics: BTreeMap::new(),
+            remembered: None,
+            writes: BTreeMap::new(),
+            recorded: BTreeSet::new(),
         }
+    }
+
+    /// Takes in the streaks the outbox remembers from earlier runs.
+    pub(super) fn remember(&mut self, streaks: BTreeMap<String, Streak>) {
+        self.remembered = Some(streaks);
+    }
+
+    /// The changes to the remembered streaks since the last call, by topic.
+    pub(super) fn take_writes(&mut self) -> BTreeMap<String, StreakWrite> {
+        std::mem::take(&mut self.writes)
+    }
+
+    /// Whether `id` is the only message of `topic` that failed since its
+    /// receiver last answered, in this run and in the remembered streak
+    /// (unknown before the run's first claim read it: an attempt after a
+    /// response never judges a failure the message's own).
+    fn fails_alone(&self, topic: &str, id: &str) -> bool {
+        let in_run = match self.topics.get(topic) {
+            Some(Topic::Closed { failed, .. }) => failed.iter().all(|failed| failed == id),
+            Some(Topic::Open) => false,
+            None => true,
+        };
+        in_run
+            && self
+                .remembered
+                .as_ref()
+                .is_some_and(|streaks| streaks.get(topic).is_none_or(|streak| streak.only(id)))
+    }
+
+    /// A failure settled before its streak tripped: spent if its message
+    /// fails alone, free otherwise.
+    fn as_judged(&self, topic: &str, (lease, fate): Settle) -> Settle {
+        if self.fails_alone(topic, &lease.id) {
+            (lease, fate)
+        } else {
+            (lease, unspent(fate))
+        }
+    }
+
+    fn record_failure(&mut self, topic: &str, id: &str, several: bool) {
+        if self.remembered.is_none() {
+            return;
+        }
+        self.recorded.insert(topic.to_owned());
+        let after_end = matches!(
+            self.writes.get(topic),
+            Some(
+                StreakWrite::Ended
+                    | StreakWrite::Failed {
+                        after_end: true,
+                        ..
+                    }
+            )
+        );
+        self.writes.insert(
+            topic.to_owned(),
+            StreakWrite::Failed {
+                after_end,
+                failing_id: id.to_owned(),
+                several,
+            },
+        );
     }
 
     /// Whether `topic` has tripped in this run.
@@ -47,51 +160,63 @@ impl Breaker {
     }
 
     /// A retryable failure of a message of `topic`. Returns what to settle
-    /// now: nothing while the streak is undecided, the whole streak handed
-    /// back free of attempts once it trips.
+    /// now: nothing while the streak is short, the whole streak handed back
+    /// free of attempts once it trips.
     pub(super) fn failed(&mut self, topic: &str, settle: Settle) -> Vec<Settle> {
+        self.count_failure(topic, settle, true)
+    }
+
+    /// A retryable failure of a suspect, whose outcome must be settled at
+    /// once (the next suspect may crash the drainer): it counts toward the
+    /// streak. Returns its settle (handed back if the topic is open or it
+    /// trips the topic), and the held failures handed back if it tripped.
+    pub(super) fn failed_alone(&mut self, topic: &str, settle: Settle) -> Vec<Settle> {
+        self.count_failure(topic, settle, false)
+    }
+
+    fn count_failure(&mut self, topic: &str, settle: Settle, hold: bool) -> Vec<Settle> {
         if self.limits.is_none() {
             return vec![settle];
         }
-        self.count_failure(topic, Some(settle))
-    }
-
-    /// A suspect of `topic` failed alone (its outcome is settled at once):
-    /// it counts toward the streak, and may trip it. Returns the held
-    /// failures to hand back if it did.
-    pub(super) fn failed_alone(&mut self, topic: &str) -> Vec<Settle> {
-        self.count_failure(topic, None)
-    }
-
-    fn count_failure(&mut self, topic: &str, settle: Option<Settle>) -> Vec<Settle> {
-        let Some(limits) = self.limits else {
-            return Vec::new();
-        };
+        let failing = settle.0.id.clone();
         let state = self
             .topics
             .entry(topic.to_owned())
             .or_insert_with(|| Topic::Closed {
                 held: Vec::new(),
-                alone: 0,
+                failed: BTreeSet::new(),
             });
-        let Topic::Closed { held, alone } = state else {
-            return settle
-                .map(|(lease, fate)| (lease, hand_back(fate, limits)))
-                .into_iter()
-                .collect();
+        let (several, trips) = match state {
+            Topic::Closed { failed, .. } => {
+                failed.insert(failing.clone());
+                let trips = self
+                    .limits
+                    .is_some_and(|limits| failed.len() as u64 >= u64::from(limits.failures));
+                (failed.len() > 1, trips)
+            }
+            Topic::Open => (true, false),
         };
-        match settle {
-            Some(settle) => held.push(settle),
-            None => *alone += 1,
+        self.record_failure(topic, &failing, several);
+        let Some(limits) = self.limits else {
+            return vec![self.as_judged(topic, settle)];
+        };
+        let state = self.topics.get_mut(topic);
+        let Some(Topic::Closed { held, .. }) = state else {
+            return vec![hand_back(settle, limits)];
+        };
+        if !trips {
+            if hold {
+                held.push(settle);
+                return Vec::new();
+            }
+            return vec![self.as_judged(topic, settle)];
         }
-        if (held.len() as u64 + u64::from(*alone)) < u64::from(limits.failures) {
-            return Vec::new();
-        }
-        let streak = std::mem::take(held);
-        *state = Topic::Open;
+        let mut streak = std::mem::take(held);
+        streak.push(settle);
+        self.topics.insert(topic.to_owned(), Topic::Open);
         streak
             .into_iter()
-            .map(|(lease, fate)| (lease, hand_back(fate, limits)))
+            .map(|settle| hand_back(settle, limits))
             .collect()
     }
 
@@ -99,46 +224,47 @@ impl Breaker {
     /// works, so the failures held back were the messages' own and spend
     /// their attempts as reported.
     pub(super) fn answered(&mut self, topic: &str) -> Vec<Settle> {
+        if self.limits.is_none() {
+            return Vec::new();
+        }
+        // Ends the remembered streak, if there is one to end.
+        if let Some(streaks) = &mut self.remembered
+            && (streaks.remove(topic).is_some() || self.recorded.remove(topic))
+        {
+            self.writes.insert(topic.to_owned(), StreakWrite::Ended);
+        }
         match self.topics.get_mut(topic) {
-            Some(Topic::Closed { held, alone }) => {
-                *alone = 0;
+            Some(Topic::Closed { held, failed }) => {
+                failed.clear();
                 std::mem::take(held)
             }
             _ => Vec::new(),
         }
     }
 
-    /// A failure judged alone (a suspect's): handed back after the cooldown
-    /// if the topic tripped, otherwise rescheduled without spending the
-    /// attempt.
-    pub(super) fn undecided(&self, topic: &str, fate: Fate) -> Fate {
-        match self.limits {
-            Some(limits) if self.is_open(topic) => hand_back(fate, limits),
-            _ => undecided(fate),
-        }
-    }
-
-    /// Held failures whose leases end before `cutoff`, to settle before
-    /// they do. Their streak is undecided: nothing shows the messages at
-    /// fault, so they spend no attempt.
+    /// Held failures whose leases end before `cutoff`, to settle before they
+    /// do: their streak did not trip, so each is judged by whether its
+    /// message fails alone.
     pub(super) fn take_expiring(&mut self, cutoff: Timestamp) -> Vec<Settle> {
         let mut expiring = Vec::new();
-        for topic in self.topics.values_mut() {
+        for (name, topic) in &mut self.topics {
             if let Topic::Closed { held, .. } = topic {
                 let (soon, later): (Vec<Settle>, Vec<Settle>) = std::mem::take(held)
                     .into_iter()
                     .partition(|(lease, _)| lease.until() <= cutoff);
                 *held = later;
-                expiring.extend(
-                    soon.into_iter()
-                        .map(|(lease, fate)| (lease, undecided(fate))),
-                );
+                expiring.extend(soon.into_iter().map(|settle| (name.clone(), settle)));
             }
         }
         expiring
+            .into_iter()
+            .map(|(topic, settle)| self.as_judged(&topic, settle))
+            .collect()
     }
 
-    /// Every held failure, free of attempts: the run ends undecided.
+    /// Every held failure, judged: the run ends, or a suspect is about to be
+    /// delivered and may crash the drainer (the held outcomes must land
+    /// first). The streaks go on counting.
     pub(super) fn take_all(&mut self) -> Vec<Settle> {
         self.take_expiring(Timestamp::MAX)
     }
@@ -155,9 +281,9 @@ impl Breaker {
     }
 }
 
-/// No evidence either way: reschedule after the usual backoff without
+/// Not the message's fault: reschedule after the usual backoff without
 /// spending the attempt.
-fn undecided(fate: Fate) -> Fate {
+fn unspent(fate: Fate) -> Fate {
     match fate {
         Fate::Reschedule {
             error, not_before, ..
@@ -172,8 +298,8 @@ fn undecided(fate: Fate) -> Fate {
 
 /// The receiver is failing as a whole: reschedule after the cooldown without
 /// spending the attempt.
-fn hand_back(fate: Fate, limits: CircuitBreaker) -> Fate {
-    match fate {
+fn hand_back((lease, fate): Settle, limits: CircuitBreaker) -> Settle {
+    let fate = match fate {
         Fate::Reschedule {
             error, not_before, ..
         } => Fate::Reschedule {
@@ -182,7 +308,8 @@ fn hand_back(fate: Fate, limits: CircuitBreaker) -> Fate {
             charged: false,
         },
         other => other,
-    }
+    };
+    (lease, fate)
 }
 
 #[cfg(test)]
@@ -205,7 +332,7 @@ mod tests {
     }
 
     fn failure(id: &str) -> Settle {
-        (lease(id, 1_000), Delivery::retry("503").into())
+        (lease(id, 1_000), Delivery::retry("500").into())
     }
 
     fn charged(settles: &[Settle]) -> Vec<bool> {
@@ -215,11 +342,14 @@ mod tests {
             .collect()
     }
 
+    /// A breaker whose run has read an empty memory.
     fn breaker() -> Breaker {
-        Breaker::new(Some(CircuitBreaker {
+        let mut breaker = Breaker::new(Some(CircuitBreaker {
             failures: 3,
             cooldown: Duration::from_secs(60),
-        }))
+        }));
+        breaker.remember(BTreeMap::new());
+        breaker
     }
 
     #[test]
@@ -232,7 +362,7 @@ mod tests {
     }
 
     #[test]
-    fn a_streak_trips_the_topic_and_spends_nothing() {
+    fn a_streak_of_distinct_messages_trips_the_topic_and_spends_nothing() {
         let mut breaker = breaker();
         breaker.failed("mail", failure("a"));
         breaker.failed("mail", failure("b"));
@@ -248,33 +378,152 @@ mod tests {
     }
 
     #[test]
-    fn an_undecided_streak_spends_nothing() {
+    fn one_message_failing_again_and_again_never_trips() {
+        let mut breaker = breaker();
+        for _ in 0..10 {
+            assert_eq!(charged(&breaker.failed_alone("mail", failure("a"))), [true]);
+        }
+        assert!(!breaker.is_open("mail"));
+    }
+
+    #[test]
+    fn a_streak_that_does_not_trip_is_settled_as_reported() {
         let mut breaker = breaker();
         breaker.failed("mail", failure("a"));
         breaker.failed(
             "webhook",
-            (lease("b", 5_000), Delivery::retry("503").into()),
+            (lease("b", 5_000), Delivery::retry("500").into()),
         );
         let expiring =
             breaker.take_expiring(Timestamp::from_unix_millis(2_000).unwrap_or(Timestamp::EPOCH));
-        assert_eq!((expiring.len(), charged(&expiring)), (1, vec![false]));
-        assert_eq!(charged(&breaker.take_all()), [false]);
+        assert_eq!(charged(&expiring), [true]);
+        assert_eq!(charged(&breaker.take_all()), [true]);
         assert!(breaker.take_all().is_empty());
+    }
+
+    #[test]
+    fn held_failures_settled_early_still_count_toward_the_streak() {
+        let mut breaker = breaker();
+        breaker.failed("mail", failure("a"));
+        assert_eq!(charged(&breaker.take_all()), [true]);
+        breaker.failed("mail", failure("b"));
+        let handed_back = breaker.failed("mail", failure("c"));
+        assert_eq!(charged(&handed_back), [false, false]);
+        assert!(breaker.is_open("mail"));
     }
 
     #[test]
     fn suspects_failing_alone_count_toward_the_streak() {
         let mut breaker = breaker();
         breaker.failed("mail", failure("a"));
-        assert!(breaker.failed_alone("mail").is_empty());
-        let handed_back = breaker.failed_alone("mail");
+        // Not alone: "a" failed too.
+        assert_eq!(
+            charged(&breaker.failed_alone("mail", failure("b"))),
+            [false]
+        );
+        let handed_back = breaker.failed_alone("mail", failure("c"));
         assert!(breaker.is_open("mail"));
-        assert_eq!(charged(&handed_back), [false]);
+        assert_eq!(charged(&handed_back), [false, false]);
+    }
+
+    #[test]
+    fn several_messages_failing_short_of_a_trip_spend_nothing() {
+        let mut breaker = breaker();
+        breaker.failed("mail", failure("a"));
+        breaker.failed("mail", failure("b"));
+        assert_eq!(charged(&breaker.take_all()), [false, false]);
+    }
+
+    fn remembered(failing_id: &str, several: bool) -> BTreeMap<String, Streak> {
+        let streak = Streak {
+            failing_id: failing_id.into(),
+            several,
+        };
+        BTreeMap::from([("mail".to_owned(), streak)])
+    }
+
+    #[test]
+    fn a_streak_remembered_from_earlier_runs_counts() {
+        // Another message failed before this run: the receiver is at fault.
+        let mut other_failed = breaker();
+        other_failed.remember(remembered("z", false));
+        assert_eq!(
+            charged(&other_failed.failed_alone("mail", failure("a"))),
+            [false]
+        );
+        // The same message failed before, and nothing else: its own fault.
+        let mut same_failed = breaker();
+        same_failed.remember(remembered("a", false));
+        assert_eq!(
+            charged(&same_failed.failed_alone("mail", failure("a"))),
+            [true]
+        );
+        let mut several_failed = breaker();
+        several_failed.remember(remembered("a", true));
+        assert_eq!(
+            charged(&several_failed.failed_alone("mail", failure("a"))),
+            [false]
+        );
+    }
+
+    #[test]
+    fn without_the_memory_no_failure_is_judged_the_messages_own() {
+        let mut breaker = Breaker::new(Some(CircuitBreaker::default()));
+        assert_eq!(
+            charged(&breaker.failed_alone("mail", failure("a"))),
+            [false]
+        );
+        breaker.answered("mail");
+        assert!(
+            breaker.take_writes().is_empty(),
+            "nothing is written unread"
+        );
+    }
+
+    #[test]
+    fn an_answer_writes_nothing_where_no_streak_is_known() {
+        let mut breaker = breaker();
+        breaker.answered("mail");
+        assert!(breaker.take_writes().is_empty());
+        breaker.failed_alone("mail", failure("a"));
+        breaker.take_writes();
+        breaker.answered("mail");
+        assert_eq!(breaker.take_writes().get("mail"), Some(&StreakWrite::Ended));
+    }
+
+    #[test]
+    fn an_answer_ends_the_remembered_streak() {
+        let mut breaker = breaker();
+        breaker.remember(remembered("z", true));
+        breaker.answered("mail");
+        assert_eq!(breaker.take_writes().get("mail"), Some(&StreakWrite::Ended));
+        assert_eq!(charged(&breaker.failed_alone("mail", failure("a"))), [true]);
+        let writes = breaker.take_writes();
+        assert_eq!(
+            writes.get("mail"),
+            Some(&StreakWrite::Failed {
+                after_end: false,
+                failing_id: "a".into(),
+                several: false
+            })
+        );
+        assert!(breaker.take_writes().is_empty());
+        breaker.failed("mail", failure("b"));
+        assert_eq!(
+            breaker.take_writes().get("mail"),
+            Some(&StreakWrite::Failed {
+                after_end: false,
+                failing_id: "b".into(),
+                several: true
+            })
+        );
     }
 
     #[test]
     fn without_a_breaker_every_failure_settles_as_reported() {
         let mut off = Breaker::new(None);
         assert_eq!(charged(&off.failed("mail", failure("a"))), [true]);
+        assert_eq!(charged(&off.failed_alone("mail", failure("b"))), [true]);
+        assert!(off.take_writes().is_empty());
     }
 }

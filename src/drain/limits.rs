@@ -7,6 +7,16 @@ use crate::outbox::Outbox;
 
 /// Bounds on one drain. Pick a preset and adjust fields as needed; the
 /// [`Drainer`](super::Drainer) checks them with [`validate`](DrainLimits::validate).
+///
+/// # Guarantees
+/// - **The deliverer is never called with less than `delivery_timeout +
+///   settle_margin` left on the lease** (nor on the deadline). The lease is
+///   checked at the instant each delivery or batch call starts, not only
+///   when it is queued: a delivery queued behind a blocked thread that no
+///   longer has that room is handed back unattempted (no attempt spent,
+///   counted in [`DrainReport::too_late_to_start`](super::DrainReport::too_late_to_start)).
+/// - No claim is made once it could not be settled within the query budget,
+///   and the last settle always has its query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainLimits {
     /// Rows leased per claim (1 ..= [`Outbox::MAX_CLAIM`]).
@@ -40,24 +50,31 @@ pub struct DrainLimits {
     /// ride along with the next claim, and are settled before their leases
     /// end (less the settle margin), whichever comes first. Not zero.
     pub flush_interval: Duration,
-    /// Per-run protection of a failing receiver; `None` turns it off.
+    /// Per-run protection of a failing receiver; `None` turns it off, and
+    /// every failure spends its attempt as its verdict says.
     pub breaker: Option<CircuitBreaker>,
 }
 
-/// A per-run circuit breaker on each topic.
+/// A per-run circuit breaker on each topic, and the judge of which failures
+/// spend attempts.
 ///
 /// After `failures` retryable failures in a row of distinct messages of one
 /// topic (any kind: retry, unavailable, timeout), the drain stops delivering
 /// that topic for the rest of the run. The failures that tripped it, and the
 /// topic's messages still to deliver, are rescheduled at least `cooldown`
-/// later **without spending attempts**; the next run probes again. While a
-/// streak is open its failures are held back, and spend their attempts only
-/// once the topic's receiver answers another delivery (it works, so these
-/// messages are at fault); a streak still undecided when the run ends, or
-/// when a lease nears its end, spends nothing.
+/// later **without spending attempts**; the next run probes again.
+///
+/// A shorter streak is held back while it may still trip, and then judged:
+/// its failures spend their attempts if the receiver answers another
+/// message of the topic (it works: the messages are at fault), or if one
+/// message is all that failed since the receiver last answered — in this run
+/// and in the streak the outbox remembers from earlier runs — so a message
+/// failing alone dies after the policy's attempts, at the policy's pace.
+/// When several messages failed in turn, the receiver is at fault, and they
+/// spend nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CircuitBreaker {
-    /// Failures in a row that trip the breaker (at least 1).
+    /// Distinct messages failing in a row that trip the breaker (at least 2).
     pub failures: u32,
     /// How long the topic's messages are handed back for.
     pub cooldown: Duration,
@@ -196,10 +213,14 @@ impl DrainLimits {
             ));
         }
         if let Some(breaker) = self.breaker {
-            if breaker.failures == 0 {
+            if breaker.failures < 2 {
                 return Err(Error::invalid(
                     "circuit breaker",
-                    "0 failures would trip it before any delivery",
+                    format!(
+                        "{} failures in a row would trip it on any one message's own failure, \
+                         which would then never spend an attempt: at least 2",
+                        breaker.failures
+                    ),
                 ));
             }
             if breaker.cooldown.is_zero() {

@@ -13,14 +13,18 @@
 //!   have killed its drainer. It is delivered alone, under a lease of its
 //!   own that spends its attempt up front, and settled at once: a poison
 //!   message dies after the policy's attempts and costs no other message one.
-//! - **Failing receivers cost no attempts.** A per-run
+//! - **Failing receivers cost no attempts; failing messages do.** A per-run
 //!   [`CircuitBreaker`] per topic stops delivering a topic whose receiver
-//!   fails repeatedly and hands its messages back free of attempts.
+//!   fails repeatedly and hands its messages back free of attempts; several
+//!   messages failing in turn spend nothing, one message failing again and
+//!   again spends its attempts at the policy's pace (see `CircuitBreaker`).
 //! - **Limits.** No delivery starts unless it can time out and be settled
-//!   before the deadline and its lease; claims stop at the query budget, the
-//!   message cap or the deadline; transient settle errors are retried.
+//!   before the deadline and its lease, checked at the instant it starts;
+//!   claims stop at the query budget, the message cap or the deadline;
+//!   transient settle errors are retried.
 
 mod breaker;
+mod call;
 mod deliver;
 mod limits;
 mod report;
@@ -37,7 +41,7 @@ pub use report::{DrainReport, StopReason};
 
 use crate::error::Result;
 use crate::outbox::{ClaimedMessage, Outbox};
-use crate::time::Timer;
+use crate::time::{Timer, Timestamp};
 
 /// Delivers an outbox's messages through a [`Deliver`] (one message a
 /// call) or a [`DeliverBatch`] (many). Cheap to clone, so it can move into
@@ -107,6 +111,16 @@ impl Deliverer {
 enum Attempt {
     Answered(Delivery),
     TimedOut,
+    /// Never started: when its turn came, the lease (or the deadline) no
+    /// longer left room for a timeout and a settle.
+    TooLate,
+}
+
+/// A message queued for delivery, and the latest its delivery may end (its
+/// settle margin included).
+struct Started {
+    message: ClaimedMessage,
+    finish_by: Timestamp,
 }
 
 /// Configures a [`Drainer`]; made by [`Drainer::builder`].
@@ -274,18 +288,37 @@ impl Drainer {
         report
     }
 
-    /// One delivery call for `messages` (one, unless the deliverer takes
-    /// batches), timed out (and dropped) after the delivery timeout; one
-    /// attempt per message, in order.
-    async fn attempt(&self, messages: &[ClaimedMessage]) -> Vec<Attempt> {
+    /// Whether a delivery starting `now` can time out and be settled by
+    /// `finish_by`.
+    fn room_before(&self, finish_by: Timestamp, now: Timestamp) -> bool {
+        now.checked_add(self.limits.delivery_timeout + self.limits.settle_margin)
+            .is_ok_and(|finish| finish <= finish_by)
+    }
+
+    /// One delivery call (one message, unless the deliverer takes batches),
+    /// timed out (and dropped) after the delivery timeout; one attempt per
+    /// message. Every delivery passes here: the lease is checked at the
+    /// instant the call starts, so the deliverer is never called with less
+    /// than the timeout and the settle margin left; a message without that
+    /// room is not delivered ([`Attempt::TooLate`]).
+    async fn attempt(&self, call: Vec<Started>) -> Vec<(ClaimedMessage, Attempt)> {
+        let now = self.outbox.now();
+        let (starting, late): (Vec<Started>, Vec<Started>) = call
+            .into_iter()
+            .partition(|started| self.room_before(started.finish_by, now));
+        let messages: Vec<ClaimedMessage> = starting.into_iter().map(|s| s.message).collect();
+        let late = late.into_iter().map(|s| (s.message, Attempt::TooLate));
+        if messages.is_empty() {
+            return late.collect();
+        }
         let delivery: crate::future::BoxFuture<'_, Vec<Delivery>> = match &self.deliver {
             Deliverer::One(deliver) => Box::pin(futures_util::future::join_all(
                 messages.iter().map(|message| deliver.deliver(message)),
             )),
-            Deliverer::Batch(deliver) => deliver.deliver_batch(messages),
+            Deliverer::Batch(deliver) => deliver.deliver_batch(&messages),
         };
         let timeout = self.timer.sleep(self.limits.delivery_timeout);
-        match select(delivery, timeout).await {
+        let attempts: Vec<Attempt> = match select(delivery, timeout).await {
             Either::Left((verdicts, _)) => {
                 let mut verdicts = verdicts.into_iter();
                 messages
@@ -298,6 +331,7 @@ impl Drainer {
                     .collect()
             }
             Either::Right(((), _)) => messages.iter().map(|_| Attempt::TimedOut).collect(),
-        }
+        };
+        messages.into_iter().zip(attempts).chain(late).collect()
     }
 }

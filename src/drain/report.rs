@@ -56,9 +56,10 @@ pub struct DrainReport {
     /// Messages rescheduled after a failure that spent an attempt.
     pub retried: u32,
     /// Messages rescheduled without spending an attempt: the receiver was
-    /// unavailable or throttling, its topic's circuit opened, or nothing
-    /// showed the failure to be the message's own (an undecided streak, a
-    /// suspect answering alone).
+    /// unavailable or throttling, its topic's circuit opened, several of its
+    /// topic's messages failed in turn (see
+    /// [`CircuitBreaker`](super::CircuitBreaker)), or the run could not
+    /// judge the failure (an attempt right after a response).
     pub deferred: u32,
     /// Messages parked as dead (permanent failure, last attempt, or
     /// undecodable).
@@ -75,6 +76,12 @@ pub struct DrainReport {
     pub handed_back: u32,
     /// Deliveries that hit the delivery timeout.
     pub timed_out: u32,
+    /// Deliveries not started because, when their turn came, the lease (or
+    /// the deadline) no longer left the delivery timeout and the settle
+    /// margin (the thread was blocked, the isolate paused): given back
+    /// unattempted, no attempt spent (the settle also counts them in
+    /// `released`).
+    pub too_late_to_start: u32,
     /// Suspects (a lease expired unsettled) delivered alone.
     pub suspects: u32,
     /// Claimed rows that could not be decoded (counted in `dead` once
@@ -112,6 +119,7 @@ impl DrainReport {
             released: 0,
             handed_back: 0,
             timed_out: 0,
+            too_late_to_start: 0,
             suspects: 0,
             malformed: 0,
             batches: 0,
@@ -138,14 +146,15 @@ impl fmt::Display for DrainReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "outbox drain: {} claimed, {} delivered, {} retried, {} deferred, {} timed out, {} dead, \
-             {} lease lost, {} released ({} handed back), {} suspects alone, {} malformed; \
+            "outbox drain: {} claimed, {} delivered, {} retried, {} deferred, {} timed out, {} too late to start, \
+             {} dead, {} lease lost, {} released ({} handed back), {} suspects alone, {} malformed; \
              {} batches, {} queries ({} settle retries), {} ms; circuit open: [{}]; stopped: {}",
             self.claimed,
             self.delivered,
             self.retried,
             self.deferred,
             self.timed_out,
+            self.too_late_to_start,
             self.dead,
             self.lease_lost,
             self.released,
@@ -179,8 +188,8 @@ mod tests {
         };
         assert_eq!(
             report.to_string(),
-            "outbox drain: 7 claimed, 5 delivered, 0 retried, 2 deferred, 0 timed out, 0 dead, \
-             0 lease lost, 0 released (0 handed back), 0 suspects alone, 0 malformed; 0 batches, \
+            "outbox drain: 7 claimed, 5 delivered, 0 retried, 2 deferred, 0 timed out, \
+             0 too late to start, 0 dead, 0 lease lost, 0 released (0 handed back), 0 suspects alone, 0 malformed; 0 batches, \
              3 queries (0 settle retries), 42 ms; circuit open: [mail, webhook]; stopped: nothing left due"
         );
     }

@@ -1,88 +1,47 @@
 //! One streaming drain: deliveries stay in flight across claims, outcomes
 //! are settled as they finish (riding along with the next claim when one is
-//! due), and suspects are delivered alone.
+//! due), and suspects are delivered alone. This file only schedules: what a
+//! database call holds and how it is retried is in `call`, which failures
+//! spend attempts in `breaker`.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use futures_util::future::{Either, FutureExt, select};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
-use super::breaker::{Breaker, Settle};
+use super::breaker::{Breaker, Settle, StreakWrite};
+use super::call::{Call, ClaimSlot, ReadSlot, Reply, Retries, Sent, SettleSlot, SweepSlot};
 use super::deliver::Delivery;
 use super::report::{DrainReport, StopReason};
-use super::{Attempt, Drainer};
-use crate::database::{Dialect, Outcome, Statement};
-use crate::error::{Error, Result, RetryAdvice};
+use super::{Attempt, Drainer, Started};
+use crate::database::{Dialect, Statement};
+use crate::error::Error;
 use crate::future::BoxFuture;
-use crate::outbox::{Claim, ClaimStatement, ClaimedMessage, Fate, LeaseHandle, PreparedSettle};
+use crate::outbox::{Claim, ClaimedMessage, Fate, LeaseHandle};
 use crate::time::Timestamp;
-
-/// Retries of a failed settle call, within the time its leases leave.
-const SETTLE_RETRIES: u32 = 4;
 
 /// Delivery calls in flight: each one message, or a batch for a
 /// [`DeliverBatch`](super::DeliverBatch).
 type InFlight<'a> = FuturesUnordered<BoxFuture<'a, Vec<(ClaimedMessage, Attempt)>>>;
 
-/// One database call: outcomes to settle, and optionally a claim or the
-/// isolation of a suspect riding along in the same atomic batch.
-struct Call {
-    settle: PreparedSettle,
-    /// The earliest lease end among the settles: retrying past it is futile.
-    settle_until: Option<Timestamp>,
-    isolate: Option<Statement>,
-    /// Promotes stranded heads of ordering keys before the first claim (see
-    /// [`Run::sweep`]).
-    sweep: Option<Statement>,
-    claim: Option<Claiming>,
+/// A call the run sends, and where to read what it did.
+struct Planned {
+    call: Call,
+    settled: Option<SettleSlot>,
+    swept: Option<(SweepSlot, Statement)>,
+    /// The claim, and how many rows it asked for.
+    claimed: Option<(ClaimSlot, u32)>,
+    /// The topic streaks the outbox remembers, read with the first claim.
+    streaks: Option<ReadSlot>,
 }
 
-/// A claim, how many rows it asked for, and how to read its rows back if
-/// its reply is lost.
-type Claiming = (ClaimStatement, u32, Option<Statement>);
-
-impl Call {
-    fn statements(&self) -> Vec<Statement> {
-        let mut statements = self.settle.statements().to_vec();
-        statements.extend(self.isolate.iter().cloned());
-        statements.extend(self.sweep.iter().cloned());
-        statements.extend(
-            self.claim
-                .iter()
-                .map(|(claim, ..)| claim.statement().clone()),
-        );
-        statements
-    }
-
-    /// What is sent again after an error: the settles and the isolation are
-    /// fenced and idempotent; a claim is not (it would lease other rows), so
-    /// a read of the rows it may have leased takes its place.
-    fn retry_statements(&self) -> Vec<Statement> {
-        let mut statements = self.settle.statements().to_vec();
-        statements.extend(self.isolate.iter().cloned());
-        statements.extend(
-            self.claim
-                .iter()
-                .filter_map(|(_, _, recovery)| recovery.clone()),
-        );
-        statements
-    }
-
-    fn is_retryable(&self) -> bool {
-        !self.settle.is_empty()
-            || self.isolate.is_some()
-            || self
-                .claim
-                .as_ref()
-                .is_some_and(|(_, _, recovery)| recovery.is_some())
-    }
-}
-
-/// What a call came back with.
-struct Executed {
-    outcomes: Result<Vec<Outcome>>,
-    /// Database calls made (1 plus retries).
-    tries: u32,
+/// Whether a failure may wait for its topic's streak to decide.
+#[derive(Clone, Copy)]
+enum Held {
+    UntilDecided,
+    /// A suspect's, delivered alone: settled at once, the next suspect may
+    /// crash the drainer.
+    Never,
 }
 
 pub(super) struct Run<'a> {
@@ -105,6 +64,8 @@ pub(super) struct Run<'a> {
     claims_over: Option<StopReason>,
     /// A call failed for good: nothing new starts.
     failed: bool,
+    /// Whether a call has read the topic streaks the outbox remembers.
+    streaks_read: bool,
     /// Postgres only, sent before the run's first claim in the same call,
     /// at most once a minute per drainer (it reads every waiting row):
     /// makes ready the head of any ordering key left waiting. Under read
@@ -132,6 +93,7 @@ impl<'a> Run<'a> {
             running: BTreeMap::new(),
             claims_over: (!may_claim).then_some(StopReason::Drained),
             failed: false,
+            streaks_read: false,
             sweep: (may_claim
                 && drainer.outbox.dialect() == Dialect::Postgres
                 && drainer.sweep_due(started))
@@ -152,24 +114,23 @@ impl<'a> Run<'a> {
                 self.deliver_suspect().await;
                 continue;
             }
-            if let Some(call) = self.next_call() {
-                let executing = self.execute(&call, false);
-                futures_util::pin_mut!(executing);
-                let executed = loop {
-                    if in_flight.is_empty() {
-                        break executing.await;
-                    }
-                    match select(executing.as_mut(), in_flight.next()).await {
-                        Either::Left((executed, _)) => break executed,
-                        Either::Right((finished, _)) => {
-                            for (message, attempt) in finished.into_iter().flatten() {
-                                self.finish(message, attempt);
+            if let Some(planned) = self.next_call() {
+                let sent = {
+                    let mut sending = self.send(&planned.call, false);
+                    loop {
+                        if in_flight.is_empty() {
+                            break sending.await;
+                        }
+                        match select(sending.as_mut(), in_flight.next()).await {
+                            Either::Left((sent, _)) => break sent,
+                            Either::Right((finished, _)) => {
+                                self.finish_all(finished.into_iter().flatten());
+                                self.start_deliveries(&mut in_flight);
                             }
-                            self.start_deliveries(&mut in_flight);
                         }
                     }
                 };
-                self.absorb(&call, executed);
+                self.absorb(planned, sent);
                 continue;
             }
             if in_flight.is_empty() {
@@ -184,11 +145,7 @@ impl<'a> Run<'a> {
                 None => Either::Right(std::future::pending::<()>()),
             };
             match select(in_flight.next(), sleeping).await {
-                Either::Left((finished, _)) => {
-                    for (message, attempt) in finished.into_iter().flatten() {
-                        self.finish(message, attempt);
-                    }
-                }
+                Either::Left((finished, _)) => self.finish_all(finished.into_iter().flatten()),
                 Either::Right(((), _)) => tick = None,
             }
         }
@@ -226,9 +183,7 @@ impl<'a> Run<'a> {
             self.start_deliveries(in_flight);
             match in_flight.next().now_or_never() {
                 Some(Some(finished)) => {
-                    for (message, attempt) in finished {
-                        self.finish(message, attempt);
-                    }
+                    self.finish_all(finished);
                     misses = 0;
                 }
                 Some(None) => break,
@@ -237,8 +192,10 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Starts delivery calls into free slots: one message each, or for a
-    /// batch deliverer as many ready messages as one call may carry.
+    /// Queues delivery calls into free slots: one message each, or for a
+    /// batch deliverer as many ready messages as one call may carry. Each
+    /// message goes with the latest time its delivery may end; the
+    /// drainer checks it again when the call starts.
     fn start_deliveries(&mut self, in_flight: &mut InFlight<'a>) {
         let per_call = self.drainer.deliver.limits();
         while in_flight.len() < self.drainer.limits.concurrency && !self.ready.is_empty() {
@@ -254,35 +211,32 @@ impl<'a> Run<'a> {
                     break;
                 }
                 let now = self.now();
+                let finish_by = self.finish_by(message.lease().until());
                 if self.breaker.is_open(&message.topic) {
                     self.hand_back(message, now);
-                } else if self.failed || !self.fits(message.lease().until(), now) {
+                } else if self.failed || !self.drainer.room_before(finish_by, now) {
                     self.push(message.lease().clone(), Fate::Release { due: now }, now);
                 } else {
                     bytes = bytes.saturating_add(size);
                     *self.running.entry(message.lease().until()).or_default() += 1;
-                    call.push(message);
+                    call.push(Started { message, finish_by });
                 }
             }
             if call.is_empty() {
                 continue;
             }
             let drainer = self.drainer;
-            in_flight.push(Box::pin(async move {
-                let attempts = drainer.attempt(&call).await;
-                call.into_iter().zip(attempts).collect()
-            }));
+            in_flight.push(Box::pin(drainer.attempt(call)));
         }
     }
 
-    /// Whether a delivery started `now` can time out and be settled before
-    /// both the deadline and `lease_end`.
+    /// The latest a delivery of a message leased until `lease_end` may end,
+    /// its settle margin included: before the deadline and the lease.
     ///
     /// Once only the last settle is left in the budget, everything waiting
-    /// for it must still land before its lease ends, so nothing starts that
-    /// would finish later than that.
-    fn fits(&self, lease_end: Timestamp, now: Timestamp) -> bool {
-        let limits = &self.drainer.limits;
+    /// for it must still land before its lease ends, so nothing may finish
+    /// later than the earliest of those leases.
+    fn finish_by(&self, lease_end: Timestamp) -> Timestamp {
         let mut settle_by = self.deadline.min(lease_end);
         if !self.can_afford_call() {
             let waiting = self.outcomes.iter().map(|(lease, _)| lease.until());
@@ -292,8 +246,7 @@ impl<'a> Run<'a> {
                 settle_by = settle_by.min(end);
             }
         }
-        now.checked_add(limits.delivery_timeout + limits.settle_margin)
-            .is_ok_and(|finish| finish <= settle_by)
+        settle_by
     }
 
     fn hand_back(&mut self, message: ClaimedMessage, now: Timestamp) {
@@ -313,8 +266,49 @@ impl<'a> Run<'a> {
         self.first_outcome_at.get_or_insert(now);
     }
 
+    fn push_all(&mut self, settles: Vec<Settle>) {
+        let now = self.now();
+        for (lease, fate) in settles {
+            self.push(lease, fate, now);
+        }
+    }
+
+    fn finish_all(&mut self, finished: impl IntoIterator<Item = (ClaimedMessage, Attempt)>) {
+        for (message, attempt) in finished {
+            self.finish(message, attempt);
+        }
+    }
+
+    /// The one reading of an attempt: its verdict, or `None` if it never
+    /// started (its lease left too little time when its turn came). A call
+    /// that timed out blames its message if it carried that one `alone`.
+    fn verdict(&mut self, attempt: Attempt, alone: Held) -> Option<Delivery> {
+        match attempt {
+            Attempt::Answered(delivery) => Some(delivery),
+            Attempt::TimedOut => {
+                self.report.timed_out += 1;
+                let error = format!(
+                    "delivery timed out after {} ms",
+                    self.drainer.limits.delivery_timeout.as_millis()
+                );
+                // A slow batch endpoint is not any one message's fault.
+                Some(
+                    if self.drainer.deliver.is_batch() && matches!(alone, Held::UntilDecided) {
+                        Delivery::unavailable(error, None)
+                    } else {
+                        Delivery::retry(error)
+                    },
+                )
+            }
+            Attempt::TooLate => {
+                self.report.too_late_to_start += 1;
+                None
+            }
+        }
+    }
+
     /// Records a finished delivery: settled at the next call, or held by the
-    /// breaker while its topic's streak is undecided.
+    /// breaker while its topic's streak is short.
     fn finish(&mut self, message: ClaimedMessage, attempt: Attempt) {
         let now = self.now();
         let until = message.lease().until();
@@ -324,71 +318,118 @@ impl<'a> Run<'a> {
                 self.running.remove(&until);
             }
         }
-        let (delivery, timed_out) = match attempt {
-            Attempt::Answered(delivery) => (delivery, false),
-            Attempt::TimedOut => {
-                self.report.timed_out += 1;
-                let error = format!(
-                    "delivery timed out after {} ms",
-                    self.drainer.limits.delivery_timeout.as_millis()
-                );
-                // A slow batch endpoint is not any one message's fault.
-                if self.drainer.deliver.is_batch() {
-                    (Delivery::unavailable(error, None), true)
-                } else {
-                    (Delivery::retry(error), true)
-                }
+        match self.verdict(attempt, Held::UntilDecided) {
+            Some(delivery) => self.judge(&message, delivery, Held::UntilDecided),
+            None => self.push(message.lease().clone(), Fate::Release { due: now }, now),
+        }
+    }
+
+    /// Settles a verdict, through the breaker: a retryable failure counts
+    /// toward its topic's streak (held back while the streak is short, unless
+    /// it must be settled at once), an answer decides the streak.
+    fn judge(&mut self, message: &ClaimedMessage, delivery: Delivery, held: Held) {
+        let retryable = delivery.is_retryable();
+        let settle = (message.lease().clone(), Fate::from(delivery));
+        let settles = match (retryable, held) {
+            (true, Held::UntilDecided) => self.breaker.failed(&message.topic, settle),
+            (true, Held::Never) => self.breaker.failed_alone(&message.topic, settle),
+            (false, _) => {
+                let mut settles = self.breaker.answered(&message.topic);
+                settles.push(settle);
+                settles
             }
         };
-        let settle = (message.lease().clone(), Fate::from(delivery.clone()));
-        let settles = if timed_out || delivery.is_retryable() {
-            self.breaker.failed(&message.topic, settle)
-        } else {
-            let mut settles = self.breaker.answered(&message.topic);
-            settles.push(settle);
-            settles
-        };
-        for (lease, fate) in settles {
-            self.push(lease, fate, now);
-        }
+        self.push_all(settles);
     }
 
     /// The next database call, if one is due now: a claim when nothing is
     /// left to start (with the outcomes so far riding along), or a settle
     /// when outcomes have waited long enough.
-    fn next_call(&mut self) -> Option<Call> {
+    fn next_call(&mut self) -> Option<Planned> {
         let now = self.now();
         let limits = &self.drainer.limits;
         let soon = now
             .checked_add(limits.settle_margin + limits.flush_interval)
             .unwrap_or(Timestamp::MAX);
         let expiring = self.breaker.take_expiring(soon);
-        for (lease, fate) in expiring {
-            self.push(lease, fate, now);
-        }
-        let claim = self.claim_if_wanted(now);
+        self.push_all(expiring);
+        let wanted = self.claim_wanted(now);
         let settle_due = !self.outcomes.is_empty()
             && self.can_afford_call()
             && (self.settle_at_once
                 || self.outcomes.len() >= limits.batch_size as usize
                 || self.flush_at().is_some_and(|at| at <= now));
-        if claim.is_none() && !settle_due {
+        if wanted.is_none() && !settle_due {
             return None;
         }
-        let (settle, settle_until) = self.take_outcomes()?;
-        let sweep = claim.as_ref().and_then(|_| self.sweep.take());
-        Some(Call {
-            settle,
-            settle_until,
-            isolate: None,
-            sweep,
-            claim,
-        })
+        let mut call = Call::new();
+        let settled = self.settle_waiting(&mut call)?;
+        let mut planned = Planned {
+            call,
+            settled,
+            swept: None,
+            claimed: None,
+            streaks: None,
+        };
+        if let Some(wanted) = wanted {
+            let claim = self.drainer.outbox.claim_statement(wanted, limits.lease);
+            let streaks = (!self.streaks_read)
+                .then(|| self.drainer.outbox.streaks_statement())
+                .transpose();
+            match claim.and_then(|claim| Ok((claim, streaks?))) {
+                Ok((claim, streaks)) => {
+                    if let Some(sweep) = self.sweep.take() {
+                        planned.swept = Some((planned.call.sweep(sweep.clone()), sweep));
+                    }
+                    let recovery = claim.recovery().ok();
+                    planned.claimed = Some((planned.call.claim(claim, recovery), wanted));
+                    planned.streaks = streaks.map(|read| planned.call.read(read));
+                }
+                Err(error) => self.claims_over = Some(StopReason::DatabaseError(error)),
+            }
+        }
+        if planned.call.is_empty() {
+            return None;
+        }
+        self.write_streaks(&mut planned.call);
+        Some(planned)
     }
 
-    /// A claim, when the queue is empty and no limit stops it; records why
-    /// claims end.
-    fn claim_if_wanted(&mut self, now: Timestamp) -> Option<Claiming> {
+    /// Adds the changes to the remembered topic streaks to `call`.
+    fn write_streaks(&mut self, call: &mut Call) {
+        let outbox = &self.drainer.outbox;
+        let mut statements = Vec::new();
+        let mut failed = None;
+        for (topic, write) in self.breaker.take_writes() {
+            let built = match write {
+                StreakWrite::Ended => outbox.streak_ended_statement(&topic).map(|s| vec![s]),
+                StreakWrite::Failed {
+                    after_end,
+                    failing_id,
+                    several,
+                } => {
+                    let ended = after_end.then(|| outbox.streak_ended_statement(&topic));
+                    let recorded = outbox.streak_failed_statement(&topic, &failing_id, several);
+                    ended
+                        .into_iter()
+                        .chain([recorded])
+                        .collect::<crate::error::Result<Vec<_>>>()
+                }
+            };
+            match built {
+                Ok(built) => statements.extend(built),
+                Err(error) => failed = Some(error),
+            }
+        }
+        if let Some(error) = failed {
+            self.fail(error);
+        }
+        call.write(statements);
+    }
+
+    /// How many rows to claim, when the queue is empty and no limit stops
+    /// it; records why claims end.
+    fn claim_wanted(&mut self, now: Timestamp) -> Option<u32> {
         if self.claims_over.is_some() || !self.ready.is_empty() || !self.suspects.is_empty() {
             return None;
         }
@@ -397,7 +438,10 @@ impl<'a> Run<'a> {
             Some(StopReason::MessageCap)
         } else if !self.can_afford_call() {
             Some(StopReason::QueryBudget)
-        } else if !self.fits(Timestamp::MAX, now) {
+        } else if !self
+            .drainer
+            .room_before(self.finish_by(Timestamp::MAX), now)
+        {
             Some(StopReason::Deadline)
         } else {
             None
@@ -406,19 +450,11 @@ impl<'a> Run<'a> {
             self.claims_over = Some(stop);
             return None;
         }
-        let wanted = limits
-            .batch_size
-            .min(limits.max_messages - self.report.claimed);
-        match self.drainer.outbox.claim_statement(wanted, limits.lease) {
-            Ok(claim) => {
-                let recovery = claim.recovery().ok();
-                Some((claim, wanted, recovery))
-            }
-            Err(error) => {
-                self.claims_over = Some(StopReason::DatabaseError(error));
-                None
-            }
-        }
+        Some(
+            limits
+                .batch_size
+                .min(limits.max_messages - self.report.claimed),
+        )
     }
 
     /// Whether a call other than the last settle fits the query budget.
@@ -448,7 +484,7 @@ impl<'a> Run<'a> {
     }
 
     /// When the loop must wake without a finished delivery: to settle, or to
-    /// release held failures before their leases end.
+    /// settle held failures before their leases end.
     fn wake_at(&self) -> Option<Timestamp> {
         if !self.can_afford_call() {
             return None;
@@ -461,19 +497,23 @@ impl<'a> Run<'a> {
         [self.flush_at(), held].into_iter().flatten().min()
     }
 
-    /// The waiting outcomes as settle statements; on a statement that cannot
-    /// be built, the run fails (the leases come back when they end).
-    fn take_outcomes(&mut self) -> Option<(PreparedSettle, Option<Timestamp>)> {
+    /// Adds the waiting outcomes to `call` as settles (`Some(None)` when
+    /// none wait). On a statement that cannot be built the run fails (the
+    /// leases come back when they end) and there is no call: `None`.
+    fn settle_waiting(&mut self, call: &mut Call) -> Option<Option<SettleSlot>> {
         let outcomes = std::mem::take(&mut self.outcomes);
-        let until = outcomes.iter().map(|(lease, _)| lease.until()).min();
         self.first_outcome_at = None;
         self.settle_at_once = false;
+        if outcomes.is_empty() {
+            return Some(None);
+        }
+        let until = outcomes.iter().map(|(lease, _)| lease.until()).min();
         let fates: Vec<(&LeaseHandle, Fate)> = outcomes
             .iter()
             .map(|(lease, fate)| (lease, fate.clone()))
             .collect();
         match self.drainer.outbox.prepare_fates(&fates) {
-            Ok(prepared) => Some((prepared, until)),
+            Ok(prepared) => Some(Some(call.settle(prepared, until))),
             Err(error) => {
                 self.fail(error);
                 None
@@ -488,13 +528,9 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Runs a call. A failed call may have committed; its settles and
-    /// isolation are fenced and idempotent, so they are sent again (without
-    /// the claim) while the error is transient, the budget allows, and the
-    /// leases have time left.
-    /// Retries never take the query kept for the last settle unless this is
-    /// it (`last`).
-    fn execute<'c>(&self, call: &'c Call, last: bool) -> BoxFuture<'c, Executed>
+    /// Sends a call. Its retries never take the query kept for the last
+    /// settle unless this is it (`last`).
+    fn send<'c>(&self, call: &'c Call, last: bool) -> BoxFuture<'c, Sent>
     where
         'a: 'c,
     {
@@ -505,73 +541,57 @@ impl<'a> Run<'a> {
             .saturating_sub(self.report.queries)
             .saturating_sub(u32::from(!last))
             .max(1);
-        let lease_end = call.settle_until;
         Box::pin(async move {
-            let db = drainer.outbox.database();
-            let mut outcomes = db.batch_atomic(&call.statements()).await;
-            let mut tries = 1;
-            while let Err(error) = &outcomes {
-                let retryable = error.is_retryable() && call.is_retryable();
-                let in_time = lease_end.is_none_or(|end| drainer.outbox.now() < end);
-                if !retryable || !in_time || tries > SETTLE_RETRIES || tries >= budget {
-                    break;
-                }
-                if error.retry_advice() == RetryAdvice::AfterBackoff {
-                    let wait = std::time::Duration::from_millis(100 << tries);
-                    drainer.timer.sleep(wait).await;
-                }
-                outcomes = db.batch_atomic(&call.retry_statements()).await;
-                tries += 1;
-            }
-            Executed { outcomes, tries }
+            let retries = Retries {
+                budget,
+                clock: drainer.outbox.clock(),
+                timer: drainer.timer.as_ref(),
+            };
+            call.send(drainer.outbox.database().as_ref(), retries).await
         })
     }
 
-    /// Takes in a call's results: settle counts, the claimed messages, and
-    /// whether an isolation held (`None`: unknown, or there was none).
-    fn absorb(&mut self, call: &Call, executed: Executed) -> Option<bool> {
-        self.report.queries += executed.tries;
-        self.report.settle_retries += executed.tries - 1;
-        let outcomes = match executed.outcomes {
-            Ok(outcomes) => outcomes,
+    /// Counts a sent call; its reply, unless it failed for good.
+    fn count(&mut self, sent: Sent) -> Option<Reply> {
+        self.report.queries += sent.sends;
+        self.report.settle_retries += sent.sends - 1;
+        match sent.reply {
+            Ok(reply) => Some(reply),
             Err(error) => {
                 self.fail(error);
-                return None;
+                None
             }
+        }
+    }
+
+    /// Takes in a planned call's reply: settle counts, the claimed messages,
+    /// and a sweep left out by a retry, kept for the next claim.
+    fn absorb(&mut self, planned: Planned, sent: Sent) {
+        let Some(mut reply) = self.count(sent) else {
+            return;
         };
-        let settled = call.settle.statements().len();
-        self.report
-            .tally(call.settle.read(&outcomes[..settled.min(outcomes.len())]));
-        let mut next = settled;
-        let mut isolated = None;
-        if call.isolate.is_some() {
-            isolated = Some(
-                outcomes
-                    .get(next)
-                    .is_some_and(|outcome| outcome.rows_affected > 0),
-            );
-            next += 1;
+        if let Some(slot) = planned.settled {
+            self.report.tally(reply.settled(slot));
         }
-        if call.sweep.is_some() {
-            if executed.tries == 1 {
-                next += 1;
-            } else {
-                // A retry leaves it out (with the claim): the next claim
-                // call carries it.
-                self.sweep.clone_from(&call.sweep);
+        if let Some((slot, sweep)) = planned.swept
+            && !reply.swept(slot)
+        {
+            self.sweep = Some(sweep);
+        }
+        if let Some(slot) = planned.streaks {
+            self.streaks_read = true;
+            match self.drainer.outbox.read_streaks(&reply.rows(slot)) {
+                Ok(streaks) => self.breaker.remember(streaks),
+                // Delivery goes on without the memory: no failure is judged
+                // the message's own in this run, and nothing is written.
+                Err(error) => log::warn!("outbox drain: topic streaks unread: {error}"),
             }
         }
-        // After a retry, the claim's rows are read back by its recovery (a
-        // claim that did not commit leased nothing; one whose rows cannot be
-        // read back returns them, unspent, when its lease ends).
-        if let Some((claim, wanted, _)) = &call.claim {
-            let rows = outcomes.get(next).map(|outcome| &outcome.rows);
-            let claimed = rows.map(|rows| claim.read(rows)).unwrap_or_default();
-            if executed.tries == 1 || !claimed.is_empty() {
-                self.accept(claimed, *wanted);
-            }
+        if let Some((slot, wanted)) = planned.claimed
+            && let Some(claim) = reply.claimed(slot)
+        {
+            self.accept(claim, wanted);
         }
-        isolated
     }
 
     fn accept(&mut self, claim: Claim, wanted: u32) {
@@ -606,20 +626,50 @@ impl<'a> Run<'a> {
     /// the delivery runs with nothing else in flight, and its outcome is
     /// settled at the next call.
     async fn deliver_suspect(&mut self) {
-        let Some(mut message) = self.suspects.pop_front() else {
+        let Some(message) = self.suspects.pop_front() else {
+            return;
+        };
+        let Some(message) = self.isolate(message).await else {
+            return;
+        };
+        let finish_by = self.finish_by(message.lease().until());
+        let Some((message, attempt)) = self
+            .drainer
+            .attempt(vec![Started { message, finish_by }])
+            .await
+            .pop()
+        else {
             return;
         };
         let now = self.now();
-        if self.breaker.is_open(&message.topic) {
-            self.hand_back(message, now);
-            return;
-        }
-        if self.failed || !self.can_afford_call() || !self.fits(Timestamp::MAX, now) {
+        // Settled at once, outside the breaker's held streaks, though a
+        // failure counts toward one (and is handed back if it trips it).
+        self.settle_at_once = true;
+        let Some(delivery) = self.verdict(attempt, Held::Never) else {
             self.push(message.lease().clone(), Fate::Release { due: now }, now);
             return;
+        };
+        self.report.suspects += 1;
+        self.judge(&message, delivery, Held::Never);
+    }
+
+    /// Leases a suspect alone, in a call that also settles what is waiting;
+    /// the suspect under its new lease, or `None` if it is not to be
+    /// delivered now (its topic is open, no time or budget is left, or the
+    /// lease passed to another drainer).
+    async fn isolate(&mut self, mut message: ClaimedMessage) -> Option<ClaimedMessage> {
+        let now = self.now();
+        if self.breaker.is_open(&message.topic) {
+            self.hand_back(message, now);
+            return None;
+        }
+        let finish_by = self.finish_by(Timestamp::MAX);
+        if self.failed || !self.can_afford_call() || !self.drainer.room_before(finish_by, now) {
+            self.push(message.lease().clone(), Fate::Release { due: now }, now);
+            return None;
         }
         let limits = &self.drainer.limits;
-        let (isolate, alone) = match self
+        let (isolation, alone) = match self
             .drainer
             .outbox
             .isolate_statement(message.lease(), limits.lease)
@@ -628,88 +678,44 @@ impl<'a> Run<'a> {
             Err(error) => {
                 self.fail(error);
                 self.push(message.lease().clone(), Fate::Release { due: now }, now);
-                return;
+                return None;
             }
         };
-        // Failures held by the breaker ride along, undecided: a suspect may
-        // kill this drainer, and they must not die with it.
-        for (lease, fate) in self.breaker.take_all() {
-            self.push(lease, fate, now);
-        }
-        let Some((settle, settle_until)) = self.take_outcomes() else {
-            return;
-        };
-        let call = Call {
-            settle,
-            settle_until,
-            isolate: Some(isolate),
-            sweep: None,
-            claim: None,
-        };
-        let executed = self.execute(&call, false).await;
-        match self.absorb(&call, executed) {
-            Some(true) => {}
-            // Taken by another drainer, or settled meanwhile.
-            Some(false) => {
-                self.report.lease_lost += 1;
-                return;
-            }
+        // Held failures land first, judged: the suspect may kill this
+        // drainer, and they must not die with it.
+        let held = self.breaker.take_all();
+        self.push_all(held);
+        let mut call = Call::new();
+        let settled = self.settle_waiting(&mut call)?;
+        let isolated = call.isolate(isolation);
+        self.write_streaks(&mut call);
+        let sent = self.send(&call, false).await;
+        let Some(mut reply) = self.count(sent) else {
             // The call failed for good: give the lease back, whichever holds
             // (only one of them applies), in the last settle.
-            None => {
-                let now = self.now();
-                self.push(message.lease().clone(), Fate::Release { due: now }, now);
-                self.push(alone, Fate::Release { due: now }, now);
-                return;
-            }
+            let now = self.now();
+            self.push(message.lease().clone(), Fate::Release { due: now }, now);
+            self.push(alone, Fate::Release { due: now }, now);
+            return None;
+        };
+        if let Some(slot) = settled {
+            self.report.tally(reply.settled(slot));
+        }
+        if !reply.isolated(isolated) {
+            // Taken by another drainer, or settled meanwhile.
+            self.report.lease_lost += 1;
+            return None;
         }
         message.lease = alone;
-        self.report.suspects += 1;
-        let attempt = self
-            .drainer
-            .attempt(std::slice::from_ref(&message))
-            .await
-            .pop()
-            .unwrap_or(Attempt::TimedOut);
-        // Settled at once, outside the breaker's held streaks, though a
-        // failure counts toward one. It answered, so it did not crash: a
-        // retryable failure, with nothing to compare it with, gives the
-        // attempt spent up front back.
-        let now = self.now();
-        let failure = match attempt {
-            Attempt::Answered(delivery) if !delivery.is_retryable() => {
-                let settles = self.breaker.answered(&message.topic);
-                for (lease, fate) in settles {
-                    self.push(lease, fate, now);
-                }
-                self.push(message.lease().clone(), Fate::from(delivery), now);
-                self.settle_at_once = true;
-                return;
-            }
-            Attempt::Answered(delivery) => delivery,
-            Attempt::TimedOut => {
-                self.report.timed_out += 1;
-                Delivery::retry(format!(
-                    "delivery timed out after {} ms",
-                    self.drainer.limits.delivery_timeout.as_millis()
-                ))
-            }
-        };
-        let fate = self.breaker.undecided(&message.topic, failure.into());
-        self.push(message.lease().clone(), fate, now);
-        for (lease, fate) in self.breaker.failed_alone(&message.topic) {
-            self.push(lease, fate, now);
-        }
-        self.settle_at_once = true;
+        Some(message)
     }
 
     /// Settles whatever is left, held failures included, if the budget
     /// still has the call kept for it.
     async fn last_settle(&mut self) {
+        let held = self.breaker.take_all();
+        self.push_all(held);
         let now = self.now();
-        for (lease, fate) in self.breaker.take_all() {
-            self.push(lease, fate, now);
-        }
         for message in std::mem::take(&mut self.ready)
             .into_iter()
             .chain(std::mem::take(&mut self.suspects))
@@ -719,17 +725,14 @@ impl<'a> Run<'a> {
         if self.outcomes.is_empty() || self.report.queries >= self.drainer.limits.max_queries {
             return;
         }
-        let Some((settle, settle_until)) = self.take_outcomes() else {
+        let mut call = Call::new();
+        let Some(Some(settled)) = self.settle_waiting(&mut call) else {
             return;
         };
-        let call = Call {
-            settle,
-            settle_until,
-            isolate: None,
-            sweep: None,
-            claim: None,
-        };
-        let executed = self.execute(&call, true).await;
-        self.absorb(&call, executed);
+        self.write_streaks(&mut call);
+        let sent = self.send(&call, true).await;
+        if let Some(mut reply) = self.count(sent) {
+            self.report.tally(reply.settled(settled));
+        }
     }
 }

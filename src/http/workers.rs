@@ -168,7 +168,9 @@ impl HttpDeliverer {
         futures_util::pin_mut!(exchange);
         match select(exchange, Delay::from(self.timeout)).await {
             Either::Left((Ok(delivery), _)) => delivery,
-            Either::Left((Err(error), _)) => Delivery::retry(error),
+            // Unreachable (refused, reset, DNS): the receiver, not this
+            // message, failed.
+            Either::Left((Err(error), _)) => Delivery::unavailable(error, None),
             Either::Right(((), _)) => Delivery::retry(format!(
                 "no answer within {} ms; the request was aborted",
                 self.timeout.as_millis()

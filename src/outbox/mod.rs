@@ -45,6 +45,7 @@ mod records;
 mod settle;
 mod stats;
 mod subject;
+mod topics;
 
 use std::sync::Arc;
 
@@ -60,6 +61,9 @@ pub(crate) use settle::Fate;
 pub(crate) use settle::PreparedSettle;
 pub use settle::SettleReport;
 pub use stats::OutboxStats;
+#[cfg(all(test, feature = "sqlite", not(target_arch = "wasm32")))]
+pub(crate) use topics::STREAK_MEMORY;
+pub(crate) use topics::Streak;
 
 use crate::database::{Database, Dialect, Statement};
 use crate::error::Result;
@@ -256,6 +260,11 @@ impl Outbox {
     /// "Now" on the outbox's clock.
     pub(crate) fn now(&self) -> crate::time::Timestamp {
         self.inner.clock.now()
+    }
+
+    /// The outbox's clock.
+    pub(crate) fn clock(&self) -> &dyn Clock {
+        self.inner.clock.as_ref()
     }
 
     fn table_name(&self) -> String {

@@ -29,6 +29,14 @@ CREATE INDEX IF NOT EXISTS "{table}_due" ON "{table}" (state, due_at, id);
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_dedup" ON "{table}" (dedup_key) WHERE dedup_key IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_ordering" ON "{table}" (ordering_key, seq) WHERE ordering_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "{table}_subject" ON "{table}" (subject) WHERE subject IS NOT NULL;
+-- Per-topic memory across drains, as in the SQLite schema: the streak of retryable failures since
+-- the topic's receiver last answered.
+CREATE TABLE IF NOT EXISTS "{table}_topics" (
+    topic      TEXT   COLLATE "C" NOT NULL PRIMARY KEY,
+    failing_id TEXT   NOT NULL,
+    several    BIGINT NOT NULL CHECK (several IN (0, 1)),
+    failed_at  BIGINT NOT NULL
+);
 -- Statistics from the start: a table filled before autovacuum first analyzes it would otherwise be
 -- planned as tiny, and its claims would sort every due row instead of walking the due index.
 ANALYZE "{table}";

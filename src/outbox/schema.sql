@@ -32,3 +32,14 @@ CREATE UNIQUE INDEX IF NOT EXISTS "{table}_dedup" ON "{table}" (dedup_key) WHERE
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_given_id" ON "{table}" (id) WHERE id_given = 1;
 CREATE INDEX IF NOT EXISTS "{table}_ordering" ON "{table}" (ordering_key, seq) WHERE ordering_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "{table}_dead_id" ON "{table}" (id) WHERE state = 'dead';
+-- Per-topic memory of "{table}" across drains: the streak of retryable failures since the topic's
+-- receiver last answered (deleted when it does). failing_id is the message that failed last; several
+-- is 1 once another message failed in the streak too (one message failing again and again spends
+-- its attempts; several failing in turn blame the receiver and spend none); failed_at, in Unix ms,
+-- its last failure (a streak is forgotten a day after it).
+CREATE TABLE IF NOT EXISTS "{table}_topics" (
+    topic      TEXT    NOT NULL PRIMARY KEY,
+    failing_id TEXT    NOT NULL,
+    several    INTEGER NOT NULL CHECK (several IN (0, 1)),
+    failed_at  INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;

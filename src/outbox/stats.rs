@@ -67,8 +67,21 @@ impl Outbox {
     /// backlog.
     ///
     /// # Errors
-    /// A database error.
+    /// A database error; [`Error::MalformedRow`] if the count is not an
+    /// integer.
     pub async fn count_due(&self, at_most: u32) -> Result<u64> {
+        // Built apart: a sea-query statement is not `Send`, and must not
+        // live across the await.
+        let statement = self.count_due_statement(at_most)?;
+        let rows = self.inner.db.query(&statement).await?;
+        let row = rows.first().ok_or_else(|| Error::Database {
+            message: "an aggregate query returned no row".into(),
+        })?;
+        row.get("due")
+            .map_err(|error| error.in_row(self.table().as_str(), None))
+    }
+
+    fn count_due_statement(&self, at_most: u32) -> Result<Statement> {
         let now = self.now().as_unix_millis();
         let mut due = Query::select();
         due.column(col::ID)
@@ -80,9 +93,7 @@ impl Outbox {
         count
             .expr_as(Expr::col(Asterisk).count(), "due")
             .from_subquery(due, "due_rows");
-        let rows = self.inner.db.query(&self.render(&count)?).await?;
-        let due: Option<u64> = rows.first().map(|row| row.get("due")).transpose()?;
-        Ok(due.unwrap_or(0))
+        self.render(&count)
     }
 
     fn stats_statement(&self) -> Result<Statement> {

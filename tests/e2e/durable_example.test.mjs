@@ -2,7 +2,8 @@
 // recorded per customer object, their webhooks delivered by the objects'
 // alarms through the HTTP deliverer, applied once by the receiving inbox
 // although every first acknowledgement is lost, in order per customer; a
-// refused webhook dead-lettered and replayed through the admin routes.
+// refused webhook dead-lettered and replayed through the admin routes; a
+// webhook that always fails, alone in its object, dead after its attempts.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
@@ -11,12 +12,14 @@ import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { eventually, root, start } from "./harness.mjs";
 
 const TOKEN = "test-admin-token";
+const MAX_ATTEMPTS = 4;
 const admin = { authorization: `Bearer ${TOKEN}` };
 
 /**
  * Stands between the objects and the receiving route: the first delivery of
  * each webhook reaches the receiver but its answer is lost (500); webhooks of
- * type "refused" are refused (400) until `state.accept` is set.
+ * type "refused" are refused (400) until `state.accept` is set; webhooks of
+ * type "failing" always get a 500.
  */
 async function lossyLink(forward) {
   const state = { seen: new Map(), accept: false };
@@ -28,6 +31,7 @@ async function lossyLink(forward) {
       const hook = JSON.parse(body);
       state.seen.set(key, (state.seen.get(key) ?? 0) + 1);
       if (hook.type === "refused" && !state.accept) return response.writeHead(400).end("refused");
+      if (hook.type === "failing") return response.writeHead(500).end("this webhook always fails");
       // After the suite, the Worker may be gone while an alarm still delivers.
       const answer = await forward(key, body).catch(() => null);
       if (!answer) return response.writeHead(503).end("receiver gone");
@@ -51,7 +55,13 @@ const link = await lossyLink((key, body) =>
 );
 mf = await start("examples/durable-webhooks", {
   migrate: false,
-  bindings: { WEBHOOK_URL: link.url, ADMIN_TOKEN: TOKEN, BACKOFF_BASE_MS: "100", BACKOFF_CAP_MS: "200" },
+  bindings: {
+    WEBHOOK_URL: link.url,
+    ADMIN_TOKEN: TOKEN,
+    BACKOFF_BASE_MS: "100",
+    BACKOFF_CAP_MS: "200",
+    MAX_ATTEMPTS: String(MAX_ATTEMPTS),
+  },
   // The objects as the example's wrangler.toml declares them.
   durableObjects: unstable_getMiniflareWorkerOptions(path.join(root, "examples/durable-webhooks/wrangler.toml"))
     .workerOptions.durableObjects,
@@ -127,6 +137,30 @@ describe("durable-webhooks example", () => {
     assert.deepEqual(purge.body, { purged: 1 });
     await eventually(async () => (await call("/hooks")).body.some((r) => r.key === next));
     assert.ok(!(await call("/hooks")).body.some((r) => r.key === refused));
+  });
+
+  it("kills a webhook that always fails alone after its attempts, and holds its customer's next", async () => {
+    // The customer's webhooks share an ordering key: the failing one is the
+    // only one each alarm can deliver. Nothing else shows the receiver at
+    // fault, so each failure spends an attempt at the policy's backoff.
+    const failing = (await record("erin", "failing")).body.event_id;
+    const next = (await record("erin", "after")).body.event_id;
+    const dead = await eventually(
+      async () => {
+        const { body: list } = await call("/admin/customers/erin/outbox/dead", { headers: admin });
+        return list.length === 1 && list[0];
+      },
+      { timeoutMs: 15_000 },
+    );
+    assert.equal(dead.id, failing);
+    assert.equal(dead.attempts, MAX_ATTEMPTS);
+    assert.match(dead.last_error, /attempts exhausted/);
+    assert.equal(link.seen.get(failing), MAX_ATTEMPTS, "one delivery per attempt");
+    // Ordered behind its dead head, the next webhook waits.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.ok(!(await call("/hooks")).body.some((r) => r.key === next));
+    const { body: stats } = await call("/admin/customers/erin/outbox", { headers: admin });
+    assert.equal(stats.pending, 1);
   });
 
   it("refuses bad input and unauthenticated admin calls", async () => {

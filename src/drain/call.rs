@@ -1,0 +1,637 @@
+//! One database call of a drain: the parts that ride together in one atomic
+//! batch (settles, a suspect's isolation, the ordering sweep, a claim),
+//! sent again while an error is transient, and read back part by part.
+//!
+//! Each part added returns a slot; the call's reply is read through the
+//! slots, never by position. A call that failed may have committed: its
+//! settles and isolation are fenced and idempotent, so they are sent again;
+//! a claim is not (it would lease other rows), so a read of the rows it may
+//! have leased takes its place, and the sweep is left for a later call.
+
+use std::ops::Range;
+use std::time::Duration;
+
+use crate::database::{Database, Outcome, Rows, Statement};
+use crate::error::{Error, RetryAdvice};
+use crate::outbox::{Claim, ClaimStatement, PreparedSettle, SettleReport};
+use crate::time::{Clock, Timer, Timestamp};
+
+/// Sends of one call at most: the first, and retries while the error is
+/// transient.
+const MAX_SENDS: u32 = 5;
+
+/// Statements to send as one atomic batch, built part by part.
+#[derive(Default)]
+#[must_use = "a call does nothing until it is sent"]
+pub(super) struct Call {
+    parts: Vec<Part>,
+    /// The earliest lease end among the settles: retrying past it is futile.
+    settle_until: Option<Timestamp>,
+}
+
+enum Part {
+    Settle(PreparedSettle),
+    /// Fenced or idempotent writes whose outcome nobody reads.
+    Write(Vec<Statement>),
+    /// A read, safe to send again.
+    Read(Statement),
+    Isolate(Statement),
+    Sweep(Statement),
+    Claim {
+        claim: ClaimStatement,
+        recovery: Option<Statement>,
+    },
+}
+
+/// Where a settle's report is read.
+pub(super) struct SettleSlot(usize);
+/// Where an isolation's result is read.
+pub(super) struct IsolationSlot(usize);
+/// Where a sweep's result is read.
+pub(super) struct SweepSlot(usize);
+/// Where a claim's rows are read.
+pub(super) struct ClaimSlot(usize);
+/// Where a read's rows are read.
+pub(super) struct ReadSlot(usize);
+
+/// How a call's sends may go on after a transient error.
+pub(super) struct Retries<'t> {
+    /// Database calls this one may make in all (at least 1).
+    pub(super) budget: u32,
+    /// Reads the current time, to stop retrying settles past their leases.
+    pub(super) clock: &'t dyn Clock,
+    /// Waits between sends after an error that asks for a backoff.
+    pub(super) timer: &'t dyn Timer,
+}
+
+/// What a sent call did.
+pub(super) struct Sent {
+    /// Database calls made: 1, plus retries.
+    pub(super) sends: u32,
+    /// The parts' replies, or the error that ended the call.
+    pub(super) reply: Result<Reply, Error>,
+}
+
+/// A call's reply, read part by part through the slots.
+pub(super) struct Reply {
+    parts: Vec<Read>,
+}
+
+enum Read {
+    Settled(SettleReport),
+    Written,
+    Rows(Rows),
+    Isolated(bool),
+    Swept(bool),
+    Claimed(Option<Claim>),
+    Taken,
+}
+
+impl Call {
+    /// An empty call.
+    pub(super) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Settles `settle`, whose earliest lease ends at `until`.
+    pub(super) fn settle(
+        &mut self,
+        settle: PreparedSettle,
+        until: Option<Timestamp>,
+    ) -> SettleSlot {
+        self.settle_until = match (self.settle_until, until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        SettleSlot(self.push(Part::Settle(settle)))
+    }
+
+    /// Writes `statements` (each safe to send again) in the same batch.
+    pub(super) fn write(&mut self, statements: Vec<Statement>) {
+        if !statements.is_empty() {
+            self.push(Part::Write(statements));
+        }
+    }
+
+    /// Reads rows in the same batch.
+    pub(super) fn read(&mut self, statement: Statement) -> ReadSlot {
+        ReadSlot(self.push(Part::Read(statement)))
+    }
+
+    /// Re-leases a suspect alone; reads whether the isolation held.
+    pub(super) fn isolate(&mut self, isolation: Statement) -> IsolationSlot {
+        IsolationSlot(self.push(Part::Isolate(isolation)))
+    }
+
+    /// Promotes stranded heads of ordering keys; reads whether it was sent.
+    pub(super) fn sweep(&mut self, sweep: Statement) -> SweepSlot {
+        SweepSlot(self.push(Part::Sweep(sweep)))
+    }
+
+    /// Claims rows; after a lost reply, `recovery` reads them back.
+    pub(super) fn claim(
+        &mut self,
+        claim: ClaimStatement,
+        recovery: Option<Statement>,
+    ) -> ClaimSlot {
+        ClaimSlot(self.push(Part::Claim { claim, recovery }))
+    }
+
+    fn push(&mut self, part: Part) -> usize {
+        self.parts.push(part);
+        self.parts.len() - 1
+    }
+
+    /// Whether the call has nothing to send.
+    pub(super) fn is_empty(&self) -> bool {
+        self.parts.iter().all(|part| match part {
+            Part::Settle(settle) => settle.is_empty(),
+            Part::Write(_) | Part::Read(_) => true,
+            _ => false,
+        })
+    }
+
+    /// The statements of the first send (`retry == false`) or of a send
+    /// after an error, and where each part's statements are among them.
+    fn statements(&self, retry: bool) -> (Vec<Statement>, Vec<Option<Range<usize>>>) {
+        let mut statements = Vec::new();
+        let mut ranges = Vec::with_capacity(self.parts.len());
+        for part in &self.parts {
+            let start = statements.len();
+            let sent = match part {
+                Part::Settle(settle) => {
+                    statements.extend(settle.statements().iter().cloned());
+                    true
+                }
+                Part::Write(writes) => {
+                    statements.extend(writes.iter().cloned());
+                    true
+                }
+                Part::Isolate(statement) | Part::Read(statement) => {
+                    statements.push(statement.clone());
+                    true
+                }
+                Part::Sweep(statement) if !retry => {
+                    statements.push(statement.clone());
+                    true
+                }
+                Part::Claim { claim, .. } if !retry => {
+                    statements.push(claim.statement().clone());
+                    true
+                }
+                Part::Claim {
+                    recovery: Some(recovery),
+                    ..
+                } => {
+                    statements.push(recovery.clone());
+                    true
+                }
+                Part::Sweep(_) | Part::Claim { .. } => false,
+            };
+            ranges.push(sent.then_some(start..statements.len()));
+        }
+        (statements, ranges)
+    }
+
+    /// Whether sending again after an error can help: something fenced is
+    /// left to apply, or a claim's rows to read back.
+    fn worth_retrying(&self) -> bool {
+        self.parts.iter().any(|part| match part {
+            Part::Settle(settle) => !settle.is_empty(),
+            Part::Isolate(_) => true,
+            Part::Claim { recovery, .. } => recovery.is_some(),
+            Part::Sweep(_) | Part::Write(_) | Part::Read(_) => false,
+        })
+    }
+
+    /// Sends the call, and again (in its retry form) while the error is
+    /// transient, the budget allows and the settles' leases have time left.
+    pub(super) async fn send(&self, db: &dyn Database, retries: Retries<'_>) -> Sent {
+        let (first, ranges) = self.statements(false);
+        let mut result = db.batch_atomic(&first).await;
+        let mut sends = 1;
+        let mut retried = false;
+        while let Err(error) = &result {
+            let in_time = self
+                .settle_until
+                .is_none_or(|end| retries.clock.now() < end);
+            let retryable = error.is_retryable() && self.worth_retrying();
+            if !retryable || !in_time || sends >= MAX_SENDS || sends >= retries.budget {
+                break;
+            }
+            if error.retry_advice() == RetryAdvice::AfterBackoff {
+                retries
+                    .timer
+                    .sleep(Duration::from_millis(100 << sends))
+                    .await;
+            }
+            let (again, _) = self.statements(true);
+            result = db.batch_atomic(&again).await;
+            sends += 1;
+            retried = true;
+        }
+        let reply = result.map(|outcomes| {
+            let ranges = if retried {
+                self.statements(true).1
+            } else {
+                ranges
+            };
+            self.read_reply(&outcomes, &ranges, retried)
+        });
+        Sent { sends, reply }
+    }
+
+    fn read_reply(
+        &self,
+        outcomes: &[Outcome],
+        ranges: &[Option<Range<usize>>],
+        retried: bool,
+    ) -> Reply {
+        let of = |range: &Option<Range<usize>>| -> &[Outcome] {
+            range
+                .clone()
+                .and_then(|range| outcomes.get(range))
+                .unwrap_or(&[])
+        };
+        let parts = self
+            .parts
+            .iter()
+            .zip(ranges)
+            .map(|(part, range)| match part {
+                Part::Settle(settle) => Read::Settled(settle.read(of(range))),
+                Part::Write(_) => Read::Written,
+                Part::Read(_) => Read::Rows(
+                    of(range)
+                        .first()
+                        .map(|outcome| outcome.rows.clone())
+                        .unwrap_or_default(),
+                ),
+                Part::Isolate(_) => Read::Isolated(
+                    of(range)
+                        .first()
+                        .is_some_and(|outcome| outcome.rows_affected > 0),
+                ),
+                Part::Sweep(_) => Read::Swept(range.is_some() && !of(range).is_empty()),
+                Part::Claim { claim, .. } => Read::Claimed(match of(range).first() {
+                    // A claim that did not commit leased nothing; one whose
+                    // rows cannot be read back returns them, unspent, when
+                    // its lease ends: either way, nothing is known.
+                    Some(outcome) if retried => {
+                        Some(claim.read(&outcome.rows)).filter(|claim| !claim.is_empty())
+                    }
+                    Some(outcome) => Some(claim.read(&outcome.rows)),
+                    None => None,
+                }),
+            })
+            .collect();
+        Reply { parts }
+    }
+}
+
+impl Reply {
+    fn take(&mut self, index: usize) -> Read {
+        self.parts
+            .get_mut(index)
+            .map_or(Read::Taken, |read| std::mem::replace(read, Read::Taken))
+    }
+
+    /// What the settle did.
+    pub(super) fn settled(&mut self, slot: SettleSlot) -> SettleReport {
+        match self.take(slot.0) {
+            Read::Settled(report) => report,
+            _ => SettleReport::default(),
+        }
+    }
+
+    /// The rows of a read.
+    pub(super) fn rows(&mut self, slot: ReadSlot) -> Rows {
+        match self.take(slot.0) {
+            Read::Rows(rows) => rows,
+            _ => Rows::default(),
+        }
+    }
+
+    /// Whether the suspect is now leased alone (`false`: taken by another
+    /// drainer, or settled meanwhile).
+    pub(super) fn isolated(&mut self, slot: IsolationSlot) -> bool {
+        matches!(self.take(slot.0), Read::Isolated(true))
+    }
+
+    /// Whether the sweep was sent and committed (a retry leaves it out).
+    pub(super) fn swept(&mut self, slot: SweepSlot) -> bool {
+        matches!(self.take(slot.0), Read::Swept(true))
+    }
+
+    /// The claimed rows; `None` if the claim's outcome is unknown (its reply
+    /// was lost and nothing could be read back).
+    pub(super) fn claimed(&mut self, slot: ClaimSlot) -> Option<Claim> {
+        match self.take(slot.0) {
+            Read::Claimed(claim) => claim,
+            _ => None,
+        }
+    }
+}
+
+#[cfg(all(test, feature = "sqlite", not(target_arch = "wasm32")))]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use futures_util::FutureExt;
+
+    use super::*;
+    use crate::database::SqliteDatabase;
+    use crate::error::Result;
+    use crate::future::BoxFuture;
+    use crate::manual_clock::ManualClock;
+    use crate::outbox::{Fate, Message, Outbox};
+
+    /// Fails batch calls number `failing` (from 1, after the set-up),
+    /// before running them or after they committed.
+    struct Flaky {
+        inner: SqliteDatabase,
+        calls: AtomicU32,
+        failing: Range<u32>,
+        after_commit: bool,
+        advice: RetryAdvice,
+    }
+
+    impl Database for Flaky {
+        fn dialect(&self) -> crate::Dialect {
+            self.inner.dialect()
+        }
+
+        fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
+            self.inner.execute(statement)
+        }
+
+        fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
+            self.inner.query(statement)
+        }
+
+        fn batch_atomic<'a>(
+            &'a self,
+            statements: &'a [Statement],
+        ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
+            let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+            let fails = self.failing.contains(&call);
+            let advice = self.advice;
+            let lost = move || Error::Unavailable {
+                message: "Network connection lost.".into(),
+                advice,
+            };
+            Box::pin(async move {
+                if fails && !self.after_commit {
+                    return Err(lost());
+                }
+                let outcomes = self.inner.batch_atomic(statements).await?;
+                if fails {
+                    return Err(lost());
+                }
+                Ok(outcomes)
+            })
+        }
+    }
+
+    struct World {
+        db: Arc<Flaky>,
+        outbox: Outbox,
+        clock: ManualClock,
+    }
+
+    fn world(failing: Range<u32>, after_commit: bool) -> World {
+        let db = Arc::new(Flaky {
+            inner: SqliteDatabase::open_in_memory().expect("in-memory SQLite"),
+            // Far from `failing` until the set-up is done.
+            calls: AtomicU32::new(u32::MAX / 2),
+            failing,
+            after_commit,
+            advice: RetryAdvice::Now,
+        });
+        let clock = ManualClock::new(Timestamp::from_unix_millis(1_000_000).expect("a time"));
+        let outbox = Outbox::builder(db.clone(), "outbox")
+            .clock(Arc::new(clock.clone()))
+            .build()
+            .expect("an outbox");
+        outbox
+            .create_schema()
+            .now_or_never()
+            .expect("SQLite is synchronous")
+            .expect("schema");
+        for n in 0..3 {
+            let message = Message::raw_json("mail", format!("{{\"n\":{n}}}"));
+            outbox
+                .enqueue_alone(message)
+                .now_or_never()
+                .expect("SQLite is synchronous")
+                .expect("enqueued");
+        }
+        // Counting starts after the set-up.
+        db.calls.store(0, Ordering::SeqCst);
+        World { db, outbox, clock }
+    }
+
+    fn send(world: &World, call: &Call, budget: u32) -> Sent {
+        call.send(
+            world.db.as_ref(),
+            Retries {
+                budget,
+                clock: &world.clock,
+                timer: &world.clock,
+            },
+        )
+        .now_or_never()
+        .expect("no backoff is asked for")
+    }
+
+    fn claim_part(world: &World) -> (ClaimStatement, Option<Statement>) {
+        let claim = world
+            .outbox
+            .claim_statement(10, Duration::from_secs(60))
+            .expect("a claim");
+        let recovery = claim.recovery().ok();
+        (claim, recovery)
+    }
+
+    fn completions(world: &World, claim: &Claim) -> (PreparedSettle, Option<Timestamp>) {
+        let fates: Vec<_> = claim
+            .messages
+            .iter()
+            .map(|message| (message.lease(), Fate::Complete))
+            .collect();
+        let until = claim.messages.iter().map(|m| m.lease().until()).min();
+        (world.outbox.prepare_fates(&fates).expect("settles"), until)
+    }
+
+    #[test]
+    fn each_part_is_read_through_its_slot() {
+        let world = world(0..0, false);
+        let mut first = Call::new();
+        let (claim, recovery) = claim_part(&world);
+        let claimed = first.claim(claim, recovery);
+        let mut sent = send(&world, &first, 10);
+        assert_eq!(sent.sends, 1);
+        let reply = sent.reply.as_mut().expect("sent");
+        let claim = reply.claimed(claimed).expect("claimed");
+        assert_eq!(claim.messages.len(), 3);
+
+        let mut second = Call::new();
+        let (settle, until) = completions(&world, &claim);
+        let settled = second.settle(settle, until);
+        let (claim, recovery) = claim_part(&world);
+        let claimed = second.claim(claim, recovery);
+        let mut reply = send(&world, &second, 10).reply.expect("sent");
+        assert_eq!(reply.settled(settled).completed, 3);
+        assert!(reply.claimed(claimed).expect("claimed").is_empty());
+    }
+
+    #[test]
+    fn a_lost_reply_is_sent_again_and_the_claim_read_back() {
+        // The first send commits, and its reply is lost.
+        let world = world(1..2, true);
+        let mut call = Call::new();
+        let (claim, recovery) = claim_part(&world);
+        let claimed = call.claim(claim, recovery);
+        let sent = send(&world, &call, 10);
+        assert_eq!(sent.sends, 2);
+        let claim = sent
+            .reply
+            .expect("sent")
+            .claimed(claimed)
+            .expect("read back");
+        assert_eq!(claim.messages.len(), 3);
+    }
+
+    #[test]
+    fn a_claim_that_did_not_commit_is_unknown_not_empty() {
+        // The first send fails before committing: the retry reads nothing
+        // back, which says nothing about what is due.
+        let world = world(1..2, false);
+        let mut call = Call::new();
+        let (claim, recovery) = claim_part(&world);
+        let claimed = call.claim(claim, recovery);
+        let sweep = call.sweep(Statement::new("SELECT 1", vec![]));
+        let sent = send(&world, &call, 10);
+        assert_eq!(sent.sends, 2);
+        let mut reply = sent.reply.expect("sent");
+        assert!(reply.claimed(claimed).is_none());
+        assert!(!reply.swept(sweep), "a retry leaves the sweep out");
+    }
+
+    #[test]
+    fn a_settle_sent_again_after_committing_applies_once() {
+        let world = world(2..3, true);
+        let mut first = Call::new();
+        let (claim, recovery) = claim_part(&world);
+        let claimed = first.claim(claim, recovery);
+        let claim = send(&world, &first, 10)
+            .reply
+            .expect("sent")
+            .claimed(claimed)
+            .expect("claimed");
+        let mut call = Call::new();
+        let (settle, until) = completions(&world, &claim);
+        let settled = call.settle(settle, until);
+        let sent = send(&world, &call, 10);
+        assert_eq!(sent.sends, 2);
+        let report = sent.reply.expect("sent").settled(settled);
+        // The first send applied them: the second finds the leases gone.
+        assert_eq!((report.completed, report.lease_lost.len()), (0, 3));
+        assert_eq!(
+            world
+                .outbox
+                .stats()
+                .now_or_never()
+                .expect("sync")
+                .expect("stats")
+                .pending,
+            0
+        );
+    }
+
+    #[test]
+    fn retries_stop_at_the_budget_and_past_the_leases() {
+        let world = world(2..100, false);
+        let mut first = Call::new();
+        let (claim, recovery) = claim_part(&world);
+        let claimed = first.claim(claim, recovery);
+        let claim = send(&world, &first, 10)
+            .reply
+            .expect("sent")
+            .claimed(claimed)
+            .expect("claimed");
+        let (settle, until) = completions(&world, &claim);
+        let mut call = Call::new();
+        let _settled = call.settle(settle.clone(), until);
+        let sent = send(&world, &call, 3);
+        assert_eq!(sent.sends, 3);
+        assert!(sent.reply.is_err());
+        assert_eq!(send(&world, &call, 100).sends, MAX_SENDS);
+        world.clock.advance(Duration::from_secs(60));
+        assert_eq!(send(&world, &call, 100).sends, 1, "the leases have ended");
+    }
+
+    #[test]
+    fn writes_and_reads_ride_along_and_survive_a_retry() {
+        let world = world(1..2, true);
+        let mut call = Call::new();
+        let (claim, recovery) = claim_part(&world);
+        let claimed = call.claim(claim, recovery);
+        call.write(vec![
+            world
+                .outbox
+                .streak_failed_statement("mail", "m1", false)
+                .expect("a write"),
+        ]);
+        let streaks = call.read(world.outbox.streaks_statement().expect("a read"));
+        let sent = send(&world, &call, 10);
+        assert_eq!(sent.sends, 2);
+        let mut reply = sent.reply.expect("sent");
+        let rows = reply.rows(streaks);
+        let read = world.outbox.read_streaks(&rows).expect("streaks");
+        assert_eq!(
+            read.get("mail")
+                .map(|streak| (streak.failing_id.as_str(), streak.several)),
+            Some(("m1", false))
+        );
+        assert_eq!(reply.claimed(claimed).expect("read back").messages.len(), 3);
+    }
+
+    #[test]
+    fn a_streak_becomes_several_when_another_message_fails() {
+        let world = world(0..0, false);
+        let write = |id: &str| {
+            let mut call = Call::new();
+            call.write(vec![
+                world
+                    .outbox
+                    .streak_failed_statement("mail", id, false)
+                    .expect("a write"),
+            ]);
+            let streaks = call.read(world.outbox.streaks_statement().expect("a read"));
+            let rows = send(&world, &call, 1).reply.expect("sent").rows(streaks);
+            let read = world.outbox.read_streaks(&rows).expect("streaks");
+            read.get("mail").map(|streak| streak.several)
+        };
+        assert_eq!(write("m1"), Some(false));
+        assert_eq!(write("m1"), Some(false), "the same message again");
+        assert_eq!(write("m2"), Some(true));
+        assert_eq!(write("m2"), Some(true), "several stays several");
+        world
+            .clock
+            .advance(crate::outbox::STREAK_MEMORY + Duration::from_secs(1));
+        assert_eq!(write("m3"), Some(false), "a forgotten streak starts over");
+    }
+
+    #[test]
+    fn a_claim_alone_without_recovery_is_not_sent_again() {
+        let world = world(1..100, false);
+        let mut call = Call::new();
+        let (claim, _) = claim_part(&world);
+        let _claimed = call.claim(claim, None);
+        let sent = send(&world, &call, 10);
+        assert_eq!(sent.sends, 1);
+        assert!(sent.reply.is_err());
+    }
+}
