@@ -51,7 +51,7 @@ impl DrainLimits {
     /// | `DRAIN_CONCURRENCY` | `concurrency` |
     /// | `DRAIN_MAX_QUERIES` | `max_queries` |
     /// | `DRAIN_MAX_MESSAGES` | `max_messages` |
-    /// | `BREAKER_FAILURES` | `breaker.failures` (0 turns the breaker off) |
+    /// | `BREAKER_FAILURES` | `breaker.failures` (0 turns the breaker off; otherwise at least 2) |
     /// | `BREAKER_COOLDOWN_MS` | `breaker.cooldown` |
     ///
     /// On Workers, pass `workers_outbox::worker_vars(&env)`;

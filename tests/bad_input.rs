@@ -351,6 +351,17 @@ async fn drain_limits_that_would_make_a_drain_a_no_op_are_refused() {
             "circuit breaker",
         ),
         (
+            // It would trip on any one message's own failure.
+            DrainLimits {
+                breaker: Some(CircuitBreaker {
+                    failures: 1,
+                    ..CircuitBreaker::default()
+                }),
+                ..base
+            },
+            "circuit breaker",
+        ),
+        (
             DrainLimits {
                 breaker: Some(CircuitBreaker {
                     cooldown: Duration::ZERO,

@@ -18,6 +18,11 @@ use crate::random::RandomSource;
 use crate::retry::{Backoff, RetryPolicy};
 use crate::time::Clock;
 
+/// The value behind `mutex`, whether or not a panicking holder poisoned it.
+fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Tight limits: a delivery needs 400 ms of its 800 ms lease.
 fn tight() -> DrainLimits {
     DrainLimits {
@@ -55,24 +60,18 @@ impl Blocking {
     /// Called synchronously as a deliverer is called.
     fn called(&self, messages: &[ClaimedMessage]) {
         let now = self.clock.now().as_unix_millis();
-        self.lease_left_ms
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend(
-                messages
-                    .iter()
-                    .map(|message| message.lease().until().as_unix_millis() - now),
-            );
+        locked(&self.lease_left_ms).extend(
+            messages
+                .iter()
+                .map(|message| message.lease().until().as_unix_millis() - now),
+        );
         if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
             self.clock.advance(Duration::from_millis(1_100));
         }
     }
 
     fn lease_left_ms(&self) -> Vec<i64> {
-        self.lease_left_ms
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        locked(&self.lease_left_ms).clone()
     }
 }
 
@@ -199,19 +198,14 @@ impl FailsSome {
     }
 
     fn of(&self, id: &str) -> Vec<i64> {
-        self.deliveries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        locked(&self.deliveries)
             .get(id)
             .cloned()
             .unwrap_or_default()
     }
 
     fn delivered(&self) -> BTreeMap<String, Vec<i64>> {
-        self.deliveries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        locked(&self.deliveries).clone()
     }
 }
 
@@ -219,9 +213,7 @@ impl Deliver for FailsSome {
     fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
         Box::pin(async move {
             let at = self.clock.now().as_unix_millis() - self.start;
-            self.deliveries
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
+            locked(&self.deliveries)
                 .entry(message.id.clone())
                 .or_default()
                 .push(at);

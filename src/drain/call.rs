@@ -454,6 +454,18 @@ mod tests {
         (claim, recovery)
     }
 
+    /// Claims the 3 messages in a call of its own (the first of the world).
+    fn claim_everything(world: &World) -> Claim {
+        let mut call = Call::new();
+        let (claim, recovery) = claim_part(world);
+        let claimed = call.claim(claim, recovery);
+        send(world, &call, 10)
+            .reply
+            .expect("sent")
+            .claimed(claimed)
+            .expect("claimed")
+    }
+
     fn completions(world: &World, claim: &Claim) -> (PreparedSettle, Option<Timestamp>) {
         let fates: Vec<_> = claim
             .messages
@@ -467,13 +479,7 @@ mod tests {
     #[test]
     fn each_part_is_read_through_its_slot() {
         let world = world(0..0, false);
-        let mut first = Call::new();
-        let (claim, recovery) = claim_part(&world);
-        let claimed = first.claim(claim, recovery);
-        let mut sent = send(&world, &first, 10);
-        assert_eq!(sent.sends, 1);
-        let reply = sent.reply.as_mut().expect("sent");
-        let claim = reply.claimed(claimed).expect("claimed");
+        let claim = claim_everything(&world);
         assert_eq!(claim.messages.len(), 3);
 
         let mut second = Call::new();
@@ -522,14 +528,7 @@ mod tests {
     #[test]
     fn a_settle_sent_again_after_committing_applies_once() {
         let world = world(2..3, true);
-        let mut first = Call::new();
-        let (claim, recovery) = claim_part(&world);
-        let claimed = first.claim(claim, recovery);
-        let claim = send(&world, &first, 10)
-            .reply
-            .expect("sent")
-            .claimed(claimed)
-            .expect("claimed");
+        let claim = claim_everything(&world);
         let mut call = Call::new();
         let (settle, until) = completions(&world, &claim);
         let settled = call.settle(settle, until);
@@ -553,14 +552,7 @@ mod tests {
     #[test]
     fn retries_stop_at_the_budget_and_past_the_leases() {
         let world = world(2..100, false);
-        let mut first = Call::new();
-        let (claim, recovery) = claim_part(&world);
-        let claimed = first.claim(claim, recovery);
-        let claim = send(&world, &first, 10)
-            .reply
-            .expect("sent")
-            .claimed(claimed)
-            .expect("claimed");
+        let claim = claim_everything(&world);
         let (settle, until) = completions(&world, &claim);
         let mut call = Call::new();
         let _settled = call.settle(settle.clone(), until);
