@@ -27,7 +27,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::limits::CircuitBreaker;
-use crate::outbox::{Fate, LeaseHandle, Streak};
+use crate::outbox::{Fate, LeaseHandle, Streak, StreakWrite};
 use crate::time::Timestamp;
 
 /// A settle to make: the lease and what to do with its row.
@@ -45,20 +45,6 @@ pub(super) struct Breaker {
     writes: BTreeMap<String, StreakWrite>,
     /// Topics whose streak this run wrote (or will write).
     recorded: BTreeSet<String>,
-}
-
-/// A change to a topic's remembered streak.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum StreakWrite {
-    /// The receiver answered: the streak ends.
-    Ended,
-    /// `failing_id` failed (with others of the run, if `several`), after
-    /// the streak ended if `after_end`.
-    Failed {
-        after_end: bool,
-        failing_id: String,
-        several: bool,
-    },
 }
 
 enum Topic {

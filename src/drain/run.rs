@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, VecDeque};
 use futures_util::future::{Either, FutureExt, select};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
-use super::breaker::{Breaker, Settle, StreakWrite};
+use super::breaker::{Breaker, Settle};
 use super::call::{Call, ClaimSlot, ReadSlot, Reply, Retries, Sent, SettleSlot, SweepSlot};
 use super::deliver::Delivery;
 use super::report::{DrainReport, StopReason};
@@ -397,34 +397,11 @@ impl<'a> Run<'a> {
 
     /// Adds the changes to the remembered topic streaks to `call`.
     fn write_streaks(&mut self, call: &mut Call) {
-        let outbox = &self.drainer.outbox;
-        let mut statements = Vec::new();
-        let mut failed = None;
-        for (topic, write) in self.breaker.take_writes() {
-            let built = match write {
-                StreakWrite::Ended => outbox.streak_ended_statement(&topic).map(|s| vec![s]),
-                StreakWrite::Failed {
-                    after_end,
-                    failing_id,
-                    several,
-                } => {
-                    let ended = after_end.then(|| outbox.streak_ended_statement(&topic));
-                    let recorded = outbox.streak_failed_statement(&topic, &failing_id, several);
-                    ended
-                        .into_iter()
-                        .chain([recorded])
-                        .collect::<crate::error::Result<Vec<_>>>()
-                }
-            };
-            match built {
-                Ok(built) => statements.extend(built),
-                Err(error) => failed = Some(error),
-            }
+        let writes = self.breaker.take_writes();
+        match self.drainer.outbox.streak_statements(&writes) {
+            Ok(statements) => call.write(statements),
+            Err(error) => self.fail(error),
         }
-        if let Some(error) = failed {
-            self.fail(error);
-        }
-        call.write(statements);
     }
 
     /// How many rows to claim, when the queue is empty and no limit stops

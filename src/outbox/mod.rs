@@ -63,7 +63,7 @@ pub use settle::SettleReport;
 pub use stats::OutboxStats;
 #[cfg(all(test, feature = "sqlite", not(target_arch = "wasm32")))]
 pub(crate) use topics::STREAK_MEMORY;
-pub(crate) use topics::Streak;
+pub(crate) use topics::{Streak, StreakWrite};
 
 use crate::database::{Database, Dialect, Statement};
 use crate::error::Result;

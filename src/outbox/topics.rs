@@ -33,6 +33,20 @@ pub(crate) struct Streak {
     pub(crate) several: bool,
 }
 
+/// A change to a topic's remembered streak, as a drain decides it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StreakWrite {
+    /// The receiver answered: the streak ends.
+    Ended,
+    /// `failing_id` failed (with others of the run, if `several`), after
+    /// the streak ended if `after_end`.
+    Failed {
+        after_end: bool,
+        failing_id: String,
+        several: bool,
+    },
+}
+
 impl Streak {
     /// Whether `id` is the only message that failed in the streak.
     pub(crate) fn only(&self, id: &str) -> bool {
@@ -77,6 +91,33 @@ impl Outbox {
             }
         }
         Ok(streaks)
+    }
+
+    /// The statements of `writes`, by topic, in order.
+    ///
+    /// # Errors
+    /// If a statement cannot be built.
+    pub(crate) fn streak_statements(
+        &self,
+        writes: &BTreeMap<String, StreakWrite>,
+    ) -> Result<Vec<Statement>> {
+        let mut statements = Vec::new();
+        for (topic, write) in writes {
+            match write {
+                StreakWrite::Ended => statements.push(self.streak_ended_statement(topic)?),
+                StreakWrite::Failed {
+                    after_end,
+                    failing_id,
+                    several,
+                } => {
+                    if *after_end {
+                        statements.push(self.streak_ended_statement(topic)?);
+                    }
+                    statements.push(self.streak_failed_statement(topic, failing_id, *several)?);
+                }
+            }
+        }
+        Ok(statements)
     }
 
     /// Ends `topic`'s streak: its receiver answered.
