@@ -161,9 +161,9 @@ impl Breaker {
     }
 
     fn count_failure(&mut self, topic: &str, settle: Settle, hold: bool) -> Vec<Settle> {
-        if self.limits.is_none() {
+        let Some(limits) = self.limits else {
             return vec![settle];
-        }
+        };
         let failing = settle.0.id.clone();
         let state = self
             .topics
@@ -172,38 +172,30 @@ impl Breaker {
                 held: Vec::new(),
                 failed: BTreeSet::new(),
             });
-        let (several, trips) = match state {
-            Topic::Closed { failed, .. } => {
-                failed.insert(failing.clone());
-                let trips = self
-                    .limits
-                    .is_some_and(|limits| failed.len() as u64 >= u64::from(limits.failures));
-                (failed.len() > 1, trips)
-            }
-            Topic::Open => (true, false),
-        };
-        self.record_failure(topic, &failing, several);
-        let Some(limits) = self.limits else {
-            return vec![self.as_judged(topic, settle)];
-        };
-        let state = self.topics.get_mut(topic);
-        let Some(Topic::Closed { held, .. }) = state else {
+        let Topic::Closed { failed, .. } = state else {
+            self.record_failure(topic, &failing, true);
             return vec![hand_back(settle, limits)];
         };
-        if !trips {
-            if hold {
-                held.push(settle);
-                return Vec::new();
-            }
-            return vec![self.as_judged(topic, settle)];
+        failed.insert(failing.clone());
+        let several = failed.len() > 1;
+        let trips = failed.len() as u64 >= u64::from(limits.failures);
+        self.record_failure(topic, &failing, several);
+        if trips {
+            let mut streak = match self.topics.insert(topic.to_owned(), Topic::Open) {
+                Some(Topic::Closed { held, .. }) => held,
+                _ => Vec::new(),
+            };
+            streak.push(settle);
+            return streak
+                .into_iter()
+                .map(|settle| hand_back(settle, limits))
+                .collect();
         }
-        let mut streak = std::mem::take(held);
-        streak.push(settle);
-        self.topics.insert(topic.to_owned(), Topic::Open);
-        streak
-            .into_iter()
-            .map(|settle| hand_back(settle, limits))
-            .collect()
+        if hold && let Some(Topic::Closed { held, .. }) = self.topics.get_mut(topic) {
+            held.push(settle);
+            return Vec::new();
+        }
+        vec![self.as_judged(topic, settle)]
     }
 
     /// The receiver of `topic` answered (delivered, or refused for good): it
