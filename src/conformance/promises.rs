@@ -239,6 +239,14 @@ fn paced_limits() -> DrainLimits {
     }
 }
 
+/// A drainer of `outbox` through `receiver` on the case's clock.
+fn paced_drainer(h: &Harness, outbox: &Outbox, receiver: &FailsSome) -> Result<Drainer, Failure> {
+    Ok(Drainer::builder(outbox.clone(), receiver.clone())
+        .timer(Arc::new(h.clock().clone()))
+        .limits(paced_limits())
+        .build()?)
+}
+
 /// Drains every 250 ms of the manual clock for `seconds`.
 async fn drain_every_quarter_second(
     h: &Harness,
@@ -274,10 +282,7 @@ pub(crate) async fn a_message_failing_alone_dies_at_the_policys_pace(h: Harness)
     let outbox = paced_outbox(&h, "alone").await?;
     let poison = enqueue_message(&outbox, Message::raw_json("webhook", r#""fail""#)).await?;
     let receiver = FailsSome::new(&h);
-    let drainer = Drainer::builder(outbox.clone(), receiver.clone())
-        .timer(Arc::new(h.clock().clone()))
-        .limits(paced_limits())
-        .build()?;
+    let drainer = paced_drainer(&h, &outbox, &receiver)?;
     let reports = drain_every_quarter_second(&h, &drainer, 10).await?;
     ensure_paced(&outbox, &receiver, &poison).await?;
     let retried: u32 = reports.iter().map(|report| report.retried).sum();
@@ -294,10 +299,7 @@ pub(crate) async fn the_head_of_a_key_failing_alone_dies_and_its_key_waits_as_or
     let head = enqueue_message(&outbox, keyed(r#""fail""#)).await?;
     let next = enqueue_message(&outbox, keyed("{}")).await?;
     let receiver = FailsSome::new(&h);
-    let drainer = Drainer::builder(outbox.clone(), receiver.clone())
-        .timer(Arc::new(h.clock().clone()))
-        .limits(paced_limits())
-        .build()?;
+    let drainer = paced_drainer(&h, &outbox, &receiver)?;
     drain_every_quarter_second(&h, &drainer, 10).await?;
     ensure_paced(&outbox, &receiver, &head).await?;
     // A dead head holds its key until it is replayed or purged.
@@ -321,10 +323,7 @@ pub(crate) async fn a_poison_webhook_among_healthy_ones_dies_alone(h: Harness) -
     }
     let poison = enqueue_message(&outbox, Message::raw_json("webhook", r#""fail""#)).await?;
     let receiver = FailsSome::new(&h);
-    let drainer = Drainer::builder(outbox.clone(), receiver.clone())
-        .timer(Arc::new(h.clock().clone()))
-        .limits(paced_limits())
-        .build()?;
+    let drainer = paced_drainer(&h, &outbox, &receiver)?;
     // New healthy webhooks keep arriving while the poison is retried.
     for _ in 0..10 {
         for report in drain_every_quarter_second(&h, &drainer, 1).await? {
