@@ -118,7 +118,7 @@ enum Attempt {
 
 /// A message queued for delivery, and the latest its delivery may end (its
 /// settle margin included).
-struct Started {
+struct Queued {
     message: ClaimedMessage,
     finish_by: Timestamp,
 }
@@ -301,11 +301,11 @@ impl Drainer {
     /// instant the call starts, so the deliverer is never called with less
     /// than the timeout and the settle margin left; a message without that
     /// room is not delivered ([`Attempt::TooLate`]).
-    async fn attempt(&self, call: Vec<Started>) -> Vec<(ClaimedMessage, Attempt)> {
+    async fn attempt(&self, call: Vec<Queued>) -> Vec<(ClaimedMessage, Attempt)> {
         let now = self.outbox.now();
-        let (starting, late): (Vec<Started>, Vec<Started>) = call
+        let (starting, late): (Vec<Queued>, Vec<Queued>) = call
             .into_iter()
-            .partition(|started| self.room_before(started.finish_by, now));
+            .partition(|queued| self.room_before(queued.finish_by, now));
         let messages: Vec<ClaimedMessage> = starting.into_iter().map(|s| s.message).collect();
         let late = late.into_iter().map(|s| (s.message, Attempt::TooLate));
         if messages.is_empty() {

@@ -13,7 +13,7 @@ use super::breaker::{Breaker, Settle};
 use super::call::{Call, ClaimSlot, ReadSlot, Reply, Retries, Sent, SettleSlot, SweepSlot};
 use super::deliver::Delivery;
 use super::report::{DrainReport, StopReason};
-use super::{Attempt, Drainer, Started};
+use super::{Attempt, Drainer, Queued};
 use crate::database::{Dialect, Statement};
 use crate::error::Error;
 use crate::future::BoxFuture;
@@ -219,7 +219,7 @@ impl<'a> Run<'a> {
                 } else {
                     bytes = bytes.saturating_add(size);
                     *self.running.entry(message.lease().until()).or_default() += 1;
-                    call.push(Started { message, finish_by });
+                    call.push(Queued { message, finish_by });
                 }
             }
             if call.is_empty() {
@@ -612,7 +612,7 @@ impl<'a> Run<'a> {
         let finish_by = self.finish_by(message.lease().until());
         let Some((message, attempt)) = self
             .drainer
-            .attempt(vec![Started { message, finish_by }])
+            .attempt(vec![Queued { message, finish_by }])
             .await
             .pop()
         else {
