@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::database::{Database, Outcome, Statement};
+use crate::erasure::{self, Guarded};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
 use crate::outbox::{ClaimedMessage, Message, Outbox};
@@ -19,8 +20,10 @@ static BATCHES: AtomicU64 = AtomicU64::new(1);
 /// one [`Database::batch_atomic`]: every part is written, or none is.
 ///
 /// Inbox keys go first whatever the order they were added in, so a repeat
-/// fails on its key before any effect. Every part must live in the
-/// database the batch was made for.
+/// fails on its key before any effect. A message or inbox key carrying a
+/// subject whose erasure committed fails the whole batch
+/// ([`Error::SubjectErased`]). Every part must live in the database the
+/// batch was made for.
 ///
 /// ```
 /// # #[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
@@ -55,6 +58,10 @@ pub struct Batch {
     inbox_keys: Vec<Statement>,
     inbox_constraints: Vec<String>,
     parts: Vec<Part>,
+    /// The subjects the batch's messages and inbox keys carry.
+    subjects: Vec<String>,
+    /// The constraints their guards fail on.
+    guards: Vec<String>,
 }
 
 /// One part: its statements, which of them its ticket reads, and the
@@ -147,6 +154,8 @@ impl Batch {
             inbox_keys: Vec::new(),
             inbox_constraints: Vec::new(),
             parts: Vec::new(),
+            subjects: Vec::new(),
+            guards: Vec::new(),
         }
     }
 
@@ -193,8 +202,11 @@ impl Batch {
     /// As [`Outbox::enqueue`].
     pub fn enqueue(&mut self, outbox: &Outbox, message: Message) -> Result<Ticket<OfMessage>> {
         let enqueue = outbox.enqueue(message)?;
+        self.carries(enqueue.guarded());
         let id = enqueue.id().to_owned();
-        Ok(self.part(vec![enqueue.statement().clone()], 0, None, id))
+        let statements = enqueue.statements().to_vec();
+        let insert = statements.len() - 1;
+        Ok(self.part(statements, insert, None, id))
     }
 
     /// Adds `message` to `outbox` already leased to this request for
@@ -213,9 +225,11 @@ impl Batch {
         lease: Duration,
     ) -> Result<Ticket<OfLeasedMessage>> {
         let leased = outbox.enqueue_leased(message, lease)?;
-        let statement = leased.statement().clone();
+        self.carries(leased.enqueue().guarded());
+        let statements = leased.enqueue().statements().to_vec();
+        let insert = statements.len() - 1;
         let id = leased.id().to_owned();
-        Ok(self.part(vec![statement], 0, Some(leased.into_claimed()), id))
+        Ok(self.part(statements, insert, Some(leased.into_claimed()), id))
     }
 
     /// Adds `key` to `inbox`, first in the batch: if the key was processed
@@ -242,8 +256,9 @@ impl Batch {
                 "this batch has a key of that inbox already: a conflict could not say which was seen",
             ));
         }
+        self.carries(claim.guarded());
         self.inbox_constraints.push(claim.constraint().to_owned());
-        self.inbox_keys.push(claim.statement().clone());
+        self.inbox_keys.extend(claim.statements().iter().cloned());
         Ok(InboxKey {
             constraint: claim.constraint().to_owned(),
         })
@@ -266,14 +281,25 @@ impl Batch {
     /// Erases every inbox key of `subject`.
     ///
     /// # Errors
-    /// If the statement cannot be built.
+    /// If a statement cannot be built.
     pub fn erase_inbox_subject(
         &mut self,
         inbox: &Inbox,
         subject: &str,
     ) -> Result<Ticket<OfErasure>> {
-        let statement = inbox.erase_subject_statement(subject)?;
-        Ok(self.part(vec![statement], 0, None, String::new()))
+        let statements = inbox.erase_subject_statements(subject)?;
+        Ok(self.part(statements, Inbox::ERASE_DELETE, None, String::new()))
+    }
+
+    /// Notes the subject a part's row carries, to name it if it was erased.
+    fn carries(&mut self, guarded: Option<&Guarded>) {
+        let Some(guarded) = guarded else { return };
+        if !self.subjects.contains(&guarded.subject) {
+            self.subjects.push(guarded.subject.clone());
+        }
+        if !self.guards.contains(&guarded.constraint) {
+            self.guards.push(guarded.constraint.clone());
+        }
     }
 
     /// Runs the batch as one transaction.
@@ -283,7 +309,9 @@ impl Batch {
     /// transient and the batch committed anyway (see the
     /// [`Database`] contract: give messages a caller id or a dedup key to
     /// make a retry safe). An inbox key seen before fails the batch with a
-    /// conflict its [`InboxKey::already_processed`] recognises.
+    /// conflict its [`InboxKey::already_processed`] recognises; a message or
+    /// inbox key carrying an erased subject fails it with
+    /// [`Error::SubjectErased`].
     pub async fn commit(self) -> Result<Committed> {
         let mut statements = self.inbox_keys;
         let mut reads = Vec::with_capacity(self.parts.len());
@@ -293,7 +321,11 @@ impl Batch {
             statements.extend(part.statements);
             claimed.push(part.claimed);
         }
-        let outcomes = self.db.batch_atomic(&statements).await?;
+        let outcomes = self
+            .db
+            .batch_atomic(&statements)
+            .await
+            .map_err(|error| erasure::name_refusal(error, &self.guards, &self.subjects))?;
         Ok(Committed {
             batch: self.id,
             outcomes,

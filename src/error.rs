@@ -49,6 +49,15 @@ pub enum Error {
         constraint: String,
     },
 
+    /// The batch would have written a row carrying a subject whose erasure
+    /// committed (within [`ERASURE_MEMORY`](crate::subject::ERASURE_MEMORY)):
+    /// it was rolled back whole, and writing it again fails the same way.
+    #[error("{}", erased_message(.subjects))]
+    SubjectErased {
+        /// The subjects the batch carried; at least one of them is erased.
+        subjects: Vec<String>,
+    },
+
     /// A stored row could not be decoded: a missing column, a NULL where a
     /// value is required, a value of the wrong type or out of range.
     #[error("malformed row{}{}: column {column}: {reason}", row_suffix(.row), table_suffix(.table))]
@@ -80,6 +89,15 @@ pub enum Error {
         /// What the database said.
         message: String,
     },
+}
+
+fn erased_message(subjects: &[String]) -> String {
+    match subjects {
+        [subject] => format!("subject {subject:?} was erased: nothing of it is written again"),
+        _ => {
+            format!("one of the subjects {subjects:?} was erased: nothing of the batch was written")
+        }
+    }
 }
 
 fn row_suffix(row: &Option<String>) -> String {
@@ -125,6 +143,7 @@ impl Error {
             | Error::NotFound { .. }
             | Error::LeaseLost { .. }
             | Error::Conflict { .. }
+            | Error::SubjectErased { .. }
             | Error::MalformedRow { .. }
             | Error::Database { .. } => RetryAdvice::Never,
         }
@@ -132,12 +151,13 @@ impl Error {
 
     /// The HTTP status that describes this error to a client of yours: the
     /// caller's fault (400 bad input, 404 not found, 409 conflict or lost
-    /// lease), a passing fault worth retrying (503), or the server's (500).
+    /// lease, 410 an erased subject), a passing fault worth retrying (503), or the server's (500).
     pub fn http_status(&self) -> u16 {
         match self {
             Error::InvalidInput { .. } => 400,
             Error::NotFound { .. } => 404,
             Error::Conflict { .. } | Error::LeaseLost { .. } => 409,
+            Error::SubjectErased { .. } => 410,
             Error::Unavailable { .. } => 503,
             Error::MalformedRow { .. } | Error::Database { .. } => 500,
         }
@@ -206,6 +226,15 @@ mod tests {
             advice: RetryAdvice::AfterBackoff,
         };
         assert_eq!(down.http_status(), 503);
+        let erased = Error::SubjectErased {
+            subjects: vec!["acct-1".into()],
+        };
+        assert_eq!(erased.http_status(), 410);
+        assert!(!erased.is_retryable());
+        assert_eq!(
+            erased.to_string(),
+            "subject \"acct-1\" was erased: nothing of it is written again"
+        );
         assert_eq!(
             Error::Database {
                 message: "x".into()

@@ -36,7 +36,7 @@
 //! // The state change and the message commit together, or neither does.
 //! let signup = Statement::new("INSERT INTO accounts (email) VALUES (?)", vec!["ada@example.com".into()]);
 //! let mail = outbox.enqueue(Message::json("welcome-mail", &serde_json::json!({"to": "ada@example.com"}))?)?;
-//! db.batch_atomic(&[signup, mail.statement().clone()]).await?;
+//! db.batch_atomic(&[&[signup], mail.statements()].concat()).await?;
 //!
 //! // Later, a drain leases due messages, delivers them, and settles.
 //! let claim = outbox.claim(10, Duration::from_secs(60)).await?;
@@ -59,6 +59,7 @@ pub mod conformance;
 pub mod database;
 pub mod defer;
 pub mod drain;
+mod erasure;
 mod error;
 pub mod future;
 pub mod http;

@@ -2,13 +2,36 @@
 //!
 //! Rows are found by the `subject` given at enqueue (or inbox claim) time.
 //! Rows enqueued without a subject belong to nobody's export.
+//!
+//! # After an erasure
+//! Once an erasure of a subject commits, nothing the library writes carries
+//! that subject for [`ERASURE_MEMORY`] (30 days): a batch (or
+//! [`Inbox::process_once`], [`Outbox::enqueue_alone`], a
+//! `QueueConsumer`'s effect) that would
+//! write an outbox message or an inbox key carrying it fails whole with
+//! [`Error::SubjectErased`], so work still in
+//! flight (an event in a Queue, a handler that read the subject before the
+//! erasure) brings nothing of it back. Every erasure records a tombstone
+//! for this in the database's [`ERASED_SUBJECTS`] table: the subject key and
+//! the erasure's time, nothing else; drains (and [`Inbox::purge`]) forget it
+//! after [`ERASURE_MEMORY`]. Your own rows are yours to guard (a batch
+//! carrying a message or key of the subject is refused whole, your rows
+//! with it).
+//!
+//! Limits: a delivery already under way when the erasure commits cannot be
+//! recalled (the receiver may still get it); rows written without a subject
+//! are not guarded; work arriving after [`ERASURE_MEMORY`] is written again;
+//! subject keys should be opaque ids, since tombstones keep them.
 
 use serde::Serialize;
 
+pub use crate::erasure::{ERASED_SUBJECTS, ERASURE_MEMORY};
+
 use crate::batch::Batch;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::inbox::{Inbox, InboxEntry};
 use crate::outbox::{Outbox, StoredMessage};
+use crate::time::Timestamp;
 
 /// Everything stored about one subject.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -19,6 +42,8 @@ pub struct SubjectExport {
     pub outbox: Vec<StoredMessage>,
     /// Its inbox keys.
     pub inbox: Vec<InboxEntry>,
+    /// When it was last erased, while its tombstone is kept.
+    pub erased_at: Option<Timestamp>,
 }
 
 /// How many rows an erasure removed.
@@ -33,22 +58,32 @@ pub struct Erased {
 /// Every row of `subject` in `outbox` and `inbox`.
 ///
 /// # Errors
-/// [`Error::MalformedRow`](crate::Error::MalformedRow) naming an undecodable row; database errors.
+/// [`Error::MalformedRow`] naming an undecodable row; database errors.
 pub async fn export_subject(
     outbox: &Outbox,
     inbox: &Inbox,
     subject: &str,
 ) -> Result<SubjectExport> {
+    let tombstones = outbox.tombstones();
+    let rows = outbox.database().query(&tombstones.read(subject)?).await?;
+    let erased_at = rows
+        .first()
+        .map(|row| row.get("erased_at"))
+        .transpose()
+        .map_err(|error: Error| error.in_row(tombstones.table().as_str(), None))?;
     Ok(SubjectExport {
         subject: subject.to_owned(),
         outbox: outbox.export_subject(subject).await?,
         inbox: inbox.export_subject(subject).await?,
+        erased_at,
     })
 }
 
 /// Removes every row of `subject` from `outbox` and `inbox` in one atomic
-/// batch on the outbox's database (the inbox must live there too): afterwards
-/// no row of the subject is left in either. To erase your own rows in the same
+/// batch on the outbox's database (the inbox must live there too), and
+/// records its tombstone: afterwards no row of the subject is left in
+/// either, and none is written again (see [After an erasure](self#after-an-erasure)).
+/// To erase your own rows in the same
 /// batch, build it yourself with [`Batch::erase_outbox_subject`] and
 /// [`Batch::erase_inbox_subject`].
 ///

@@ -136,7 +136,9 @@ async fn a_duplicate_message_id_is_a_conflict_and_rolls_back_its_batch() {
         .enqueue(Message::raw_json("mail", "{}").id("order-7"))
         .unwrap();
     let note = Statement::new("INSERT INTO audit (note) VALUES ('x')", vec![]);
-    let result = s.db.batch_atomic(&[note, again.statement().clone()]).await;
+    let result =
+        s.db.batch_atomic(&[&[note], again.statements()].concat())
+            .await;
     assert_eq!(
         result,
         Err(Error::Conflict {
@@ -411,10 +413,13 @@ async fn sql_in_a_topic_or_subject_is_bound_and_stored_verbatim() {
         .enqueue(Message::raw_json(hostile, "{}").subject(hostile))
         .unwrap();
     assert!(
-        !enqueue.statement().sql().contains("DROP"),
+        enqueue
+            .statements()
+            .iter()
+            .all(|statement| !statement.sql().contains("DROP")),
         "a value reached the SQL text"
     );
-    s.db.execute(enqueue.statement()).await.unwrap();
+    s.db.batch_atomic(enqueue.statements()).await.unwrap();
     let stored = s.outbox.export_subject(hostile).await.unwrap();
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].topic, hostile);

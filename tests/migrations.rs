@@ -133,6 +133,7 @@ async fn the_migrations_build_the_rendered_schema() {
         "inbox",
         "account_events",
         "account_events_topics",
+        "erased_subjects",
     ] {
         let expected = structure(&fresh, table).await;
         assert!(expected.len() > 3, "{table}: {expected:?}");

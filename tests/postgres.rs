@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use postgres::TestDatabase;
 use workers_outbox::drain::{DrainLimits, Drainer, deliver_fn};
+use workers_outbox::subject::{erase_subject, export_subject};
 use workers_outbox::{
     Database, Delivery, Error, Inbox, Message, Outbox, PostgresDatabase, RetryAdvice, Statement,
 };
@@ -72,7 +73,7 @@ async fn the_postgres_migrations_build_the_rendered_schema() {
         .await
         .unwrap();
     let fresh_handle = fresh_database.connect(1).await;
-    for table in ["outbox", "outbox_topics", "inbox"] {
+    for table in ["outbox", "outbox_topics", "inbox", "erased_subjects"] {
         let expected = structure(&fresh_handle, table).await;
         assert!(expected.len() > 3, "{table}: {expected:?}");
         assert_eq!(
@@ -201,12 +202,12 @@ async fn concurrent_drainers_share_the_work_and_never_overlap() {
     let outbox = outbox_on(&database, 8).await;
     let db = outbox.database().clone();
     let statements: Vec<Statement> = (0..3000)
-        .map(|n| {
+        .flat_map(|n| {
             outbox
                 .enqueue(Message::raw_json("m", format!("{{\"n\":{n}}}")))
                 .unwrap()
-                .statement()
-                .clone()
+                .statements()
+                .to_vec()
         })
         .collect();
     for chunk in statements.chunks(500) {
@@ -323,6 +324,46 @@ async fn an_erasure_racing_a_completion_of_its_key_strands_nothing() {
             "round {round}: {last} is still stored"
         );
     }
+    database.drop_now().await;
+}
+
+/// Under read committed an enqueue's snapshot does not see an erasure
+/// committing meanwhile, nor the erasure's the enqueue's row: the guard and
+/// the tombstone meet on the tombstone's key, so whichever commits second
+/// either fails (the enqueue) or deletes the other's row (the erasure).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enqueue_racing_an_erasure_of_its_subject_leaves_nothing() {
+    let database = TestDatabase::create("tombstone_race").await;
+    let outbox = outbox_on(&database, 4).await;
+    let inbox = Inbox::new(outbox.database().clone(), "inbox").unwrap();
+    inbox.create_schema().await.unwrap();
+    let (mut refused, mut erased_after) = (0, 0);
+    for round in 0..200 {
+        let subject = format!("subject-{round}");
+        let message = Message::raw_json("m", "{}").subject(subject.clone());
+        let key = format!("key-{round}");
+        let (enqueued, erasure, keyed) = tokio::join!(
+            outbox.enqueue_alone(message),
+            erase_subject(&outbox, &inbox, &subject),
+            inbox.process_once(&key, Some(&subject), &[]),
+        );
+        let erasure = erasure.unwrap();
+        match enqueued {
+            Ok(_) => erased_after += 1,
+            Err(Error::SubjectErased { .. }) => refused += 1,
+            Err(other) => panic!("round {round}: {other}"),
+        }
+        match keyed {
+            Ok(_) | Err(Error::SubjectErased { .. }) => {}
+            Err(other) => panic!("round {round}: {other}"),
+        }
+        let left = export_subject(&outbox, &inbox, &subject).await.unwrap();
+        assert!(
+            left.outbox.is_empty() && left.inbox.is_empty(),
+            "round {round}: erased {erasure:?}, left {left:?}"
+        );
+    }
+    assert!(refused + erased_after == 200, "{refused} + {erased_after}");
     database.drop_now().await;
 }
 

@@ -256,8 +256,10 @@ pub(crate) async fn claim_searches_and_never_scans(h: Harness) -> CaseResult {
         "ordered enqueue",
         outbox
             .enqueue(Message::raw_json("m", "{}").ordering_key("k1"))?
-            .statement()
-            .clone(),
+            .statements()
+            .last()
+            .cloned()
+            .ok_or_else(|| Failure("an enqueue has no insert".into()))?,
     ));
     for (name, statement) in statements {
         let steps = plan(&h, &statement).await?;

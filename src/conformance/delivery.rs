@@ -318,8 +318,8 @@ impl Backoff for FiveSeconds {
 }
 
 pub(crate) async fn retry_after_waits_at_least_the_backoff(h: Harness) -> CaseResult {
-    let outbox = Outbox::builder(h.db(), &h.table("outbox"))
-        .clock(Arc::new(h.clock().clone()))
+    let outbox = h
+        .outbox_builder(h.db(), &h.table("outbox"))
         .retry_policy(RetryPolicy::new(3, FiveSeconds)?)
         .build()?;
     outbox.create_schema().await?;
@@ -436,9 +436,7 @@ async fn drain_through_a_lost_call(
         nth: 2,
         after_commit,
     });
-    let flaky_outbox = Outbox::builder(flaky, outbox.table().as_str())
-        .clock(Arc::new(h.clock().clone()))
-        .build()?;
+    let flaky_outbox = h.outbox_builder(flaky, outbox.table().as_str()).build()?;
     let receiver = Receiver::new(h, |_, _| Action::Answer(Delivery::Delivered));
     let report = run_once(h, &flaky_outbox, &receiver, limits())
         .await?

@@ -32,14 +32,14 @@ pub(crate) async fn enqueue_commits_with_the_state_change(h: Harness) -> CaseRes
     let accounts = accounts_table(&h).await?;
     let db = h.db();
     let first = outbox.enqueue(Message::raw_json("mail", r#"{"to":"a@x.io"}"#))?;
-    db.batch_atomic(&[signup(&h, &accounts, "a@x.io"), first.statement().clone()])
+    db.batch_atomic(&[&[signup(&h, &accounts, "a@x.io")], first.statements()].concat())
         .await?;
     ensure_eq!(h.count(outbox.table().as_str()).await?, 1);
 
     // The second signup fails on the account, so its message never exists.
     let second = outbox.enqueue(Message::raw_json("mail", r#"{"to":"a@x.io"}"#))?;
     let result = db
-        .batch_atomic(&[second.statement().clone(), signup(&h, &accounts, "a@x.io")])
+        .batch_atomic(&[second.statements(), &[signup(&h, &accounts, "a@x.io")]].concat())
         .await;
     ensure!(
         matches!(result, Err(Error::Conflict { .. })),
@@ -98,10 +98,10 @@ pub(crate) async fn caller_ids_are_unique(h: Harness) -> CaseResult {
     let db = h.db();
     let given = outbox.enqueue(Message::raw_json("mail", "{}").id("order-1"))?;
     ensure_eq!(given.id(), "order-1");
-    db.batch_atomic(&[given.statement().clone()]).await?;
+    db.batch_atomic(given.statements()).await?;
     let again = outbox.enqueue(Message::raw_json("mail", "{}").id("order-1"))?;
     let result = db
-        .batch_atomic(&[signup(&h, &accounts, "b@x.io"), again.statement().clone()])
+        .batch_atomic(&[&[signup(&h, &accounts, "b@x.io")], again.statements()].concat())
         .await;
     ensure_eq!(
         result,

@@ -49,11 +49,11 @@ pub(crate) async fn duplicate_is_told_apart_from_other_conflicts(h: Harness) -> 
     let credits = effects_table(&h).await?;
     let db = h.db();
     let claim = inbox.key_statement("m-1", None)?;
-    db.batch_atomic(&[claim.statement().clone(), credit(&h, &credits, "a")])
+    db.batch_atomic(&[claim.statements(), &[credit(&h, &credits, "a")]].concat())
         .await?;
     let repeat = inbox.key_statement("m-1", None)?;
     let error = db
-        .batch_atomic(&[repeat.statement().clone(), credit(&h, &credits, "z")])
+        .batch_atomic(&[repeat.statements(), &[credit(&h, &credits, "z")]].concat())
         .await
         .err()
         .ok_or_else(|| Failure("a repeated key was accepted".into()))?;
@@ -64,7 +64,7 @@ pub(crate) async fn duplicate_is_told_apart_from_other_conflicts(h: Harness) -> 
     // A new key whose effect conflicts is not a duplicate, and rolls back.
     let fresh = inbox.key_statement("m-2", None)?;
     let error = db
-        .batch_atomic(&[fresh.statement().clone(), credit(&h, &credits, "a")])
+        .batch_atomic(&[fresh.statements(), &[credit(&h, &credits, "a")]].concat())
         .await
         .err()
         .ok_or_else(|| Failure("a conflicting effect was accepted".into()))?;

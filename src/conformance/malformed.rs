@@ -1,6 +1,5 @@
 //! Rows the outbox did not write as it writes them, and times out of range.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::{CaseResult, Failure, Harness, LEASE, enqueue, ensure, ensure_eq};
@@ -35,9 +34,7 @@ async fn loose_outbox(h: &Harness) -> Result<Outbox, Failure> {
         vec![],
     )
     .await?;
-    Ok(Outbox::builder(h.db(), &table)
-        .clock(Arc::new(h.clock().clone()))
-        .build()?)
+    Ok(h.outbox_builder(h.db(), &table).build()?)
 }
 
 pub(crate) async fn malformed_rows_are_named_and_buried(h: Harness) -> CaseResult {

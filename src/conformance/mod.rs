@@ -35,7 +35,7 @@ use crate::database::{CallCounts, CountingDatabase, Database, Rows, Statement};
 use crate::error::Error;
 use crate::inbox::Inbox;
 use crate::manual_clock::ManualClock;
-use crate::outbox::{Message, Outbox};
+use crate::outbox::{Message, Outbox, OutboxBuilder};
 use crate::random::FastRandom;
 use crate::retry::{ExponentialBackoff, RetryPolicy};
 use crate::time::Timestamp;
@@ -239,6 +239,9 @@ pub fn cases() -> Vec<Case> {
         promises::a_message_failing_alone_dies_at_the_policys_pace,
         promises::the_head_of_a_key_failing_alone_dies_and_its_key_waits_as_ordered,
         promises::a_poison_webhook_among_healthy_ones_dies_alone,
+        subject::nothing_carrying_an_erased_subject_is_written_again,
+        subject::each_erasure_records_a_tombstone,
+        subject::a_tombstone_is_forgotten_after_its_memory,
     ]
 }
 
@@ -256,6 +259,9 @@ pub struct Harness {
 
 /// When every case's clock starts: 2023-11-14T22:13:20Z.
 pub const START: i64 = 1_700_000_000_000;
+/// The name (after the case's prefix) of the case's own tombstone table:
+/// each case's erasures guard its own subjects only.
+pub const TOMBSTONES: &str = "erased_subjects";
 /// The lease cases use unless they need another.
 pub const LEASE: Duration = Duration::from_secs(30);
 
@@ -316,8 +322,8 @@ impl Harness {
             base: Duration::from_secs(1),
             cap: Duration::from_secs(10),
         };
-        let outbox = Outbox::builder(self.db(), &self.table(name))
-            .clock(Arc::new(self.clock.clone()))
+        let outbox = self
+            .outbox_builder(self.db(), &self.table(name))
             .random(self.random.clone())
             .retry_policy(RetryPolicy::new(max_attempts, backoff)?)
             .build()?;
@@ -325,10 +331,19 @@ impl Harness {
         Ok(outbox)
     }
 
+    /// An outbox in `table` of `db` on the case's clock, guarding subjects
+    /// with the case's own tombstones.
+    pub fn outbox_builder(&self, db: Arc<dyn Database>, table: &str) -> OutboxBuilder {
+        Outbox::builder(db, table)
+            .tombstones_table(&self.table(TOMBSTONES))
+            .clock(Arc::new(self.clock.clone()))
+    }
+
     /// An inbox in `<case>_inbox`, its table created.
     pub async fn inbox(&self) -> Result<Inbox, Failure> {
-        let inbox =
-            Inbox::new(self.db(), &self.table("inbox"))?.with_clock(Arc::new(self.clock.clone()));
+        let inbox = Inbox::new(self.db(), &self.table("inbox"))?
+            .with_tombstones_table(&self.table(TOMBSTONES))?
+            .with_clock(Arc::new(self.clock.clone()));
         self.db.batch_atomic(&inbox.schema_statements()).await?;
         Ok(inbox)
     }

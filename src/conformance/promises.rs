@@ -171,8 +171,8 @@ const MAX_ATTEMPTS: u32 = 4;
 
 /// An outbox of 4 attempts with the [`Doubling`] backoff.
 async fn paced_outbox(h: &Harness, name: &str) -> Result<Outbox, Failure> {
-    let outbox = Outbox::builder(h.db(), &h.table(name))
-        .clock(Arc::new(h.clock().clone()))
+    let outbox = h
+        .outbox_builder(h.db(), &h.table(name))
         .retry_policy(RetryPolicy::new(MAX_ATTEMPTS, Doubling)?)
         .build()?;
     outbox.create_schema().await?;

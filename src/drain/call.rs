@@ -36,7 +36,7 @@ enum Part {
     /// A read, safe to send again.
     Read(Statement),
     Isolate(Statement),
-    Sweep(Statement),
+    Sweep(Vec<Statement>),
     Claim {
         claim: ClaimStatement,
         recovery: Option<Statement>,
@@ -123,8 +123,9 @@ impl Call {
         IsolationSlot(self.push(Part::Isolate(isolation)))
     }
 
-    /// Promotes stranded heads of ordering keys; reads whether it was sent.
-    pub(super) fn sweep(&mut self, sweep: Statement) -> SweepSlot {
+    /// Housekeeping (stranded heads of ordering keys, expired tombstones);
+    /// reads whether it was sent.
+    pub(super) fn sweep(&mut self, sweep: Vec<Statement>) -> SweepSlot {
         SweepSlot(self.push(Part::Sweep(sweep)))
     }
 
@@ -171,8 +172,8 @@ impl Call {
                     statements.push(statement.clone());
                     true
                 }
-                Part::Sweep(statement) if !retry => {
-                    statements.push(statement.clone());
+                Part::Sweep(sweep) if !retry => {
+                    statements.extend(sweep.iter().cloned());
                     true
                 }
                 Part::Claim { claim, .. } if !retry => {
@@ -517,7 +518,7 @@ mod tests {
         let mut call = Call::new();
         let (claim, recovery) = claim_part(&world);
         let claimed = call.claim(claim, recovery);
-        let sweep = call.sweep(Statement::new("SELECT 1", vec![]));
+        let sweep = call.sweep(vec![Statement::new("SELECT 1", vec![])]);
         let sent = send(&world, &call, 10);
         assert_eq!(sent.sends, 2);
         let mut reply = sent.reply.expect("sent");

@@ -52,12 +52,12 @@ pub struct Drainer {
     deliver: Deliverer,
     timer: Arc<dyn Timer>,
     limits: DrainLimits,
-    /// When this drainer (and its clones) last swept for stranded ordering
-    /// keys, in Unix ms (Postgres only; see `run::Run::sweep`).
+    /// When this drainer (and its clones) last swept (stranded ordering
+    /// keys, expired tombstones), in Unix ms (see `run::Run::sweep`).
     last_sweep: Arc<AtomicI64>,
 }
 
-/// How often a drainer sweeps for stranded ordering keys on Postgres.
+/// How often a drainer sweeps (stranded ordering keys, expired tombstones).
 const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl std::fmt::Debug for Drainer {
@@ -246,8 +246,8 @@ impl Drainer {
         &self.limits
     }
 
-    /// Whether a run starting at `now` should sweep for stranded ordering
-    /// keys (at most once per [`SWEEP_EVERY`] for a drainer and its clones);
+    /// Whether a run starting at `now` should sweep (at most once per
+    /// [`SWEEP_EVERY`] for a drainer and its clones);
     /// if so, the sweep is counted as done.
     fn sweep_due(&self, now: crate::time::Timestamp) -> bool {
         let now = now.as_unix_millis();

@@ -14,7 +14,7 @@ use super::call::{Call, ClaimSlot, ReadSlot, Reply, Retries, Sent, SettleSlot, S
 use super::deliver::Delivery;
 use super::report::{DrainReport, StopReason};
 use super::{Attempt, Drainer, Queued};
-use crate::database::{Dialect, Statement};
+use crate::database::Statement;
 use crate::error::Error;
 use crate::future::BoxFuture;
 use crate::outbox::{Claim, ClaimedMessage, Fate, LeaseHandle};
@@ -28,7 +28,7 @@ type InFlight<'a> = FuturesUnordered<BoxFuture<'a, Vec<(ClaimedMessage, Attempt)
 struct Planned {
     call: Call,
     settled: Option<SettleSlot>,
-    swept: Option<(SweepSlot, Statement)>,
+    swept: Option<(SweepSlot, Vec<Statement>)>,
     /// The claim, and how many rows it asked for.
     claimed: Option<(ClaimSlot, u32)>,
     /// The topic streaks the outbox remembers, read with the first claim.
@@ -66,13 +66,9 @@ pub(super) struct Run<'a> {
     failed: bool,
     /// Whether a call has read the topic streaks the outbox remembers.
     streaks_read: bool,
-    /// Postgres only, sent before the run's first claim in the same call,
-    /// at most once a minute per drainer (it reads every waiting row):
-    /// makes ready the head of any ordering key left waiting. Under read
-    /// committed, a completion and an erasure (or purge) of one key's rows
-    /// committing at once can each miss the other's delete and promote
-    /// nothing; SQLite serializes writers, so it never happens there.
-    sweep: Option<Statement>,
+    /// Housekeeping sent before the run's first claim in the same call, at
+    /// most once a minute per drainer (see `Outbox::sweep_statements`).
+    sweep: Option<Vec<Statement>>,
 }
 
 impl<'a> Run<'a> {
@@ -94,11 +90,9 @@ impl<'a> Run<'a> {
             claims_over: (!may_claim).then_some(StopReason::Drained),
             failed: false,
             streaks_read: false,
-            sweep: (may_claim
-                && drainer.outbox.dialect() == Dialect::Postgres
-                && drainer.sweep_due(started))
-            .then(|| drainer.outbox.promote_all_heads().ok())
-            .flatten(),
+            sweep: (may_claim && drainer.sweep_due(started))
+                .then(|| drainer.outbox.sweep_statements().ok())
+                .flatten(),
         };
         run.queue(seed);
         run

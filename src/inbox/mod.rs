@@ -3,6 +3,8 @@
 //! A message's key is inserted in the same atomic batch as its effect. The
 //! key is the table's primary key, so the first writer wins: a redelivered
 //! message's batch fails on the key and rolls back whole, changing nothing.
+//! A key recorded for an erased subject fails its batch the same way (see
+//! [`subject`](crate::subject)).
 
 use std::sync::Arc;
 
@@ -10,6 +12,7 @@ use sea_query::{Expr, ExprTrait, Order, Query};
 use serde::Serialize;
 
 use crate::database::{Database, Outcome, Statement, query_error};
+use crate::erasure::{ERASED_SUBJECTS, Guarded, Tombstones};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::outbox::check_key as check;
@@ -27,6 +30,7 @@ const SEEN_AT: &str = "seen_at";
 pub struct Inbox {
     db: Arc<dyn Database>,
     table: TableName,
+    tombstones: Tombstones,
     clock: Arc<dyn Clock>,
 }
 
@@ -42,15 +46,33 @@ impl std::fmt::Debug for Inbox {
 #[derive(Debug, Clone, PartialEq)]
 #[must_use = "an inbox key protects nothing until it joins the effect's batch"]
 pub struct KeyStatement {
-    statement: Statement,
+    /// The subject's guard (for a key with a subject), then the insert.
+    statements: Vec<Statement>,
     constraint: String,
+    guarded: Option<Guarded>,
 }
 
 impl KeyStatement {
-    /// The `INSERT` to put **first** in the effect's
-    /// [`batch_atomic`](Database::batch_atomic).
-    pub fn statement(&self) -> &Statement {
-        &self.statement
+    /// The statements to put **first**, in this order, in the effect's
+    /// [`batch_atomic`](Database::batch_atomic): for a key with a subject,
+    /// the guard that fails the batch if the subject was erased (see
+    /// [`is_erased`](KeyStatement::is_erased)), then the key's `INSERT`.
+    pub fn statements(&self) -> &[Statement] {
+        &self.statements
+    }
+
+    /// Whether `error` (from running the batch) means the key's subject was
+    /// erased: nothing of the batch was written, and running it again fails
+    /// the same way.
+    pub fn is_erased(&self, error: &Error) -> bool {
+        self.guarded
+            .as_ref()
+            .is_some_and(|guarded| guarded.refused(error))
+    }
+
+    /// The key's subject, guarded.
+    pub(crate) fn guarded(&self) -> Option<&Guarded> {
+        self.guarded.as_ref()
     }
 
     /// The unique constraint a repeat of this key fails on.
@@ -93,10 +115,22 @@ impl Inbox {
     /// [`Error::InvalidInput`] for a bad table name.
     pub fn new(db: Arc<dyn Database>, table: &str) -> Result<Self> {
         Ok(Inbox {
+            tombstones: Tombstones::new(ERASED_SUBJECTS, db.dialect())?,
             db,
             table: TableName::new(table)?,
             clock: Arc::new(SystemClock),
         })
+    }
+
+    /// The same inbox guarding subjects with the tombstones in `table`
+    /// (default: [`ERASED_SUBJECTS`]); see
+    /// [`OutboxBuilder::tombstones_table`](crate::outbox::OutboxBuilder::tombstones_table).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad table name.
+    pub fn with_tombstones_table(mut self, table: &str) -> Result<Self> {
+        self.tombstones = Tombstones::new(table, self.db.dialect())?;
+        Ok(self)
     }
 
     /// The same inbox on another clock.
@@ -110,13 +144,16 @@ impl Inbox {
         &self.table
     }
 
-    /// The DDL of the inbox table, as a migration file holds it.
+    /// The DDL of the inbox table and of the database's tombstones of
+    /// erased subjects, as a migration file holds it.
     pub fn schema_sql(&self) -> String {
-        schema::render_for(
+        let mut sql = schema::render_for(
             self.db.dialect(),
             [SCHEMA_TEMPLATE, POSTGRES_SCHEMA_TEMPLATE],
             &self.table,
-        )
+        );
+        sql.push_str(&self.tombstones.schema_sql());
+        sql
     }
 
     /// The DDL as separate statements.
@@ -135,9 +172,10 @@ impl Inbox {
             .map(drop)
     }
 
-    /// The key's `INSERT`, to put first in the batch that applies the
+    /// The key's statements, to put first in the batch that applies the
     /// message's effect. If the key exists, the batch fails with an error
-    /// [`KeyStatement::is_duplicate`] recognises, and nothing in it applies.
+    /// [`KeyStatement::is_duplicate`] recognises, and nothing in it applies;
+    /// likewise if `subject` was erased ([`KeyStatement::is_erased`]).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for an empty key or subject, or one over 256
@@ -155,9 +193,12 @@ impl Inbox {
                 self.clock.now().as_unix_millis().into(),
             ])
             .map_err(query_error)?;
+        let (mut statements, guarded) = self.tombstones.guard_of(subject)?;
+        statements.push(self.db.dialect().render(&insert)?);
         Ok(KeyStatement {
-            statement: self.db.dialect().render(&insert)?,
+            statements,
             constraint: format!("{}.{KEY}", self.table),
+            guarded,
         })
     }
 
@@ -165,8 +206,9 @@ impl Inbox {
     /// key's insert.
     ///
     /// # Errors
-    /// Input errors as [`key_statement`](Inbox::key_statement); any
-    /// database error other than the key's own conflict. A transient error
+    /// Input errors as [`key_statement`](Inbox::key_statement);
+    /// [`Error::SubjectErased`] if `subject` was erased (nothing applied);
+    /// any database error other than the key's own conflict. A transient error
     /// may have committed the key and effects: calling again is safe (it
     /// then answers that the key was seen).
     pub async fn process_once(
@@ -176,16 +218,19 @@ impl Inbox {
         effects: &[Statement],
     ) -> Result<Processed> {
         let claim = self.key_statement(key, subject)?;
-        let mut batch = Vec::with_capacity(effects.len() + 1);
-        batch.push(claim.statement().clone());
+        let mut batch = claim.statements().to_vec();
+        let own = batch.len();
         batch.extend_from_slice(effects);
         match self.db.batch_atomic(&batch).await {
             Ok(mut outcomes) => {
-                outcomes.remove(0);
+                outcomes.drain(..own.min(outcomes.len()));
                 Ok(Processed::Applied(outcomes))
             }
             Err(error) if claim.is_duplicate(&error) => Ok(Processed::AlreadyProcessed),
-            Err(error) => Err(error),
+            Err(error) => Err(match claim.guarded() {
+                Some(guarded) => guarded.name_refusal(error),
+                None => error,
+            }),
         }
     }
 
@@ -207,7 +252,9 @@ impl Inbox {
 
     /// Forgets keys first processed before `older_than`; returns how many.
     /// A message redelivered after its key was purged is processed again:
-    /// keep keys longer than any sender retries.
+    /// keep keys longer than any sender retries. Also forgets the tombstones
+    /// of subjects erased more than
+    /// [`ERASURE_MEMORY`](crate::subject::ERASURE_MEMORY) ago.
     ///
     /// # Errors
     /// Database errors.
@@ -219,7 +266,9 @@ impl Inbox {
                 .and_where(Expr::col(SEEN_AT).lt(older_than.as_unix_millis()));
             self.db.dialect().render(&delete)?
         };
-        self.db.execute(&statement).await
+        let forget = self.tombstones.forget(self.clock.now())?;
+        let outcomes = self.db.batch_atomic(&[statement, forget]).await?;
+        Ok(outcomes.first().map_or(0, |keys| keys.rows_affected))
     }
 
     /// Every key recorded for `subject`.
@@ -249,25 +298,39 @@ impl Inbox {
             .collect()
     }
 
-    /// The `DELETE` of every key recorded for `subject`.
+    /// Where the delete stands in
+    /// [`erase_subject_statements`](Inbox::erase_subject_statements): its
+    /// outcome counts the keys erased.
+    pub const ERASE_DELETE: usize = 1;
+
+    /// The statements of [`erase_subject`](Inbox::erase_subject), in order:
+    /// record the subject's tombstone, then delete its keys.
     ///
     /// # Errors
-    /// If the statement cannot be built.
-    pub fn erase_subject_statement(&self, subject: &str) -> Result<Statement> {
+    /// If a statement cannot be built.
+    pub fn erase_subject_statements(&self, subject: &str) -> Result<Vec<Statement>> {
         let mut delete = Query::delete();
         delete
             .from_table(self.table.as_str().to_owned())
             .and_where(Expr::col(SUBJECT).eq(subject));
-        self.db.dialect().render(&delete)
+        Ok(vec![
+            self.tombstones.tombstone(subject, self.clock.now())?,
+            self.db.dialect().render(&delete)?,
+        ])
     }
 
-    /// Deletes every key recorded for `subject`; returns how many.
+    /// Deletes every key recorded for `subject` and records its tombstone;
+    /// returns how many keys.
     ///
     /// # Errors
     /// Database errors.
     pub async fn erase_subject(&self, subject: &str) -> Result<u64> {
-        self.db
-            .execute(&self.erase_subject_statement(subject)?)
-            .await
+        let outcomes = self
+            .db
+            .batch_atomic(&self.erase_subject_statements(subject)?)
+            .await?;
+        Ok(outcomes
+            .get(Self::ERASE_DELETE)
+            .map_or(0, |outcome| outcome.rows_affected))
     }
 }

@@ -8,15 +8,18 @@ use super::claim::{ClaimedMessage, LeaseHandle, check_lease};
 use super::message::Message;
 use super::{Outbox, col, state};
 use crate::database::{Dialect, Statement, query_error};
+use crate::erasure::Guarded;
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 
 /// An enqueue, ready to join the caller's batch.
 #[derive(Debug, Clone, PartialEq)]
-#[must_use = "an enqueue writes nothing until its statement joins a batch"]
+#[must_use = "an enqueue writes nothing until its statements join a batch"]
 pub struct Enqueue {
     id: String,
-    statement: Statement,
+    /// The subject's guard (if the message has a subject), then the insert.
+    statements: Vec<Statement>,
+    guarded: Option<Guarded>,
 }
 
 impl Enqueue {
@@ -25,10 +28,38 @@ impl Enqueue {
         &self.id
     }
 
-    /// The `INSERT` to put into the same
-    /// [`batch_atomic`](crate::Database::batch_atomic) as the state change.
-    pub fn statement(&self) -> &Statement {
-        &self.statement
+    /// The statements to put, in this order, into the same
+    /// [`batch_atomic`](crate::Database::batch_atomic) as the state change:
+    /// the `INSERT`, last, and before it, for a message with a subject, the
+    /// guard that fails the batch if the subject was erased (see
+    /// [`is_erased`](Enqueue::is_erased)). The `INSERT`'s outcome is the
+    /// last of them.
+    pub fn statements(&self) -> &[Statement] {
+        &self.statements
+    }
+
+    /// Whether `error` (from running the batch) means the message's subject
+    /// was erased: nothing of the batch was written, and writing it again
+    /// fails the same way.
+    pub fn is_erased(&self, error: &Error) -> bool {
+        self.guarded
+            .as_ref()
+            .is_some_and(|guarded| guarded.refused(error))
+    }
+
+    /// The message's subject, guarded.
+    pub(crate) fn guarded(&self) -> Option<&Guarded> {
+        self.guarded.as_ref()
+    }
+
+    fn new(outbox: &Outbox, id: String, message: &Message, insert: Statement) -> Result<Self> {
+        let (mut statements, guarded) = outbox.tombstones().guard_of(message.subject.as_deref())?;
+        statements.push(insert);
+        Ok(Enqueue {
+            id,
+            statements,
+            guarded,
+        })
     }
 }
 
@@ -60,9 +91,9 @@ impl LeasedEnqueue {
         self.enqueue.id()
     }
 
-    /// The `INSERT` to put into the caller's batch.
-    pub(crate) fn statement(&self) -> &Statement {
-        self.enqueue.statement()
+    /// The enqueue the caller's batch runs.
+    pub(crate) fn enqueue(&self) -> &Enqueue {
+        &self.enqueue
     }
 
     /// The leased message, whether or not its row was written: for a
@@ -83,9 +114,10 @@ struct NewRow<'a> {
 }
 
 impl Outbox {
-    /// The `INSERT` that enqueues `message`. Add it to the same
+    /// The statements that enqueue `message`. Add them to the same
     /// [`batch_atomic`](crate::Database::batch_atomic) as the state change,
-    /// so the message exists exactly when the change does.
+    /// so the message exists exactly when the change does (or use a
+    /// [`Batch`](crate::Batch), which also names an erased subject).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] naming the first bad field (see [`Message`]).
@@ -97,7 +129,7 @@ impl Outbox {
             None => self.new_ulid(now),
         };
         let due_at = message.not_before.map_or(now, |at| at.max(now));
-        let statement = self.insert_statement(&NewRow {
+        let insert = self.insert_statement(&NewRow {
             message: &message,
             id: &id,
             due_at,
@@ -105,7 +137,7 @@ impl Outbox {
             lease_token: None,
             created_at: now,
         })?;
-        Ok(Enqueue { id, statement })
+        Enqueue::new(self, id, &message, insert)
     }
 
     /// Like [`enqueue`](Outbox::enqueue), but the row is written leased to
@@ -142,7 +174,7 @@ impl Outbox {
         };
         let until = now.checked_add(lease)?;
         let token = self.new_ulid(now);
-        let statement = self.insert_statement(&NewRow {
+        let insert = self.insert_statement(&NewRow {
             message: &message,
             id: &id,
             due_at: until,
@@ -151,6 +183,7 @@ impl Outbox {
             lease_token: Some(&token),
             created_at: now,
         })?;
+        let enqueue = Enqueue::new(self, id.clone(), &message, insert)?;
         let claimed = ClaimedMessage {
             id: id.clone(),
             topic: message.topic,
@@ -168,24 +201,31 @@ impl Outbox {
                 created_at: now,
             },
         };
-        Ok(LeasedEnqueue {
-            enqueue: Enqueue { id, statement },
-            claimed,
-        })
+        Ok(LeasedEnqueue { enqueue, claimed })
     }
 
     /// Enqueues `message` on its own, for work that changes no other state.
     ///
     /// # Errors
-    /// As [`enqueue`](Outbox::enqueue), plus any database error (a
-    /// transient one may have committed: see the [`Database`](crate::Database)
-    /// contract).
+    /// As [`enqueue`](Outbox::enqueue); [`Error::SubjectErased`] if the
+    /// message's subject was erased; any database error (a transient one may
+    /// have committed: see the [`Database`](crate::Database) contract).
     pub async fn enqueue_alone(&self, message: Message) -> Result<Enqueued> {
         let enqueue = self.enqueue(message)?;
-        let written = self.inner.db.execute(enqueue.statement()).await?;
+        let outcomes = self
+            .inner
+            .db
+            .batch_atomic(enqueue.statements())
+            .await
+            .map_err(|error| match enqueue.guarded() {
+                Some(guarded) => guarded.name_refusal(error),
+                None => error,
+            })?;
         Ok(Enqueued {
+            written: outcomes
+                .last()
+                .is_some_and(|insert| insert.rows_affected > 0),
             id: enqueue.id,
-            written: written > 0,
         })
     }
 

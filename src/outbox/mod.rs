@@ -66,6 +66,7 @@ pub(crate) use topics::STREAK_MEMORY;
 pub(crate) use topics::{Streak, StreakWrite};
 
 use crate::database::{Database, Dialect, Statement};
+use crate::erasure::{ERASED_SUBJECTS, Tombstones};
 use crate::error::Result;
 use crate::identifier::TableName;
 use crate::random::{FastRandom, RandomSource};
@@ -115,6 +116,7 @@ struct Inner {
     db: Arc<dyn Database>,
     dialect: Dialect,
     table: TableName,
+    tombstones: Tombstones,
     clock: Arc<dyn Clock>,
     random: Arc<dyn RandomSource>,
     retry: RetryPolicy,
@@ -134,6 +136,7 @@ impl std::fmt::Debug for Outbox {
 pub struct OutboxBuilder {
     db: Arc<dyn Database>,
     table: String,
+    tombstones: String,
     clock: Arc<dyn Clock>,
     random: Option<Arc<dyn RandomSource>>,
     retry: RetryPolicy,
@@ -160,6 +163,15 @@ impl OutboxBuilder {
         self
     }
 
+    /// The table of the database's tombstones of erased subjects (default:
+    /// [`ERASED_SUBJECTS`]). Every outbox
+    /// and inbox of a database must name the same one, or an erasure
+    /// through one does not guard the others.
+    pub fn tombstones_table(mut self, table: &str) -> Self {
+        table.clone_into(&mut self.tombstones);
+        self
+    }
+
     /// Size limits on messages (default: [`MessageLimits::default`]).
     pub fn limits(mut self, limits: MessageLimits) -> Self {
         self.limits = limits;
@@ -169,12 +181,13 @@ impl OutboxBuilder {
     /// The outbox.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`](crate::Error::InvalidInput) if the table name
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) if a table name
     /// is not a plain identifier (see [`TableName`]).
     pub fn build(self) -> Result<Outbox> {
         Ok(Outbox {
             inner: Arc::new(Inner {
                 dialect: self.db.dialect(),
+                tombstones: Tombstones::new(&self.tombstones, self.db.dialect())?,
                 db: self.db,
                 table: TableName::new(&self.table)?,
                 clock: self.clock,
@@ -194,6 +207,7 @@ impl Outbox {
         OutboxBuilder {
             db,
             table: table.to_owned(),
+            tombstones: ERASED_SUBJECTS.to_owned(),
             clock: Arc::new(SystemClock),
             random: None,
             retry: RetryPolicy::default(),
@@ -224,15 +238,18 @@ impl Outbox {
         &self.inner.db
     }
 
-    /// The DDL of this outbox's table and indexes in the database's
-    /// dialect, as a migration file holds it. `migrations/` ships it for the
+    /// The DDL of this outbox's table and indexes, its topics table and the
+    /// database's tombstones of erased subjects, in the database's dialect,
+    /// as a migration file holds it. `migrations/` ships it for the
     /// table `outbox` (`migrations/postgres/` for Postgres).
     pub fn schema_sql(&self) -> String {
-        schema::render_for(
+        let mut sql = schema::render_for(
             self.inner.dialect,
             [SCHEMA_TEMPLATE, POSTGRES_SCHEMA_TEMPLATE],
             &self.inner.table,
-        )
+        );
+        sql.push_str(&self.inner.tombstones.schema_sql());
+        sql
     }
 
     /// The DDL as separate statements, for [`Database::batch_atomic`].
@@ -250,6 +267,11 @@ impl Outbox {
             .batch_atomic(&self.schema_statements())
             .await
             .map(drop)
+    }
+
+    /// The database's tombstones of erased subjects.
+    pub(crate) fn tombstones(&self) -> &Tombstones {
+        &self.inner.tombstones
     }
 
     /// The SQL dialect its statements are rendered in.

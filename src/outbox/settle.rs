@@ -7,7 +7,7 @@ use sea_query::{Expr, ExprTrait, Query};
 
 use super::claim::LeaseHandle;
 use super::{Outbox, col, state};
-use crate::database::{Outcome, Statement};
+use crate::database::{Dialect, Outcome, Statement};
 use crate::drain::Delivery;
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
@@ -384,6 +384,22 @@ impl Outbox {
             .and_where(Expr::col(col::ORDERING_KEY).eq(key))
             .and_where(Expr::col(col::SEQ).eq(Expr::from(oldest)));
         self.render(&update)
+    }
+
+    /// A drain's housekeeping, sent at most once a minute per drainer with
+    /// a claim: forgets the tombstones of subjects erased more than
+    /// [`ERASURE_MEMORY`](crate::subject::ERASURE_MEMORY) ago, and on
+    /// Postgres makes ready the head of any ordering key left waiting (it
+    /// reads every waiting row). Under read committed, a completion and an
+    /// erasure (or purge) of one key's rows committing at once can each miss
+    /// the other's delete and promote nothing; SQLite serializes writers, so
+    /// that never happens there.
+    pub(crate) fn sweep_statements(&self) -> Result<Vec<Statement>> {
+        let mut sweep = vec![self.tombstones().forget(self.now())?];
+        if self.dialect() == Dialect::Postgres {
+            sweep.push(self.promote_all_heads()?);
+        }
+        Ok(sweep)
     }
 
     /// Makes the oldest row of every key ready where it is waiting: after

@@ -32,7 +32,8 @@ impl Outbox {
         self.stored_messages(statement).await
     }
 
-    /// Deletes every message of `subject`; returns how many.
+    /// Deletes every message of `subject` and records its tombstone (see
+    /// [`subject`](crate::subject)); returns how many messages.
     ///
     /// A message being delivered right now cannot be recalled: its delivery
     /// may still arrive. Its row is gone, and the next message of its
@@ -55,11 +56,12 @@ impl Outbox {
     /// Where the delete stands in
     /// [`erase_subject_statements`](Outbox::erase_subject_statements): its
     /// outcome counts the messages erased.
-    pub const ERASE_DELETE: usize = 1;
+    pub const ERASE_DELETE: usize = 2;
 
     /// The statements of [`erase_subject`](Outbox::erase_subject), in order:
-    /// hold back the successors of the subject's in-flight ordered
-    /// messages, delete, then release the rows its ordering keys held back.
+    /// record the subject's tombstone, hold back the successors of its
+    /// in-flight ordered messages, delete, then release the rows its
+    /// ordering keys held back.
     ///
     /// # Errors
     /// If a statement cannot be built.
@@ -101,6 +103,7 @@ impl Outbox {
             .from_table(table)
             .and_where(Expr::col(col::SUBJECT).eq(subject));
         Ok(vec![
+            self.tombstones().tombstone(subject, self.now())?,
             self.render(&hold)?,
             self.render(&delete)?,
             self.promote_all_heads()?,

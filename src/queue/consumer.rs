@@ -18,7 +18,8 @@ use crate::inbox::Inbox;
 /// changes nothing twice.
 ///
 /// [`consume`](QueueConsumer::consume) acks what committed or was applied
-/// before, and retries the rest after [`retry_delay`](QueueConsumer::retry_delay)
+/// before, and what carries an erased subject (see
+/// [`subject`](crate::subject): its effect is not applied), and retries the rest after [`retry_delay`](QueueConsumer::retry_delay)
 /// (which takes the place of the consumer's `retry_delay` in
 /// `wrangler.toml`); a message that keeps failing (an undecodable body, an
 /// effect that always fails) ends in the Queue's dead letter queue after the
@@ -51,6 +52,8 @@ pub enum Consumed {
     Applied,
     /// Its effect had been applied before: nothing changed.
     AlreadyApplied,
+    /// Its subject was erased: its effect is not applied, and never will be.
+    SubjectErased,
     /// Its effect failed, or its body is not an [`Envelope`]; nothing
     /// changed.
     Failed(Error),
@@ -70,6 +73,8 @@ pub struct ConsumeReport {
     pub applied: u32,
     /// Messages whose effect had been applied before (acked, unchanged).
     pub already_applied: u32,
+    /// Messages of an erased subject (acked, not applied).
+    pub erased: u32,
     /// Messages handed back to the Queue to retry.
     pub retried: u32,
 }
@@ -104,6 +109,7 @@ impl QueueConsumer {
             match &consumed {
                 Consumed::Applied => report.applied += 1,
                 Consumed::AlreadyApplied => report.already_applied += 1,
+                Consumed::SubjectErased => report.erased += 1,
                 Consumed::Failed(_) => report.retried += 1,
             }
             self.settle(&message, &consumed);
@@ -132,6 +138,7 @@ impl QueueConsumer {
         match batch.commit().await {
             Ok(_) => Consumed::Applied,
             Err(error) if key.already_processed(&error) => Consumed::AlreadyApplied,
+            Err(Error::SubjectErased { .. }) => Consumed::SubjectErased,
             Err(error) => Consumed::Failed(error),
         }
     }

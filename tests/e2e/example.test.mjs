@@ -184,6 +184,40 @@ describe("example Worker", () => {
     }
   });
 
+  it("erases an account right after sign-up, and the event still in flight brings nothing back", async () => {
+    const { mf, call, signup } = await example();
+    try {
+      // The sign-up relays its account.created event into the Queue at once; the erasure
+      // commits before the consumer's batch (max_batch_timeout = 1 s) applies it.
+      const { account_id } = await (await signup("gone@example.com")).json();
+      const erased = await call(`/admin/subjects/${account_id}`, { method: "DELETE", headers: admin });
+      assert.equal(erased.status, 200);
+      // A second account's event follows it through the same Queue: once its welcome is
+      // written, the erased account's event was consumed too.
+      const { account_id: kept } = await (await signup("kept@example.com")).json();
+      const events = async () => (await call("/admin/events", { headers: admin })).json();
+      await eventually(async () => (await events()).welcomes === 1, { timeoutMs: 10_000 });
+      const db = await mf.getD1Database("DB");
+      const welcomes = await db.prepare("SELECT account_id FROM welcomes").all();
+      assert.deepEqual(welcomes.results.map((row) => row.account_id), [kept]);
+      const after = await (await call(`/admin/subjects/${account_id}`, { headers: admin })).json();
+      assert.deepEqual(
+        { account: after.account, outbox: after.outbox, inbox: after.inbox, events: after.account_events, welcome: after.welcome },
+        { account: null, outbox: [], inbox: [], events: [], welcome: null },
+      );
+      assert.equal(typeof after.erased_at, "number", "the export says when the account was erased");
+      for (const table of ["outbox", "account_events", "inbox"]) {
+        const left = await db.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE subject = ?`).bind(account_id).first();
+        assert.equal(left.n, 0, `${table} still carries the erased account`);
+      }
+      // What the erasure keeps: the account's id, in its tombstone.
+      const tombstone = await db.prepare("SELECT subject FROM erased_subjects").all();
+      assert.deepEqual(tombstone.results, [{ subject: account_id }]);
+    } finally {
+      await mf.dispose();
+    }
+  });
+
   it("relays account.created through the Queue and writes each welcome once", async () => {
     const { mf, call, signup, cron } = await example();
     try {

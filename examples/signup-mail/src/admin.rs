@@ -122,7 +122,7 @@ async fn export(app: &App, id: &str) -> workers_outbox::Result<serde_json::Value
     let welcome = welcome.and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
     Ok(json!({
         "subject": id, "account": account, "outbox": export.outbox, "inbox": export.inbox,
-        "account_events": events.outbox, "welcome": welcome,
+        "account_events": events.outbox, "welcome": welcome, "erased_at": export.erased_at,
     }))
 }
 

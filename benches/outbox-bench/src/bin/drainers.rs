@@ -151,7 +151,7 @@ mod native {
         let mut statements = Vec::with_capacity(1000);
         for n in 0..messages {
             let message = Message::raw_json("bench", format!("{{\"n\":{n}}}"));
-            statements.push(outbox.enqueue(message)?.statement().clone());
+            statements.extend_from_slice(outbox.enqueue(message)?.statements());
             if statements.len() == 1000 {
                 setup.batch_atomic(&statements).await?;
                 statements.clear();
