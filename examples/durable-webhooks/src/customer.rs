@@ -14,7 +14,7 @@ use workers_outbox::{
 };
 use workers_outbox::{Value, worker_vars};
 
-use crate::{error_response, json, json_error};
+use crate::{Body, error_response, json, json_error, read_body};
 
 /// The webhook of one recorded event, POSTed as is.
 #[derive(Serialize, Deserialize)]
@@ -89,7 +89,9 @@ impl DurableObject for Customer {
         Customer { parts }
     }
 
-    async fn fetch(&self, request: Request) -> Result<Response> {
+    async fn fetch(&self, mut request: Request) -> Result<Response> {
+        // Read first: every answer below comes after the body is consumed.
+        let body = read_body(&mut request, EVENT_BODY_LIMIT).await?;
         let parts = match &self.parts {
             Ok(parts) => parts,
             Err(problem) => return json_error(500, &format!("configuration error: {problem}")),
@@ -97,7 +99,7 @@ impl DurableObject for Customer {
         let path = request.path();
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (request.method(), segments.as_slice()) {
-            (Method::Post, ["customers", id, "events"]) => record(parts, id, request).await,
+            (Method::Post, ["customers", id, "events"]) => record(parts, id, body).await,
             (Method::Get, ["customers", _, "events"]) => events(parts).await,
             (_, ["customers", _, "events"]) => json_error(405, "use GET or POST"),
             (Method::Get, ["admin", "customers", _, "outbox"]) => respond(
@@ -141,21 +143,15 @@ impl DurableObject for Customer {
     }
 }
 
+/// The largest event body an object takes.
+pub(crate) const EVENT_BODY_LIMIT: usize = 16 * 1024;
+
 /// The event and its webhook, in one atomic write (which also sets the
 /// alarm to deliver it now).
-async fn record(parts: &Parts, customer: &str, mut request: Request) -> Result<Response> {
-    const LIMIT: usize = 16 * 1024;
-    let declared = request.headers().get("content-length")?;
-    if declared
-        .and_then(|n| n.parse::<usize>().ok())
-        .is_some_and(|n| n > LIMIT)
-    {
+async fn record(parts: &Parts, customer: &str, body: Body) -> Result<Response> {
+    let Body::Within(body) = body else {
         return json_error(413, "the body is over 16 KiB");
-    }
-    let body = request.bytes().await?;
-    if body.len() > LIMIT {
-        return json_error(413, "the body is over 16 KiB");
-    }
+    };
     #[derive(Deserialize)]
     struct Recorded {
         #[serde(rename = "type")]

@@ -11,6 +11,12 @@
 //! - `/admin/customers/<id>/outbox` (stats), `…/outbox/dead` (dead letters),
 //!   `POST …/outbox/dead/<message id>/replay`, `POST …/outbox/dead/purge`:
 //!   bearer `ADMIN_TOKEN`.
+//!
+//! A request this Worker refuses (a declared body over its route's limit, a
+//! webhook without its key, a wrong token) is answered here and never
+//! reaches an object; an object reads a forwarded body to its end before it
+//! answers, even to refuse it, since answering first breaks the isolate's
+//! next request.
 
 // `#[durable_object]` generates undocumented methods.
 #[allow(missing_docs)]
@@ -18,6 +24,7 @@ mod customer;
 #[allow(missing_docs)]
 mod receiver;
 
+use futures_util::StreamExt;
 use serde::Serialize;
 use subtle::ConstantTimeEq;
 use worker::{Context, Env, Method, Request, Response, Result};
@@ -35,18 +42,75 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
     let path = request.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (request.method(), segments.as_slice()) {
-        (_, ["customers", id, "events"]) => forward(&env, "CUSTOMERS", id, request).await,
-        (_, ["admin", "customers", id, "outbox", ..]) => {
-            if !authorized(&request, &env)? {
-                return json_error(401, "missing or wrong bearer token");
+        (_, ["customers", id, "events"]) => {
+            if declared_over(&request, customer::EVENT_BODY_LIMIT)? {
+                return json_error(413, "the body is over 16 KiB");
             }
             forward(&env, "CUSTOMERS", id, request).await
         }
-        (Method::Post | Method::Get, ["hooks"]) => {
+        (_, ["admin", "customers", id, "outbox", ..]) => {
+            if !authorized(&request, &env)? {
+                let refused = json_error(401, "missing or wrong bearer token")?;
+                refused
+                    .headers()
+                    .set("www-authenticate", "Bearer realm=\"admin\"")?;
+                return Ok(refused);
+            }
+            forward(&env, "CUSTOMERS", id, request).await
+        }
+        (Method::Post, ["hooks"]) => {
+            if request.headers().get("idempotency-key")?.is_none() {
+                return json_error(400, receiver::KEY_REQUIRED);
+            }
+            if declared_over(&request, receiver::HOOK_BODY_LIMIT)? {
+                return json_error(413, "the body is over 64 KiB");
+            }
             forward(&env, "RECEIVER", "receiver", request).await
         }
+        (Method::Get, ["hooks"]) => forward(&env, "RECEIVER", "receiver", request).await,
         _ => json_error(404, "no such route"),
     }
+}
+
+/// Whether the request declares a body longer than `limit` bytes.
+fn declared_over(request: &Request, limit: usize) -> Result<bool> {
+    Ok(request
+        .headers()
+        .get("content-length")?
+        .and_then(|n| n.parse::<usize>().ok())
+        .is_some_and(|n| n > limit))
+}
+
+/// A request body, read to its end.
+pub(crate) enum Body {
+    /// Within the limit: all of it.
+    Within(Vec<u8>),
+    /// Over the limit: read and dropped.
+    Over,
+}
+
+/// Reads the body to its end, keeping at most `limit` bytes, so that the
+/// answer, whatever it is, comes after the body was consumed.
+pub(crate) async fn read_body(request: &mut Request, limit: usize) -> Result<Body> {
+    if request.inner().body().is_none() {
+        return Ok(Body::Within(Vec::new()));
+    }
+    let mut stream = request.stream()?;
+    let mut kept = Vec::new();
+    let mut over = false;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if over {
+            continue;
+        }
+        if kept.len() + chunk.len() > limit {
+            over = true;
+            kept = Vec::new();
+        } else {
+            kept.extend_from_slice(&chunk);
+        }
+    }
+    Ok(if over { Body::Over } else { Body::Within(kept) })
 }
 
 /// Hands the request to the object named `name` of `binding`.
@@ -61,20 +125,19 @@ async fn forward(env: &Env, binding: &str, name: &str, request: Request) -> Resu
     stub.fetch_with_request(request).await
 }
 
-/// The bearer token, compared in constant time; no token configured means
-/// no admin access.
+/// The bearer token (the scheme in any case, RFC 9110), compared in
+/// constant time; no token configured means no admin access.
 fn authorized(request: &Request, env: &Env) -> Result<bool> {
     let token = env.secret("ADMIN_TOKEN").map(|t| t.to_string()).ok();
     let header = request.headers().get("authorization")?.unwrap_or_default();
-    Ok(
-        match (
-            token.filter(|t| !t.is_empty()),
-            header.strip_prefix("Bearer "),
-        ) {
-            (Some(token), Some(given)) => bool::from(given.as_bytes().ct_eq(token.as_bytes())),
-            _ => false,
-        },
-    )
+    let given = header
+        .split_once(' ')
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, credentials)| credentials.trim());
+    Ok(match (token.filter(|t| !t.is_empty()), given) {
+        (Some(token), Some(given)) => bool::from(given.as_bytes().ct_eq(token.as_bytes())),
+        _ => false,
+    })
 }
 
 pub(crate) fn json<T: Serialize>(status: u16, body: &T) -> Result<Response> {

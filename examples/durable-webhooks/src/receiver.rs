@@ -8,7 +8,12 @@ use worker::{DurableObject, Env, Method, Request, Response, Result, State, durab
 use workers_outbox::database::durable_object::DurableObjectDatabase;
 use workers_outbox::{Batch, Clock, Database, Inbox, Statement, SystemClock, Value};
 
-use crate::{error_response, json, json_error};
+use crate::{Body, error_response, json, json_error, read_body};
+
+/// The largest webhook body the receiver takes.
+pub(crate) const HOOK_BODY_LIMIT: usize = 64 * 1024;
+/// The answer to a webhook without its key.
+pub(crate) const KEY_REQUIRED: &str = "an Idempotency-Key header is required";
 
 const RECEIVED_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS received (
     key TEXT PRIMARY KEY, customer TEXT NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL,
@@ -48,6 +53,8 @@ impl DurableObject for WebhookReceiver {
     }
 
     async fn fetch(&self, mut request: Request) -> Result<Response> {
+        // Read first: every answer below comes after the body is consumed.
+        let body = read_body(&mut request, HOOK_BODY_LIMIT).await?;
         let inbox = match &self.inbox {
             Ok(inbox) => inbox,
             Err(problem) => return json_error(500, &format!("configuration error: {problem}")),
@@ -56,12 +63,11 @@ impl DurableObject for WebhookReceiver {
             return self.list().await;
         }
         let Some(key) = request.headers().get("idempotency-key")? else {
-            return json_error(400, "an Idempotency-Key header is required");
+            return json_error(400, KEY_REQUIRED);
         };
-        let body = request.bytes().await?;
-        if body.len() > 64 * 1024 {
+        let Body::Within(body) = body else {
             return json_error(413, "the body is over 64 KiB");
-        }
+        };
         let body = String::from_utf8_lossy(&body).into_owned();
         let Ok(hook) = serde_json::from_str::<Hook>(&body) else {
             // Permanent: the sender's outbox dead-letters it instead of retrying.
