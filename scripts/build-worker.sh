@@ -1,11 +1,27 @@
 #!/usr/bin/env bash
 # Builds the Worker crate in $1 into $1/build with worker-build, using the
 # installed wasm-bindgen and binaryen's wasm-opt (worker-build would
-# otherwise download both).
+# otherwise download both). Skips the build when nothing it reads (the
+# library's src/, the crate's sources, the Cargo files, this script) changed
+# since the last one, so `npm run dev` builds once per change however often
+# wrangler asks; FORCE_BUILD=1 builds anyway.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 crate=${1:?usage: build-worker.sh <crate directory>}
+crate=${crate%/}
+
+stamp=$crate/build/.built
+if [[ -z ${FORCE_BUILD:-} && -f $stamp && -f $crate/build/index.js ]] &&
+  [[ -z $(find src "$crate" Cargo.toml Cargo.lock scripts/build-worker.sh \
+    -path "$crate/build" -prune -o -newer "$stamp" -type f -print -quit) ]]; then
+  echo "==> $crate is up to date (FORCE_BUILD=1 builds anyway)"
+  exit 0
+fi
 
 export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$(command -v wasm-bindgen)}"
 export WASM_OPT_BIN="${WASM_OPT_BIN:-$PWD/node_modules/.bin/wasm-opt}"
+started=$(mktemp)
 worker-build --release "$crate"
+# Sources edited during the build are newer than the stamp: the next run builds them.
+touch -r "$started" "$stamp"
+rm -f "$started"

@@ -15,4 +15,11 @@ if [[ ! -f $example/.dev.vars ]]; then
   echo "==> wrote $example/.dev.vars (ADMIN_TOKEN=dev-admin-token, WEBHOOK_URL: this Worker's /hooks)"
 fi
 
-npx wrangler dev --config "$example/wrangler.toml" --local --ip 127.0.0.1 --port 8788
+# RECEIVER_STATUS=500 (or any status) makes the receiving route refuse every webhook, to watch
+# retries and dead letters; the retry policy's variables shorten the wait.
+vars=()
+for name in RECEIVER_STATUS MAX_ATTEMPTS BACKOFF_BASE_MS BACKOFF_CAP_MS; do
+  if [[ -n ${!name:-} ]]; then vars+=(--var "$name:${!name}"); fi
+done
+
+npx wrangler dev --config "$example/wrangler.toml" --local --ip 127.0.0.1 --port 8788 "${vars[@]}"

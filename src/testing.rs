@@ -269,7 +269,7 @@ mod in_memory {
                 .build()
             {
                 Ok(drainer) => drainer.drain().await,
-                Err(error) => unreachable_preset(&error),
+                Err(error) => unreachable_preset(self.outbox.table().as_str(), &error),
             }
         }
 
@@ -280,8 +280,8 @@ mod in_memory {
     }
 
     /// The scheduled preset always validates.
-    fn unreachable_preset(error: &crate::Error) -> DrainReport {
-        let mut report = DrainReport::new();
+    fn unreachable_preset(outbox: &str, error: &crate::Error) -> DrainReport {
+        let mut report = DrainReport::new(outbox);
         report.stopped = crate::drain::StopReason::DatabaseError(error.clone());
         report
     }

@@ -96,9 +96,10 @@ pub(crate) async fn drains_everything_and_reports(h: Harness) -> CaseResult {
     ensure_eq!(h.counts().round_trips - before.round_trips, 4);
     ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
     ensure!(
-        report
-            .to_string()
-            .starts_with("outbox drain: 25 claimed, 25 delivered"),
+        report.to_string().starts_with(&format!(
+            "outbox drain of {} [mail 25]: 25 claimed, 25 delivered",
+            outbox.table()
+        )),
         "{report}"
     );
     Ok(())

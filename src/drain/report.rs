@@ -1,5 +1,6 @@
 //! What a drain did, for logs and for callers.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -49,6 +50,10 @@ impl fmt::Display for StopReason {
 /// Counts of one drain (or one immediate delivery).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DrainReport {
+    /// The outbox drained (its table).
+    pub outbox: String,
+    /// Messages the run took up (claimed or handed to it), per topic.
+    pub topics: BTreeMap<String, u32>,
     /// Rows leased.
     pub claimed: u32,
     /// Messages delivered and deleted.
@@ -108,8 +113,10 @@ fn as_millis<S: serde::Serializer>(elapsed: &Duration, serializer: S) -> Result<
 }
 
 impl DrainReport {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(outbox: &str) -> Self {
         DrainReport {
+            outbox: outbox.to_owned(),
+            topics: BTreeMap::new(),
             claimed: 0,
             delivered: 0,
             retried: 0,
@@ -146,9 +153,15 @@ impl fmt::Display for DrainReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "outbox drain: {} claimed, {} delivered, {} retried, {} deferred, {} timed out, {} too late to start, \
-             {} dead, {} lease lost, {} released ({} handed back), {} suspects alone, {} malformed; \
-             {} batches, {} queries ({} settle retries), {} ms; circuit open: [{}]; stopped: {}",
+            "outbox drain of {} [{}]: {} claimed, {} delivered, {} retried, {} deferred, {} timed out, \
+             {} too late to start, {} dead, {} lease lost, {} released ({} handed back), {} suspects alone, \
+             {} malformed; {} batches, {} queries ({} settle retries), {} ms; circuit open: [{}]; stopped: {}",
+            self.outbox,
+            self.topics
+                .iter()
+                .map(|(topic, n)| format!("{topic} {n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
             self.claimed,
             self.delivered,
             self.retried,
@@ -184,11 +197,12 @@ mod tests {
             queries: 3,
             elapsed: Duration::from_millis(42),
             tripped: vec!["mail".into(), "webhook".into()],
-            ..DrainReport::new()
+            topics: BTreeMap::from([("mail".into(), 6), ("webhook".into(), 1)]),
+            ..DrainReport::new("account_events")
         };
         assert_eq!(
             report.to_string(),
-            "outbox drain: 7 claimed, 5 delivered, 0 retried, 2 deferred, 0 timed out, \
+            "outbox drain of account_events [mail 6, webhook 1]: 7 claimed, 5 delivered, 0 retried, 2 deferred, 0 timed out, \
              0 too late to start, 0 dead, 0 lease lost, 0 released (0 handed back), 0 suspects alone, 0 malformed; 0 batches, \
              3 queries (0 settle retries), 42 ms; circuit open: [mail, webhook]; stopped: nothing left due"
         );

@@ -79,7 +79,7 @@ impl<'a> Run<'a> {
             deadline: started
                 .checked_add(drainer.limits.deadline)
                 .unwrap_or(Timestamp::MAX),
-            report: DrainReport::new(),
+            report: DrainReport::new(drainer.outbox.table().as_str()),
             ready: VecDeque::new(),
             suspects: VecDeque::new(),
             outcomes: Vec::new(),
@@ -157,6 +157,7 @@ impl<'a> Run<'a> {
     fn queue(&mut self, messages: Vec<ClaimedMessage>) {
         let isolate = self.drainer.deliver.isolates_suspects();
         for message in messages {
+            *self.report.topics.entry(message.topic.clone()).or_default() += 1;
             if isolate && message.is_suspect() {
                 self.suspects.push_back(message);
             } else {
@@ -555,7 +556,10 @@ impl<'a> Run<'a> {
                 Ok(streaks) => self.breaker.remember(streaks),
                 // Delivery goes on without the memory: no failure is judged
                 // the message's own in this run, and nothing is written.
-                Err(error) => log::warn!("outbox drain: topic streaks unread: {error}"),
+                Err(error) => log::warn!(
+                    "outbox drain of {}: topic streaks unread: {error}",
+                    self.drainer.outbox.table()
+                ),
             }
         }
         if let Some((slot, wanted)) = planned.claimed

@@ -59,7 +59,13 @@ describe("bad input to the example Worker", () => {
   it("a missing admin token is 401 with a Bearer challenge", async () => {
     await refused(401, () => call("/admin/outbox"));
     const response = await call("/admin/outbox/drain", { method: "POST" });
-    assert.equal(response.headers.get("www-authenticate"), "Bearer");
+    assert.equal(response.headers.get("www-authenticate"), 'Bearer realm="admin"');
+  });
+  it("the Bearer scheme is taken in any case (RFC 9110)", async () => {
+    for (const scheme of ["bearer", "BEARER", "bEaReR"]) {
+      const response = await call("/admin/outbox", { headers: { authorization: `${scheme} ${TOKEN}` } });
+      assert.equal(response.status, 200, scheme);
+    }
   });
   it("a wrong admin token is 401", () =>
     refused(401, () => call("/admin/outbox", { headers: { authorization: "Bearer wrong" } })));
@@ -71,8 +77,12 @@ describe("bad input to the example Worker", () => {
     const body = await refused(400, () => call("/admin/outbox/drain?batch_size=0", { method: "POST", headers: admin }));
     assert.match(body.error, /batch size/);
   });
-  it("a drain with a batch size that is not a number is 400", () =>
-    refused(400, () => call("/admin/outbox/drain?batch_size=many", { method: "POST", headers: admin })));
+  it("a drain with a batch size that is not a number is 400, naming the parameter", async () => {
+    const body = await refused(400, () => call("/admin/outbox/drain?batch_size=many", { method: "POST", headers: admin }));
+    assert.equal(body.error, 'batch_size="many" is not a whole number');
+    const queries = await refused(400, () => call("/admin/outbox/drain?max_queries=abc", { method: "POST", headers: admin }));
+    assert.equal(queries.error, 'max_queries="abc" is not a whole number');
+  });
 
   it("SQL text in an address is stored verbatim and harms nothing", async () => {
     const email = "x'); drop table accounts; --@example.com".replace(/ /g, "");
@@ -89,7 +99,7 @@ describe("bad input to the example Worker", () => {
     await call("/admin/outbox/drain", { method: "POST", headers: admin });
     await new Promise((resolve) => setTimeout(resolve, 200));
     const text = logs.join("");
-    assert.match(text, /outbox drain:/, "the drain reports were logged");
+    assert.match(text, /outbox drain of outbox \[/, "the drain reports were logged, naming their outbox");
     assert.ok(!text.includes(TOKEN), "the admin token was logged");
     assert.ok(!text.includes("existing@example.com"), "an address was logged");
   });

@@ -21,10 +21,28 @@ const RECEIVED_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS received (
 
 /// `POST /hooks` applies a webhook once; `GET /hooks` lists them. (No
 /// authentication: a real receiver checks a signature or token first.)
+///
+/// With `RECEIVER_STATUS` set (`RECEIVER_STATUS=500 npm run dev:durable`),
+/// it answers every webhook with that status instead, applying nothing: to
+/// watch the sender retry, defer or dead-letter.
 #[durable_object]
 pub struct WebhookReceiver {
     db: Arc<DurableObjectDatabase>,
     inbox: std::result::Result<Inbox, String>,
+    refuse_with: std::result::Result<Option<u16>, String>,
+}
+
+/// The status `RECEIVER_STATUS` asks every webhook to be answered with.
+fn refusal(env: &Env) -> std::result::Result<Option<u16>, String> {
+    let Ok(raw) = env.var("RECEIVER_STATUS").map(|v| v.to_string()) else {
+        return Ok(None);
+    };
+    match raw.trim().parse::<u16>() {
+        Ok(status) if (200..=599).contains(&status) => Ok(Some(status)),
+        _ => Err(format!(
+            "RECEIVER_STATUS={raw:?} is not an HTTP status (200 to 599)"
+        )),
+    }
 }
 
 #[derive(Deserialize)]
@@ -35,7 +53,7 @@ struct Hook {
 }
 
 impl DurableObject for WebhookReceiver {
-    fn new(state: State, _env: Env) -> Self {
+    fn new(state: State, env: Env) -> Self {
         let db = DurableObjectDatabase::new(&state).shared();
         let inbox = Inbox::new(db.clone(), "inbox").map_err(|e| e.to_string());
         if let Ok(inbox) = &inbox {
@@ -49,7 +67,11 @@ impl DurableObject for WebhookReceiver {
                 Ok(())
             }));
         }
-        WebhookReceiver { db, inbox }
+        WebhookReceiver {
+            db,
+            inbox,
+            refuse_with: refusal(&env),
+        }
     }
 
     async fn fetch(&self, mut request: Request) -> Result<Response> {
@@ -68,6 +90,13 @@ impl DurableObject for WebhookReceiver {
         let Body::Within(body) = body else {
             return json_error(413, "the body is over 64 KiB");
         };
+        match &self.refuse_with {
+            Ok(None) => {}
+            Ok(Some(status)) => {
+                return json_error(*status, &format!("RECEIVER_STATUS={status}: refused"));
+            }
+            Err(problem) => return json_error(500, &format!("configuration error: {problem}")),
+        }
         let body = String::from_utf8_lossy(&body).into_owned();
         let Ok(hook) = serde_json::from_str::<Hook>(&body) else {
             // Permanent: the sender's outbox dead-letters it instead of retrying.

@@ -16,7 +16,9 @@ use crate::{error_response, json, json_error};
 pub(crate) async fn handle(request: Request, app: &App, path: &[&str]) -> Result<Response> {
     if !authorized(&request, app.admin_token.as_deref())? {
         let mut response = json_error(401, "missing or wrong bearer token")?;
-        response.headers_mut().set("www-authenticate", "Bearer")?;
+        response
+            .headers_mut()
+            .set("www-authenticate", "Bearer realm=\"admin\"")?;
         return Ok(response);
     }
     let query: BTreeMap<String, String> = request.url()?.query_pairs().into_owned().collect();
@@ -48,11 +50,24 @@ pub(crate) async fn handle(request: Request, app: &App, path: &[&str]) -> Result
             replayed.map(|()| json!({ "replayed": id }))
         }
         (Method::Post, ["outbox", "drain"]) => {
-            let overrides = |name: &str| match name {
-                "DRAIN_BATCH_SIZE" => param("batch_size"),
-                "DRAIN_MAX_QUERIES" => param("max_queries"),
-                "DRAIN_MAX_MESSAGES" => param("max_messages"),
-                _ => None,
+            const PARAMS: [(&str, &str); 3] = [
+                ("batch_size", "DRAIN_BATCH_SIZE"),
+                ("max_queries", "DRAIN_MAX_QUERIES"),
+                ("max_messages", "DRAIN_MAX_MESSAGES"),
+            ];
+            // Named as the caller sent them, not as the variables they override.
+            for (name, _) in PARAMS {
+                if let Some(text) = param(name)
+                    && text.parse::<u32>().is_err()
+                {
+                    return json_error(400, &format!("{name}={text:?} is not a whole number"));
+                }
+            }
+            let overrides = |variable: &str| {
+                PARAMS
+                    .iter()
+                    .find(|(_, overridden)| *overridden == variable)
+                    .and_then(|(name, _)| param(name))
             };
             let drainer =
                 DrainLimits::from_vars(app.scheduled, overrides).and_then(|l| app.drainer(l));
@@ -71,11 +86,14 @@ pub(crate) async fn handle(request: Request, app: &App, path: &[&str]) -> Result
     }
 }
 
-/// The bearer token, compared in constant time. No token configured means
-/// no admin access at all.
+/// The bearer token (the scheme in any case, RFC 9110), compared in
+/// constant time. No token configured means no admin access at all.
 fn authorized(request: &Request, token: Option<&str>) -> Result<bool> {
     let header = request.headers().get("authorization")?.unwrap_or_default();
-    let given = header.strip_prefix("Bearer ");
+    let given = header
+        .split_once(' ')
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, credentials)| credentials.trim());
     let token = token.filter(|token| !token.is_empty());
     Ok(token
         .zip(given)
