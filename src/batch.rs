@@ -2,16 +2,18 @@
 //! messages, inbox keys and erasures, committed together and read back
 //! through typed tickets, never through positions.
 
+use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::database::{Database, Outcome, Statement};
-use crate::erasure::{self, Guarded};
+use crate::erasure::{Carried, Tombstones};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
 use crate::outbox::{ClaimedMessage, Message, Outbox};
+use crate::time::Timestamp;
 
 /// Tells one batch's tickets from another's.
 static BATCHES: AtomicU64 = AtomicU64::new(1);
@@ -20,10 +22,11 @@ static BATCHES: AtomicU64 = AtomicU64::new(1);
 /// one [`Database::batch_atomic`]: every part is written, or none is.
 ///
 /// Inbox keys go first whatever the order they were added in, so a repeat
-/// fails on its key before any effect. A message or inbox key carrying a
-/// subject whose erasure committed fails the whole batch
-/// ([`Error::SubjectErased`]). Every part must live in the database the
-/// batch was made for.
+/// fails on its key before any effect; before them go the erasures'
+/// tombstones and the guards of the subjects the batch writes, ordered by
+/// subject. A message or inbox key carrying a subject whose erasure
+/// committed fails the whole batch ([`Error::SubjectErased`]). Every part
+/// must live in the database the batch was made for.
 ///
 /// ```
 /// # #[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
@@ -58,10 +61,24 @@ pub struct Batch {
     inbox_keys: Vec<Statement>,
     inbox_constraints: Vec<String>,
     parts: Vec<Part>,
+    /// Erasures' tombstones and writes' guards, by subject, then tombstone
+    /// before guard, then table: run first and in this order, so batches
+    /// take the subjects' keys in one order (no deadlock on Postgres) and
+    /// a tombstone is written before the erasure's deletes and the caller's
+    /// own statements.
+    locks: BTreeMap<(String, Lock, String), Vec<Statement>>,
     /// The subjects the batch's messages and inbox keys carry.
     subjects: Vec<String>,
-    /// The constraints their guards fail on.
-    guards: Vec<String>,
+    /// The tombstones guarding them, and when the guards were built.
+    tombstones: Vec<Tombstones>,
+    guarded_at: Option<Timestamp>,
+}
+
+/// What a statement at the head of a batch does to a subject's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Lock {
+    Tombstone,
+    Guard,
 }
 
 /// One part: its statements, which of them its ticket reads, and the
@@ -154,8 +171,10 @@ impl Batch {
             inbox_keys: Vec::new(),
             inbox_constraints: Vec::new(),
             parts: Vec::new(),
+            locks: BTreeMap::new(),
             subjects: Vec::new(),
-            guards: Vec::new(),
+            tombstones: Vec::new(),
+            guarded_at: None,
         }
     }
 
@@ -202,11 +221,9 @@ impl Batch {
     /// As [`Outbox::enqueue`].
     pub fn enqueue(&mut self, outbox: &Outbox, message: Message) -> Result<Ticket<OfMessage>> {
         let enqueue = outbox.enqueue(message)?;
-        self.carries(enqueue.guarded());
+        let insert = self.carries(enqueue.carried(), enqueue.guard_and_insert());
         let id = enqueue.id().to_owned();
-        let statements = enqueue.statements().to_vec();
-        let insert = statements.len() - 1;
-        Ok(self.part(statements, insert, None, id))
+        Ok(self.part(insert, 0, None, id))
     }
 
     /// Adds `message` to `outbox` already leased to this request for
@@ -225,11 +242,12 @@ impl Batch {
         lease: Duration,
     ) -> Result<Ticket<OfLeasedMessage>> {
         let leased = outbox.enqueue_leased(message, lease)?;
-        self.carries(leased.enqueue().guarded());
-        let statements = leased.enqueue().statements().to_vec();
-        let insert = statements.len() - 1;
+        let insert = self.carries(
+            leased.enqueue().carried(),
+            leased.enqueue().guard_and_insert(),
+        );
         let id = leased.id().to_owned();
-        Ok(self.part(statements, insert, Some(leased.into_claimed()), id))
+        Ok(self.part(insert, 0, Some(leased.into_claimed()), id))
     }
 
     /// Adds `key` to `inbox`, first in the batch: if the key was processed
@@ -256,9 +274,9 @@ impl Batch {
                 "this batch has a key of that inbox already: a conflict could not say which was seen",
             ));
         }
-        self.carries(claim.guarded());
+        let insert = self.carries(claim.carried(), claim.guard_and_insert());
         self.inbox_constraints.push(claim.constraint().to_owned());
-        self.inbox_keys.extend(claim.statements().iter().cloned());
+        self.inbox_keys.extend(insert);
         Ok(InboxKey {
             constraint: claim.constraint().to_owned(),
         })
@@ -275,7 +293,8 @@ impl Batch {
         subject: &str,
     ) -> Result<Ticket<OfErasure>> {
         let statements = outbox.erase_subject_statements(subject)?;
-        Ok(self.part(statements, Outbox::ERASE_DELETE, None, String::new()))
+        let rest = self.tombstone(outbox.tombstones(), subject, statements);
+        Ok(self.part(rest, Outbox::ERASE_DELETE - 1, None, String::new()))
     }
 
     /// Erases every inbox key of `subject`.
@@ -288,18 +307,53 @@ impl Batch {
         subject: &str,
     ) -> Result<Ticket<OfErasure>> {
         let statements = inbox.erase_subject_statements(subject)?;
-        Ok(self.part(statements, Inbox::ERASE_DELETE, None, String::new()))
+        let rest = self.tombstone(inbox.tombstones(), subject, statements);
+        Ok(self.part(rest, Inbox::ERASE_DELETE - 1, None, String::new()))
     }
 
-    /// Notes the subject a part's row carries, to name it if it was erased.
-    fn carries(&mut self, guarded: Option<&Guarded>) {
-        let Some(guarded) = guarded else { return };
-        if !self.subjects.contains(&guarded.subject) {
-            self.subjects.push(guarded.subject.clone());
+    /// Takes a row's guard to the head of the batch (once per subject and
+    /// tombstone table) and notes what it carries, to name an erased
+    /// subject; returns the row's insert, for its part.
+    fn carries(
+        &mut self,
+        carried: &Carried,
+        (guard, insert): (&[Statement], Option<&Statement>),
+    ) -> Vec<Statement> {
+        if !self.tombstones.contains(&carried.tombstones) {
+            self.tombstones.push(carried.tombstones.clone());
         }
-        if !self.guards.contains(&guarded.constraint) {
-            self.guards.push(guarded.constraint.clone());
+        if let Some(subject) = &carried.subject {
+            if !self.subjects.contains(subject) {
+                self.subjects.push(subject.clone());
+            }
+            let table = carried.tombstones.table().to_string();
+            self.locks
+                .entry((subject.clone(), Lock::Guard, table))
+                .or_insert_with(|| guard.to_vec());
+            self.guarded_at = Some(self.guarded_at.map_or(carried.at, |at| at.max(carried.at)));
         }
+        insert.cloned().into_iter().collect()
+    }
+
+    /// Takes an erasure's tombstone (its first statement) to the head of
+    /// the batch; returns the rest, for its part.
+    fn tombstone(
+        &mut self,
+        tombstones: &Tombstones,
+        subject: &str,
+        mut statements: Vec<Statement>,
+    ) -> Vec<Statement> {
+        if statements.is_empty() {
+            return statements;
+        }
+        let tombstone = statements.remove(0);
+        let key = (
+            subject.to_owned(),
+            Lock::Tombstone,
+            tombstones.table().to_string(),
+        );
+        self.locks.entry(key).or_insert_with(|| vec![tombstone]);
+        statements
     }
 
     /// Runs the batch as one transaction.
@@ -310,10 +364,11 @@ impl Batch {
     /// [`Database`] contract: give messages a caller id or a dedup key to
     /// make a retry safe). An inbox key seen before fails the batch with a
     /// conflict its [`InboxKey::already_processed`] recognises; a message or
-    /// inbox key carrying an erased subject fails it with
-    /// [`Error::SubjectErased`].
+    /// inbox key carrying an erased subject (even one this batch erases)
+    /// fails it with [`Error::SubjectErased`].
     pub async fn commit(self) -> Result<Committed> {
-        let mut statements = self.inbox_keys;
+        let mut statements: Vec<Statement> = self.locks.values().flatten().cloned().collect();
+        statements.extend(self.inbox_keys);
         let mut reads = Vec::with_capacity(self.parts.len());
         let mut claimed = Vec::with_capacity(self.parts.len());
         for part in self.parts {
@@ -321,11 +376,33 @@ impl Batch {
             statements.extend(part.statements);
             claimed.push(part.claimed);
         }
-        let outcomes = self
-            .db
-            .batch_atomic(&statements)
-            .await
-            .map_err(|error| erasure::name_refusal(error, &self.guards, &self.subjects))?;
+        let outcomes = match self.db.batch_atomic(&statements).await {
+            Ok(outcomes) => outcomes,
+            Err(error) => {
+                let Some(tombstones) = self.tombstones.iter().find(|t| t.refused(&error)) else {
+                    return Err(error);
+                };
+                let at = self.guarded_at.unwrap_or(Timestamp::EPOCH);
+                let db = self.db.as_ref();
+                let named = tombstones.name_refusal(db, error, &self.subjects, at).await;
+                // A subject this batch erases and writes is refused by its
+                // own tombstone, which rolled back with it.
+                let Error::SubjectErased { mut subjects } = named else {
+                    return Err(named);
+                };
+                let erasing = self
+                    .locks
+                    .keys()
+                    .filter(|(_, lock, _)| *lock == Lock::Tombstone);
+                for (subject, _, _) in erasing {
+                    if self.subjects.contains(subject) && !subjects.contains(subject) {
+                        subjects.push(subject.clone());
+                    }
+                }
+                subjects.sort();
+                return Err(Error::SubjectErased { subjects });
+            }
+        };
         Ok(Committed {
             batch: self.id,
             outcomes,

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use sea_query::{Expr, ExprTrait, OnConflict, Query};
 
-use crate::database::{Dialect, Statement, query_error};
+use crate::database::{Database, Dialect, Statement, query_error};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::schema;
@@ -92,23 +92,28 @@ impl Tombstones {
 
     /// Statements that fail their batch with a conflict
     /// [`refused`](Tombstones::refused) recognises if `subject` has a
-    /// tombstone, and change nothing otherwise.
+    /// tombstone younger than [`ERASURE_MEMORY`] at `now`, and change
+    /// nothing else (an older one no longer refuses, even before a sweep
+    /// forgets it).
     ///
     /// SQLite serializes writers, so a copy of the tombstone onto itself is
     /// enough: it conflicts exactly when one exists. Postgres, under read
     /// committed, would not see an erasure committing meanwhile: there the
-    /// guard inserts a row of its own and deletes it again, so an erasure's
-    /// tombstone and the guard wait for each other on the primary key, and
-    /// the later one either conflicts (the guard) or runs after the guarded
-    /// batch committed (the erasure, whose deletes then see its rows).
-    pub(crate) fn guard(&self, subject: &str) -> Result<Vec<Statement>> {
+    /// guard deletes an expired tombstone of the subject, inserts a row of
+    /// its own and deletes it again, so an erasure's tombstone and the guard
+    /// wait for each other on the primary key, and the later one either
+    /// conflicts (the guard) or runs after the guarded batch committed (the
+    /// erasure, whose deletes then see its rows).
+    pub(crate) fn guard(&self, subject: &str, now: Timestamp) -> Result<Vec<Statement>> {
+        let remembered_from = now.saturating_sub(ERASURE_MEMORY).as_unix_millis();
         match self.dialect {
             Dialect::Sqlite => {
                 let mut tombstone = Query::select();
                 tombstone
                     .columns([SUBJECT, ERASED_AT])
                     .from(self.name())
-                    .and_where(Expr::col(SUBJECT).eq(subject));
+                    .and_where(Expr::col(SUBJECT).eq(subject))
+                    .and_where(Expr::col(ERASED_AT).gte(remembered_from));
                 let mut copy = Query::insert();
                 copy.into_table(self.name())
                     .columns([SUBJECT, ERASED_AT])
@@ -117,6 +122,11 @@ impl Tombstones {
                 Ok(vec![self.dialect.render(&copy)?])
             }
             Dialect::Postgres => {
+                let mut expired = Query::delete();
+                expired
+                    .from_table(self.name())
+                    .and_where(Expr::col(SUBJECT).eq(subject))
+                    .and_where(Expr::col(ERASED_AT).lt(remembered_from));
                 let mut take = Query::insert();
                 take.into_table(self.name())
                     .columns([SUBJECT, ERASED_AT])
@@ -128,6 +138,7 @@ impl Tombstones {
                     .and_where(Expr::col(SUBJECT).eq(subject))
                     .and_where(Expr::col(ERASED_AT).eq(GUARD_MARK));
                 Ok(vec![
+                    self.dialect.render(&expired)?,
                     self.dialect.render(&take)?,
                     self.dialect.render(&give_back)?,
                 ])
@@ -135,14 +146,14 @@ impl Tombstones {
         }
     }
 
-    /// Deletes the tombstones older than [`ERASURE_MEMORY`] at `now`.
+    /// Deletes the tombstones older than [`ERASURE_MEMORY`] at `now` (and a
+    /// guard's own row, should one ever have been committed).
     pub(crate) fn forget(&self, now: Timestamp) -> Result<Statement> {
         let before = now.saturating_sub(ERASURE_MEMORY).as_unix_millis();
         let mut delete = Query::delete();
         delete
             .from_table(self.name())
-            .and_where(Expr::col(ERASED_AT).lt(before))
-            .and_where(Expr::col(ERASED_AT).ne(GUARD_MARK));
+            .and_where(Expr::col(ERASED_AT).lt(before));
         self.dialect.render(&delete)
     }
 
@@ -157,66 +168,99 @@ impl Tombstones {
         self.dialect.render(&select)
     }
 
-    /// The guard of a row carrying `subject`, if any: its statements (none
-    /// without a subject) and what its refusal looks like.
-    pub(crate) fn guard_of(
-        &self,
-        subject: Option<&str>,
-    ) -> Result<(Vec<Statement>, Option<Guarded>)> {
-        match subject {
-            None => Ok((Vec::new(), None)),
-            Some(subject) => Ok((
-                self.guard(subject)?,
-                Some(Guarded {
-                    subject: subject.to_owned(),
-                    constraint: format!("{}.{SUBJECT}", self.table),
-                }),
-            )),
-        }
-    }
-}
-
-/// A subject some statements guard, and the constraint their refusal names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Guarded {
-    pub(crate) subject: String,
-    pub(crate) constraint: String,
-}
-
-impl Guarded {
-    /// Whether `error` is this guard's refusal (or already says so).
+    /// Whether `error` is a refusal by a guard of these tombstones (or
+    /// already says a subject was erased).
     pub(crate) fn refused(&self, error: &Error) -> bool {
-        refused(error, std::slice::from_ref(&self.constraint))
-    }
-
-    /// `error`, as [`Error::SubjectErased`] if it is this guard's refusal.
-    pub(crate) fn name_refusal(&self, error: Error) -> Error {
-        name_refusal(
-            error,
-            std::slice::from_ref(&self.constraint),
-            std::slice::from_ref(&self.subject),
-        )
-    }
-}
-
-/// Whether `error` is the refusal of a guard failing on one of
-/// `constraints` (or already says so).
-pub(crate) fn refused(error: &Error, constraints: &[String]) -> bool {
-    match error {
-        Error::Conflict { constraint } => constraints.contains(constraint),
-        Error::SubjectErased { .. } => true,
-        _ => false,
-    }
-}
-
-/// `error`, as [`Error::SubjectErased`] naming `subjects` when it is the
-/// refusal of a guard failing on one of `constraints`.
-pub(crate) fn name_refusal(error: Error, constraints: &[String], subjects: &[String]) -> Error {
-    if !subjects.is_empty() && refused(&error, constraints) {
-        Error::SubjectErased {
-            subjects: subjects.to_vec(),
+        match error {
+            // Postgres names the key `table.index` when it cannot say the
+            // column (see the adapter).
+            Error::Conflict { constraint } => {
+                *constraint == format!("{}.{SUBJECT}", self.table)
+                    || *constraint == format!("{0}.{0}_pkey", self.table)
+            }
+            Error::SubjectErased { .. } => true,
+            _ => false,
         }
-    } else {
-        error
+    }
+
+    /// `error` as [`Error::SubjectErased`] if it is a guard's refusal,
+    /// naming those of `subjects` whose tombstones refuse at `now` (all of
+    /// them if that cannot be read; none if the refused row came from a
+    /// statement of the caller's).
+    pub(crate) async fn name_refusal(
+        &self,
+        db: &dyn Database,
+        error: Error,
+        subjects: &[String],
+        now: Timestamp,
+    ) -> Error {
+        if !self.refused(&error) || matches!(error, Error::SubjectErased { .. }) {
+            return error;
+        }
+        if subjects.is_empty() {
+            return Error::SubjectErased {
+                subjects: Vec::new(),
+            };
+        }
+        // Built apart: the query builder must not live across the await.
+        let statement = {
+            let remembered_from = now.saturating_sub(ERASURE_MEMORY).as_unix_millis();
+            let mut select = Query::select();
+            select
+                .column(SUBJECT)
+                .from(self.name())
+                .and_where(Expr::col(SUBJECT).is_in(subjects.iter().map(String::as_str)))
+                .and_where(Expr::col(ERASED_AT).gte(remembered_from));
+            self.dialect.render(&select)
+        };
+        let erased = match statement {
+            Ok(statement) => db.query(&statement).await.ok(),
+            Err(_) => None,
+        };
+        let erased: Option<Vec<String>> = erased.and_then(|rows| {
+            rows.iter()
+                .map(|row| row.get::<String>(SUBJECT).ok())
+                .collect()
+        });
+        let mut subjects = erased.unwrap_or_else(|| subjects.to_vec());
+        subjects.sort();
+        Error::SubjectErased { subjects }
+    }
+}
+
+/// What a row to be written carries, as far as erasures go: its subject (if
+/// any), the tombstones that guard it, and when its guard was built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Carried {
+    pub(crate) subject: Option<String>,
+    pub(crate) tombstones: Tombstones,
+    pub(crate) at: Timestamp,
+}
+
+impl Carried {
+    /// The guard statements of a row carrying `subject` (none without one).
+    pub(crate) fn new(
+        tombstones: &Tombstones,
+        subject: Option<&str>,
+        at: Timestamp,
+    ) -> Result<(Self, Vec<Statement>)> {
+        let guard = match subject {
+            Some(subject) => tombstones.guard(subject, at)?,
+            None => Vec::new(),
+        };
+        let carried = Carried {
+            subject: subject.map(str::to_owned),
+            tombstones: tombstones.clone(),
+            at,
+        };
+        Ok((carried, guard))
+    }
+
+    /// `error` as [`Error::SubjectErased`] if it is a guard's refusal.
+    pub(crate) async fn name_refusal(&self, db: &dyn Database, error: Error) -> Error {
+        let subjects: Vec<String> = self.subject.iter().cloned().collect();
+        self.tombstones
+            .name_refusal(db, error, &subjects, self.at)
+            .await
     }
 }

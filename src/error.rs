@@ -54,7 +54,9 @@ pub enum Error {
     /// it was rolled back whole, and writing it again fails the same way.
     #[error("{}", erased_message(.subjects))]
     SubjectErased {
-        /// The subjects the batch carried; at least one of them is erased.
+        /// The erased subjects among those the batch's messages and inbox
+        /// keys carried (all of them if that could not be read back; none
+        /// if the refused row came from a statement of the caller's).
         subjects: Vec<String>,
     },
 
@@ -93,10 +95,9 @@ pub enum Error {
 
 fn erased_message(subjects: &[String]) -> String {
     match subjects {
+        [] => "a subject of the batch was erased: nothing of the batch was written".to_owned(),
         [subject] => format!("subject {subject:?} was erased: nothing of it is written again"),
-        _ => {
-            format!("one of the subjects {subjects:?} was erased: nothing of the batch was written")
-        }
+        _ => format!("subjects {subjects:?} were erased: nothing of the batch was written"),
     }
 }
 

@@ -16,7 +16,8 @@ use postgres::TestDatabase;
 use workers_outbox::drain::{DrainLimits, Drainer, deliver_fn};
 use workers_outbox::subject::{erase_subject, export_subject};
 use workers_outbox::{
-    Database, Delivery, Error, Inbox, Message, Outbox, PostgresDatabase, RetryAdvice, Statement,
+    Batch, Database, Delivery, Error, Inbox, Message, Outbox, PostgresDatabase, RetryAdvice,
+    Statement,
 };
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -364,6 +365,37 @@ async fn an_enqueue_racing_an_erasure_of_its_subject_leaves_nothing() {
         );
     }
     assert!(refused + erased_after == 200, "{refused} + {erased_after}");
+    database.drop_now().await;
+}
+
+/// A guard holds its subject's key until its transaction ends: batches
+/// writing the same subjects in opposite orders take them in one order (a
+/// batch sorts its guards), so they wait for each other instead of
+/// deadlocking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_guarding_the_same_subjects_in_opposite_orders_never_deadlock() {
+    let database = TestDatabase::create("guard_order").await;
+    let outbox = outbox_on(&database, 4).await;
+    let db = outbox.database().clone();
+    let batch_of = |first: &str, second: &str| {
+        let mut batch = Batch::new(db.clone());
+        for subject in [first, second] {
+            let message = Message::raw_json("m", "{}").subject(subject);
+            drop(batch.enqueue(&outbox, message).unwrap());
+        }
+        batch
+    };
+    for round in 0..100 {
+        let (a, b) = (format!("a-{round}"), format!("b-{round}"));
+        let (one, other) = tokio::join!(batch_of(&a, &b).commit(), batch_of(&b, &a).commit());
+        assert!(
+            one.is_ok() && other.is_ok(),
+            "round {round}: {:?} / {:?}",
+            one.err(),
+            other.err()
+        );
+    }
+    assert_eq!(outbox.stats().await.unwrap().pending, 400);
     database.drop_now().await;
 }
 

@@ -63,7 +63,7 @@ async fn every_public_future_can_be_spawned() {
         let outbox = o();
         async move {
             let enqueued = outbox
-                .enqueue_alone(Message::raw_json("mail", "{}").subject("s"))
+                .enqueue_alone(Message::raw_json("mail", "{}").subject("s1"))
                 .await
                 .unwrap();
             let claim = outbox.claim(10, lease).await.unwrap();
@@ -71,8 +71,7 @@ async fn every_public_future_can_be_spawned() {
                 return; // a concurrent drain took it
             };
             let lease = message.lease().clone();
-            // Another task may erase subject "s" meanwhile: the lease may be
-            // lost. What is checked here is that the futures are `Send`.
+            // Another task may drain meanwhile: the lease may be lost. What is checked here is that the futures are `Send`.
             drop(outbox.reschedule(&lease, "503").await);
             drop(outbox.release(&lease).await);
             drop(outbox.complete(&lease).await);
@@ -84,25 +83,25 @@ async fn every_public_future_can_be_spawned() {
             drop(outbox.replay(&enqueued.id).await);
             outbox.replay_all().await.unwrap();
             outbox.purge_dead(Timestamp::EPOCH).await.unwrap();
-            outbox.export_subject("s").await.unwrap();
-            outbox.erase_subject("s").await.unwrap();
+            outbox.export_subject("s1").await.unwrap();
+            outbox.erase_subject("s1").await.unwrap();
         }
     }));
     tasks.push(tokio::spawn({
         let inbox = i();
         async move {
-            inbox.process_once("k", Some("s"), &[]).await.unwrap();
+            inbox.process_once("k", Some("s2"), &[]).await.unwrap();
             inbox.seen("k").await.unwrap();
-            inbox.export_subject("s").await.unwrap();
+            inbox.export_subject("s2").await.unwrap();
             inbox.purge(Timestamp::EPOCH).await.unwrap();
-            inbox.erase_subject("s").await.unwrap();
+            inbox.erase_subject("s2").await.unwrap();
         }
     }));
     tasks.push(tokio::spawn({
         let (outbox, inbox) = (o(), i());
         async move {
-            export_subject(&outbox, &inbox, "s").await.unwrap();
-            erase_subject(&outbox, &inbox, "s").await.unwrap();
+            export_subject(&outbox, &inbox, "s3").await.unwrap();
+            erase_subject(&outbox, &inbox, "s3").await.unwrap();
         }
     }));
     tasks.push(tokio::spawn({

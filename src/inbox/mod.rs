@@ -12,7 +12,7 @@ use sea_query::{Expr, ExprTrait, Order, Query};
 use serde::Serialize;
 
 use crate::database::{Database, Outcome, Statement, query_error};
-use crate::erasure::{ERASED_SUBJECTS, Guarded, Tombstones};
+use crate::erasure::{Carried, ERASED_SUBJECTS, Tombstones};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::outbox::check_key as check;
@@ -49,7 +49,7 @@ pub struct KeyStatement {
     /// The subject's guard (for a key with a subject), then the insert.
     statements: Vec<Statement>,
     constraint: String,
-    guarded: Option<Guarded>,
+    carried: Carried,
 }
 
 impl KeyStatement {
@@ -61,18 +61,25 @@ impl KeyStatement {
         &self.statements
     }
 
-    /// Whether `error` (from running the batch) means the key's subject was
-    /// erased: nothing of the batch was written, and running it again fails
-    /// the same way.
+    /// Whether `error` (from running the batch) means a guard refused a
+    /// subject of the batch (the key's, or another row's guarded by the same
+    /// tombstones): nothing of the batch was written, and running it again
+    /// fails the same way.
     pub fn is_erased(&self, error: &Error) -> bool {
-        self.guarded
-            .as_ref()
-            .is_some_and(|guarded| guarded.refused(error))
+        self.carried.tombstones.refused(error)
     }
 
-    /// The key's subject, guarded.
-    pub(crate) fn guarded(&self) -> Option<&Guarded> {
-        self.guarded.as_ref()
+    /// What the key carries, as far as erasures go.
+    pub(crate) fn carried(&self) -> &Carried {
+        &self.carried
+    }
+
+    /// The guard's statements (all but the last), and the key's insert.
+    pub(crate) fn guard_and_insert(&self) -> (&[Statement], Option<&Statement>) {
+        match self.statements.split_last() {
+            Some((insert, guard)) => (guard, Some(insert)),
+            None => (&[], None),
+        }
     }
 
     /// The unique constraint a repeat of this key fails on.
@@ -139,6 +146,11 @@ impl Inbox {
         self
     }
 
+    /// The database's tombstones of erased subjects.
+    pub(crate) fn tombstones(&self) -> &Tombstones {
+        &self.tombstones
+    }
+
     /// The table this inbox lives in.
     pub fn table(&self) -> &TableName {
         &self.table
@@ -193,12 +205,12 @@ impl Inbox {
                 self.clock.now().as_unix_millis().into(),
             ])
             .map_err(query_error)?;
-        let (mut statements, guarded) = self.tombstones.guard_of(subject)?;
+        let (carried, mut statements) = Carried::new(&self.tombstones, subject, self.clock.now())?;
         statements.push(self.db.dialect().render(&insert)?);
         Ok(KeyStatement {
             statements,
             constraint: format!("{}.{KEY}", self.table),
-            guarded,
+            carried,
         })
     }
 
@@ -227,10 +239,7 @@ impl Inbox {
                 Ok(Processed::Applied(outcomes))
             }
             Err(error) if claim.is_duplicate(&error) => Ok(Processed::AlreadyProcessed),
-            Err(error) => Err(match claim.guarded() {
-                Some(guarded) => guarded.name_refusal(error),
-                None => error,
-            }),
+            Err(error) => Err(claim.carried().name_refusal(self.db.as_ref(), error).await),
         }
     }
 

@@ -8,7 +8,7 @@ use super::claim::{ClaimedMessage, LeaseHandle, check_lease};
 use super::message::Message;
 use super::{Outbox, col, state};
 use crate::database::{Dialect, Statement, query_error};
-use crate::erasure::Guarded;
+use crate::erasure::Carried;
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 
@@ -19,7 +19,7 @@ pub struct Enqueue {
     id: String,
     /// The subject's guard (if the message has a subject), then the insert.
     statements: Vec<Statement>,
-    guarded: Option<Guarded>,
+    carried: Carried,
 }
 
 impl Enqueue {
@@ -38,27 +38,38 @@ impl Enqueue {
         &self.statements
     }
 
-    /// Whether `error` (from running the batch) means the message's subject
-    /// was erased: nothing of the batch was written, and writing it again
-    /// fails the same way.
+    /// Whether `error` (from running the batch) means a guard refused a
+    /// subject of the batch (this message's, or another row's guarded by the
+    /// same tombstones): nothing of the batch was written, and writing it
+    /// again fails the same way.
     pub fn is_erased(&self, error: &Error) -> bool {
-        self.guarded
-            .as_ref()
-            .is_some_and(|guarded| guarded.refused(error))
+        self.carried.tombstones.refused(error)
     }
 
-    /// The message's subject, guarded.
-    pub(crate) fn guarded(&self) -> Option<&Guarded> {
-        self.guarded.as_ref()
+    /// What the message carries, as far as erasures go.
+    pub(crate) fn carried(&self) -> &Carried {
+        &self.carried
+    }
+
+    /// The guard's statements (all but the last), and the insert.
+    pub(crate) fn guard_and_insert(&self) -> (&[Statement], Option<&Statement>) {
+        match self.statements.split_last() {
+            Some((insert, guard)) => (guard, Some(insert)),
+            None => (&[], None),
+        }
     }
 
     fn new(outbox: &Outbox, id: String, message: &Message, insert: Statement) -> Result<Self> {
-        let (mut statements, guarded) = outbox.tombstones().guard_of(message.subject.as_deref())?;
+        let (carried, mut statements) = Carried::new(
+            outbox.tombstones(),
+            message.subject.as_deref(),
+            outbox.now(),
+        )?;
         statements.push(insert);
         Ok(Enqueue {
             id,
             statements,
-            guarded,
+            carried,
         })
     }
 }
@@ -212,15 +223,13 @@ impl Outbox {
     /// have committed: see the [`Database`](crate::Database) contract).
     pub async fn enqueue_alone(&self, message: Message) -> Result<Enqueued> {
         let enqueue = self.enqueue(message)?;
-        let outcomes = self
-            .inner
-            .db
-            .batch_atomic(enqueue.statements())
-            .await
-            .map_err(|error| match enqueue.guarded() {
-                Some(guarded) => guarded.name_refusal(error),
-                None => error,
-            })?;
+        let outcomes = match self.inner.db.batch_atomic(enqueue.statements()).await {
+            Ok(outcomes) => outcomes,
+            Err(error) => {
+                let db = self.inner.db.as_ref();
+                return Err(enqueue.carried().name_refusal(db, error).await);
+            }
+        };
         Ok(Enqueued {
             written: outcomes
                 .last()

@@ -38,12 +38,15 @@ fn welcome(envelope: &Envelope, effect: &mut Batch) -> Result<()> {
     // An event still in the Queue when its account is erased brings nothing
     // back: its inbox key carries the account as its subject, so the
     // library refuses this batch whole (and the consumer acks the event).
+    // Only for an account that exists, too: an event replayed from the dead
+    // letter queue after the tombstone's 30 days writes no welcome either.
     effect.push(Statement::new(
-        "INSERT INTO welcomes (account_id, event_id, created_at) VALUES (?, ?, ?)",
+        "INSERT INTO welcomes (account_id, event_id, created_at) \
+         SELECT id, ?, ? FROM accounts WHERE id = ?",
         vec![
-            event.account_id.into(),
             envelope.id.as_str().into(),
             event.created_at.into(),
+            event.account_id.into(),
         ],
     ));
     Ok(())
