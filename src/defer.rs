@@ -30,12 +30,12 @@ impl TokioDefer {
     /// Defers onto the runtime the caller is running on.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`](crate::Error::InvalidInput) when called
+    /// [`Error::InvalidInput`](crate::error::Error::InvalidInput) when called
     /// outside a tokio runtime.
-    pub fn current() -> crate::Result<Self> {
+    pub fn current() -> crate::error::Result<Self> {
         tokio::runtime::Handle::try_current()
             .map(Self::new)
-            .map_err(|error| crate::Error::invalid("runtime", error.to_string()))
+            .map_err(|error| crate::error::Error::invalid("runtime", error.to_string()))
     }
 }
 

@@ -78,6 +78,7 @@ pub mod testing;
 mod time;
 pub mod topic;
 mod vars;
+mod verdict;
 
 pub use batch::{
     Batch, Committed, InboxKey, OfErasure, OfLeasedMessage, OfMessage, OfStatement, Ticket,

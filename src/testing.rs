@@ -225,7 +225,7 @@ mod in_memory {
                 .filter(|message| message.topic == T::NAME)
                 .map(|message| {
                     serde_json::from_str(&message.payload).map_err(|error| {
-                        crate::Error::MalformedRow {
+                        crate::error::Error::MalformedRow {
                             table: Some("outbox".into()),
                             row: Some(message.id.clone()),
                             column: "payload".into(),
@@ -280,7 +280,7 @@ mod in_memory {
     }
 
     /// The scheduled preset always validates.
-    fn unreachable_preset(outbox: &str, error: &crate::Error) -> DrainReport {
+    fn unreachable_preset(outbox: &str, error: &crate::error::Error) -> DrainReport {
         let mut report = DrainReport::new(outbox);
         report.stopped = crate::drain::StopReason::DatabaseError(error.clone());
         report

@@ -452,7 +452,7 @@ async fn values_no_database_stores_exactly_are_refused() {
     );
     let mut select = sea_query::Query::select();
     select.expr(sea_query::Expr::val(u64::MAX));
-    assert_invalid(Statement::from_query(&select), "value");
+    assert_invalid(workers_outbox::Dialect::Sqlite.render(&select), "value");
     assert!(snapshot_t(&s.db).await.is_empty());
 }
 

@@ -162,6 +162,10 @@ const NOT_SPAWNED_HERE: &[(&str, &str)] = &[
         "wasm32 only: JavaScript futures",
     ),
     (
+        "src/drain/alarm.rs",
+        "wasm32 only: a Durable Object's alarm",
+    ),
+    (
         "src/database/postgres/hyperdrive.rs",
         "wasm32 only: JavaScript futures",
     ),

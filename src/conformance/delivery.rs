@@ -391,7 +391,7 @@ fn lost_connection() -> Error {
 }
 
 impl Database for FailsOnce {
-    fn dialect(&self) -> crate::Dialect {
+    fn dialect(&self) -> crate::database::Dialect {
         self.inner.dialect()
     }
 

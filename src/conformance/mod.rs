@@ -350,7 +350,11 @@ impl Harness {
 
     /// Runs raw SQL (see [`statement`](Harness::statement)) on the
     /// uncounted handle.
-    pub async fn sql(&self, sql: &str, values: Vec<crate::Value>) -> Result<Rows, Failure> {
+    pub async fn sql(
+        &self,
+        sql: &str,
+        values: Vec<crate::database::Value>,
+    ) -> Result<Rows, Failure> {
         Ok(self.db.query(&self.statement(sql, values)).await?)
     }
 
@@ -359,10 +363,10 @@ impl Harness {
     /// SQLite types become Postgres ones (`INTEGER` → `BIGINT`, an
     /// `INTEGER PRIMARY KEY` numbered by default as in SQLite, `REAL` →
     /// `DOUBLE PRECISION`, `BLOB` → `BYTEA`, no `WITHOUT ROWID`).
-    pub fn statement(&self, sql: &str, values: Vec<crate::Value>) -> Statement {
+    pub fn statement(&self, sql: &str, values: Vec<crate::database::Value>) -> Statement {
         let dialect = self.db.dialect();
         let mut sql = dialect.number_placeholders(sql);
-        if dialect == crate::Dialect::Postgres && sql.starts_with("CREATE TABLE") {
+        if dialect == crate::database::Dialect::Postgres && sql.starts_with("CREATE TABLE") {
             sql = sql
                 .replace(" WITHOUT ROWID", "")
                 .replace(

@@ -85,7 +85,10 @@ async fn rows_of(h: &Harness, table: &str, subject: &str) -> Result<i64, Failure
         .unwrap_or(-1))
 }
 
-fn is_erased<T: std::fmt::Debug>(result: &crate::Result<T>, subject: &str) -> Result<(), Failure> {
+fn is_erased<T: std::fmt::Debug>(
+    result: &crate::error::Result<T>,
+    subject: &str,
+) -> Result<(), Failure> {
     match result {
         Err(Error::SubjectErased { subjects }) if subjects == &[subject.to_owned()] => Ok(()),
         other => Err(Failure(format!(

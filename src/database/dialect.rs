@@ -28,7 +28,7 @@ impl Dialect {
     /// Renders a sea-query statement in this dialect, its values bound.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`](crate::Error::InvalidInput) if a value cannot be stored exactly (see
+    /// [`Error::InvalidInput`](crate::error::Error::InvalidInput) if a value cannot be stored exactly (see
     /// [`Value`](super::Value)), or for Postgres in a build without the
     /// `postgres` or `hyperdrive` feature (which brings its renderer).
     pub fn render(self, query: &impl QueryStatementBuilder) -> Result<Statement> {
@@ -38,7 +38,7 @@ impl Dialect {
             Dialect::Postgres => query.build_any(&PostgresQueryBuilder),
             #[cfg(not(any(feature = "postgres", feature = "hyperdrive")))]
             Dialect::Postgres => {
-                return Err(crate::Error::invalid(
+                return Err(crate::error::Error::invalid(
                     "dialect",
                     "Postgres statements need the `postgres` or `hyperdrive` feature",
                 ));
@@ -85,6 +85,24 @@ mod tests {
     use super::*;
     use crate::database::Value;
     use sea_query::{Expr, ExprTrait, Query};
+
+    #[test]
+    fn values_are_bound_not_formatted() {
+        let mut select = Query::select();
+        select
+            .column("id")
+            .from("outbox")
+            .and_where(Expr::col("topic").eq("x'); DROP TABLE outbox; --"));
+        let statement = Dialect::Sqlite.render(&select).unwrap();
+        assert_eq!(
+            statement.sql(),
+            r#"SELECT "id" FROM "outbox" WHERE "topic" = ?"#
+        );
+        assert_eq!(
+            statement.values(),
+            [Value::Text("x'); DROP TABLE outbox; --".into())]
+        );
+    }
 
     #[test]
     #[cfg(any(feature = "postgres", feature = "hyperdrive"))]

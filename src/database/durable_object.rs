@@ -9,7 +9,6 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use js_sys::{Array, Date, Function, Object, Reflect};
-use sea_query::{Expr, ExprTrait, Func, Query};
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -18,11 +17,8 @@ use worker::worker_sys::types::SqlStorage;
 
 use crate::database::js_values::{cell, from_js, js_error, to_js};
 use crate::database::{Database, Dialect, Outcome, Rows, Statement, Value};
-use crate::drain::{DrainReport, Drainer, StopReason};
 use crate::error::{Error, Result};
 use crate::future::BoxFuture;
-use crate::identifier::TableName;
-use crate::outbox::{col, state};
 use crate::time::Timestamp;
 
 /// The SQLite database of one Durable Object (`state.storage().sql()`),
@@ -35,15 +31,16 @@ use crate::time::Timestamp;
 /// no other event of the object interleaves with a call.
 ///
 /// # The alarm
-/// With [`wake_for`](DurableObjectDatabase::wake_for), every call that
-/// writes also reads the outbox's next due time and sets the object's
-/// alarm to it (or deletes the alarm when nothing is due) inside the same
-/// `transactionSync`: the rows and the alarm commit together, and a
-/// failure of either rolls both back. Enqueues, settles, replays, erasures and your own
-/// batches all move it; a claim moves it to the end of its lease, so a
-/// drain that dies mid-way wakes the object when its rows come back. The
-/// alarm then belongs to the outbox: do not set it for anything else. The
-/// `alarm()` handler calls [`run_alarm`](DurableObjectDatabase::run_alarm).
+/// With [`wake_for`](DurableObjectDatabase::wake_for) (given an outbox's
+/// [`NextDue`], from `Outbox::next_due`), every call that writes also reads
+/// the outbox's next due time and sets the object's alarm to it (or deletes
+/// the alarm when nothing is due) inside the same `transactionSync`: the
+/// rows and the alarm commit together, and a failure of either rolls both
+/// back. Enqueues, settles, replays, erasures and your own batches all move
+/// it; a claim moves it to the end of its lease, so a drain that dies
+/// mid-way wakes the object when its rows come back. The alarm then belongs
+/// to the outbox: do not set it for anything else. The `alarm()` handler
+/// calls `Drainer::run_alarm`.
 ///
 /// # Numbers
 /// The storage API passes numbers as JavaScript doubles, so integers beyond
@@ -54,10 +51,31 @@ pub struct DurableObjectDatabase {
     wake: Option<Rc<Wake>>,
 }
 
+/// What keeps an object's alarm at an outbox's next due time: the query
+/// that reads it. Made by `Outbox::next_due`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NextDue {
+    /// What the alarm follows (the outbox's table), for errors.
+    label: String,
+    /// One row whose `due_at` is the earliest due time in Unix ms, or NULL.
+    query: Statement,
+}
+
+impl NextDue {
+    /// The query `query`, reading one row whose column `due_at` is the
+    /// earliest due time of `label` in Unix ms (NULL when nothing is due).
+    /// A table that does not exist yet has nothing due.
+    pub fn new(label: impl Into<String>, query: Statement) -> Self {
+        NextDue {
+            label: label.into(),
+            query,
+        }
+    }
+}
+
 /// Keeps the object's alarm at the earliest due time of one outbox.
 struct Wake {
-    table: TableName,
-    next_due: Statement,
+    next_due: NextDue,
     /// What this handle last made of the alarm, to skip doing it again:
     /// `Some(Some(ms))` set, `Some(None)` deleted, `None` unknown.
     armed: Cell<Option<Option<i64>>>,
@@ -66,7 +84,10 @@ struct Wake {
 impl std::fmt::Debug for DurableObjectDatabase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DurableObjectDatabase")
-            .field("wakes_for", &self.wake.as_ref().map(|wake| &wake.table))
+            .field(
+                "wakes_for",
+                &self.wake.as_ref().map(|wake| &wake.next_due.label),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -84,73 +105,46 @@ impl DurableObjectDatabase {
         }
     }
 
-    /// This handle as the shared one [`Outbox`](crate::Outbox) and
-    /// [`Inbox`](crate::Inbox) take (`Arc<DurableObjectDatabase>` coerces to
-    /// `Arc<dyn Database>`); keep a clone for
-    /// [`run_alarm`](DurableObjectDatabase::run_alarm). Use one handle per
-    /// object instance: it remembers the alarm it set.
+    /// This handle as the shared one [`Outbox`](crate::outbox::Outbox) and
+    /// [`Inbox`](crate::inbox::Inbox) take (`Arc<DurableObjectDatabase>` coerces to
+    /// `Arc<dyn Database>`); keep a clone for `Drainer::run_alarm`. Use one
+    /// handle per object instance: it remembers the alarm it set.
     pub fn shared(self) -> std::sync::Arc<Self> {
         std::sync::Arc::new(self)
     }
 
-    /// Keeps the object's alarm at the next due time of the outbox in
-    /// `table`. One outbox per object owns the alarm. A table not created
-    /// yet has nothing due.
+    /// Keeps the object's alarm at the next due time `next_due` reads
+    /// (`Outbox::next_due`). One outbox per object owns the alarm.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] if `table` is not a valid table name, or if
-    /// the alarm already follows another outbox.
-    pub fn wake_for(mut self, table: &str) -> Result<Self> {
-        let table = TableName::new(table)?;
+    /// [`Error::InvalidInput`] if the alarm already follows another outbox.
+    pub fn wake_for(mut self, next_due: NextDue) -> Result<Self> {
         if let Some(wake) = &self.wake {
-            if wake.table == table {
+            if wake.next_due == next_due {
                 return Ok(self);
             }
             return Err(Error::invalid(
                 "wake_for",
                 format!(
                     "the alarm already follows the outbox \"{}\": one outbox per object owns it",
-                    wake.table.as_str()
+                    wake.next_due.label
                 ),
             ));
         }
-        let mut select = Query::select();
-        select
-            .expr_as(Func::min(Expr::col(col::DUE_AT)), "due_at")
-            .from(table.as_str().to_owned())
-            .and_where(Expr::col(col::STATE).eq(state::READY));
         self.wake = Some(Rc::new(Wake {
-            table,
-            next_due: Statement::from_query(&select)?,
+            next_due,
             armed: Cell::new(None),
         }));
         Ok(self)
     }
 
-    /// Runs a drain from the object's `alarm()` handler, then sets the
-    /// alarm to the next due time (messages the drain left due wake the
-    /// object again at once). Give the drainer
-    /// [`DrainLimits::alarm`](crate::drain::DrainLimits::alarm) and the
-    /// outbox of [`wake_for`](DurableObjectDatabase::wake_for).
-    ///
-    /// # Errors
-    /// If the drain stopped on a database error, that error, and the alarm
-    /// is left to the runtime: return the error from `alarm()` and the
-    /// runtime retries the alarm with its own backoff, instead of waking at
-    /// once for rows that cannot be claimed. Otherwise a failure to read the
-    /// next due time or to set the alarm.
-    pub async fn run_alarm(&self, drainer: &Drainer) -> Result<DrainReport> {
+    /// Tells this handle the alarm that woke the object is gone (the
+    /// runtime deletes it unless the `alarm()` handler sets it again), so
+    /// the next write sets it whatever this handle last set.
+    pub fn alarm_fired(&self) {
         if let Some(wake) = &self.wake {
-            // The runtime deletes the alarm that woke us unless it is set
-            // again during this handler.
             wake.armed.set(None);
         }
-        let report = drainer.drain().await;
-        if let StopReason::DatabaseError(error) = &report.stopped {
-            return Err(error.clone());
-        }
-        self.rearm().await?;
-        Ok(report)
     }
 
     /// Sets the alarm to the outbox's next due time now, whatever this
@@ -255,7 +249,7 @@ fn next_due(sql: &SqlStorage, wake: Option<&Wake>) -> Result<Option<Timestamp>> 
     let Some(wake) = wake else {
         return Ok(None);
     };
-    let due = match run_statement(sql, &wake.next_due) {
+    let due = match run_statement(sql, &wake.next_due.query) {
         Ok(outcome) => outcome
             .rows
             .first()

@@ -61,8 +61,8 @@ pub struct Outcome {
 /// - **Visibility.** Once a call returns `Ok`, its writes are durable and
 ///   visible to every later call through any handle to the same database.
 /// - **An error may have committed.** A call refused by the database
-///   ([`RetryAdvice::Never`](crate::RetryAdvice::Never): a constraint, bad SQL) wrote
-///   nothing. A transient failure ([`Error::Unavailable`](crate::Error::Unavailable))
+///   ([`RetryAdvice::Never`](crate::error::RetryAdvice::Never): a constraint, bad SQL) wrote
+///   nothing. A transient failure ([`Error::Unavailable`](crate::error::Error::Unavailable))
 ///   leaves the outcome unknown: D1 can report a lost connection after the
 ///   batch committed. So:
 ///   - the outbox's own statements are safe to send again: settles and
@@ -82,11 +82,11 @@ pub struct Outcome {
 ///   batch succeeds without touching the database.
 /// - **Values.** Values round-trip exactly. A value the backend cannot hold
 ///   exactly (D1 keeps numbers as doubles: integers beyond ±2^53) is refused
-///   with [`Error::InvalidInput`](crate::Error::InvalidInput), never rounded.
-/// - **Errors.** Failures map to [`Error`](crate::Error): uniqueness
+///   with [`Error::InvalidInput`](crate::error::Error::InvalidInput), never rounded.
+/// - **Errors.** Failures map to [`Error`](crate::error::Error): uniqueness
 ///   violations to `Conflict` (naming the constraint as `table.column`),
 ///   transient faults to `Unavailable` with the right
-///   [`RetryAdvice`](crate::RetryAdvice) advice, everything else to `Database`.
+///   [`RetryAdvice`](crate::error::RetryAdvice) advice, everything else to `Database`.
 ///
 /// # `Send`
 /// JavaScript futures are not `Send`. The trait is `Send + Sync` with `Send`

@@ -359,7 +359,7 @@ mod tests {
     }
 
     impl Database for Flaky {
-        fn dialect(&self) -> crate::Dialect {
+        fn dialect(&self) -> crate::database::Dialect {
             self.inner.dialect()
         }
 

@@ -1,10 +1,10 @@
 //! The caller's side of delivery: send one message, say how it went.
 
 use std::future::Future;
-use std::time::Duration;
 
 use crate::future::{BoxFuture, MaybeSend, MaybeSync};
 use crate::outbox::ClaimedMessage;
+pub use crate::verdict::Delivery;
 
 /// Sends one message somewhere (a mail API, a webhook, another module).
 ///
@@ -98,84 +98,5 @@ where
 {
     fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
         Box::pin((self.0)(message.clone()))
-    }
-}
-
-/// How a delivery attempt ended, as the deliverer reports it; settling a
-/// lease with it decides the row's fate.
-///
-/// Pick the variant by whom the failure blames: the message (`Retry`,
-/// `RetryAfter`, `Permanent`: attempts are spent) or the receiver as a whole
-/// (`Unavailable`: no attempt is spent).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Delivery {
-    /// Delivered: the row is deleted.
-    Delivered,
-    /// This message failed for now: spend an attempt and retry after the
-    /// policy's backoff, or park the message as dead if this was its last
-    /// attempt.
-    Retry {
-        /// Why the attempt failed (kept as `last_error`).
-        error: String,
-    },
-    /// As [`Retry`](Delivery::Retry), and the receiver said when to come
-    /// back: the wait is the longer of `delay` and the policy's backoff for
-    /// this attempt, at most 24 h.
-    RetryAfter {
-        /// Why the attempt failed.
-        error: String,
-        /// The receiver's wait (e.g. HTTP `Retry-After`).
-        delay: Duration,
-    },
-    /// The receiver is down, overloaded or throttling (HTTP 429, 503): not
-    /// this message's fault. Rescheduled after the backoff (or `retry_after`,
-    /// if longer) **without spending an attempt**; each such deferral grows
-    /// the backoff. Once the message is older than
-    /// [`RetryPolicy::defer_limit`](crate::RetryPolicy::defer_limit) it spends
-    /// attempts like [`Retry`](Delivery::Retry), so nothing waits forever.
-    Unavailable {
-        /// What the receiver said.
-        error: String,
-        /// The receiver's wait, if it gave one.
-        retry_after: Option<Duration>,
-    },
-    /// Can never succeed (e.g. HTTP 400): park the message as dead.
-    Permanent {
-        /// Why (kept as `last_error`).
-        error: String,
-    },
-}
-
-impl Delivery {
-    /// A [`Delivery::Retry`].
-    pub fn retry(error: impl Into<String>) -> Self {
-        Delivery::Retry {
-            error: error.into(),
-        }
-    }
-
-    /// A [`Delivery::Permanent`].
-    pub fn permanent(error: impl Into<String>) -> Self {
-        Delivery::Permanent {
-            error: error.into(),
-        }
-    }
-
-    /// A [`Delivery::Unavailable`].
-    pub fn unavailable(error: impl Into<String>, retry_after: Option<Duration>) -> Self {
-        Delivery::Unavailable {
-            error: error.into(),
-            retry_after,
-        }
-    }
-
-    /// Whether this is a failure that may pass (anything but `Delivered` and
-    /// `Permanent`).
-    pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Delivery::Retry { .. } | Delivery::RetryAfter { .. } | Delivery::Unavailable { .. }
-        )
     }
 }

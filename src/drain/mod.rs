@@ -23,6 +23,8 @@
 //!   claims stop at the query budget, the message cap or the deadline;
 //!   transient settle errors are retried.
 
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
+mod alarm;
 mod breaker;
 mod call;
 mod deliver;
@@ -157,14 +159,14 @@ impl DrainerBuilder {
     /// The drainer.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`](crate::Error::InvalidInput) if the limits do
+    /// [`Error::InvalidInput`](crate::error::Error::InvalidInput) if the limits do
     /// not [validate](DrainLimits::validate), or no timer was set where the
     /// target has no default.
     pub fn build(self) -> Result<Drainer> {
         let timer = match self.timer.or_else(default_timer) {
             Some(timer) => timer,
             None => {
-                return Err(crate::Error::invalid(
+                return Err(crate::error::Error::invalid(
                     "timer",
                     "this target has no default timer: set one with `.timer(…)`",
                 ));
@@ -173,7 +175,7 @@ impl DrainerBuilder {
         self.limits.validate()?;
         let limits = self.deliver.limits();
         if limits.max_messages == 0 || limits.max_bytes == 0 {
-            return Err(crate::Error::invalid(
+            return Err(crate::error::Error::invalid(
                 "batch limits",
                 "a batch deliverer must allow at least one message and one byte per call",
             ));
@@ -224,7 +226,7 @@ impl Drainer {
     /// A drainer over `outbox`; `timer` times out slow deliveries.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`](crate::Error::InvalidInput) if `limits` do not [validate](DrainLimits::validate).
+    /// [`Error::InvalidInput`](crate::error::Error::InvalidInput) if `limits` do not [validate](DrainLimits::validate).
     pub fn new(
         outbox: Outbox,
         deliver: Arc<dyn Deliver>,

@@ -27,7 +27,7 @@ pub struct LeaseHandle {
     /// Failures so far that spent no attempt: they grow the backoff.
     pub(crate) deferrals: u32,
     /// When the message was enqueued: free deferrals end at the policy's
-    /// [`defer_limit`](crate::RetryPolicy::defer_limit) after it.
+    /// [`defer_limit`](crate::retry::RetryPolicy::defer_limit) after it.
     pub(crate) created_at: Timestamp,
 }
 

@@ -29,7 +29,7 @@ impl Enqueue {
     }
 
     /// The statements to put, in this order, into the same
-    /// [`batch_atomic`](crate::Database::batch_atomic) as the state change:
+    /// [`batch_atomic`](crate::database::Database::batch_atomic) as the state change:
     /// the `INSERT`, last, and before it, for a message with a subject, the
     /// guard that fails the batch if the subject was erased (see
     /// [`is_erased`](Enqueue::is_erased)). The `INSERT`'s outcome is the
@@ -108,7 +108,7 @@ impl LeasedEnqueue {
     }
 
     /// The leased message, whether or not its row was written: for a
-    /// [`Batch`](crate::Batch), which checks its own outcome.
+    /// [`Batch`](crate::batch::Batch), which checks its own outcome.
     pub(crate) fn into_claimed(self) -> ClaimedMessage {
         self.claimed
     }
@@ -126,9 +126,9 @@ struct NewRow<'a> {
 
 impl Outbox {
     /// The statements that enqueue `message`. Add them to the same
-    /// [`batch_atomic`](crate::Database::batch_atomic) as the state change,
+    /// [`batch_atomic`](crate::database::Database::batch_atomic) as the state change,
     /// so the message exists exactly when the change does (or use a
-    /// [`Batch`](crate::Batch), which also names an erased subject).
+    /// [`Batch`](crate::batch::Batch), which also names an erased subject).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] naming the first bad field (see [`Message`]).
@@ -220,7 +220,7 @@ impl Outbox {
     /// # Errors
     /// As [`enqueue`](Outbox::enqueue); [`Error::SubjectErased`] if the
     /// message's subject was erased; any database error (a transient one may
-    /// have committed: see the [`Database`](crate::Database) contract).
+    /// have committed: see the [`Database`](crate::database::Database) contract).
     pub async fn enqueue_alone(&self, message: Message) -> Result<Enqueued> {
         let enqueue = self.enqueue(message)?;
         let outcomes = match self.inner.db.batch_atomic(enqueue.statements()).await {

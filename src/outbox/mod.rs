@@ -15,7 +15,7 @@
 //!   row due again: a crashed drainer loses nothing.
 //! - **Fencing**: `complete`, `retry` and `dead` name the lease they hold and
 //!   apply only while it still holds; otherwise they return
-//!   [`Error::LeaseLost`](crate::Error::LeaseLost) and change nothing.
+//!   [`Error::LeaseLost`](crate::error::Error::LeaseLost) and change nothing.
 //! - **Attempts** are spent by outcomes that blame the message: a failed
 //!   delivery ([`Delivery::Retry`], [`Delivery::RetryAfter`]), not a receiver
 //!   that is down or throttling ([`Delivery::Unavailable`]) and not a claim
@@ -35,12 +35,14 @@
 //!
 //! Delivery is at least once: a delivery whose settle was lost (crash,
 //! timeout, expired lease) is repeated. Receivers should be idempotent, e.g.
-//! with an [`Inbox`](crate::Inbox) key or the message id as idempotency key.
+//! with an [`Inbox`](crate::inbox::Inbox) key or the message id as idempotency key.
 
 mod claim;
 mod dead_letters;
 mod enqueue;
 mod message;
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
+mod next_due;
 mod records;
 mod settle;
 mod stats;
@@ -49,7 +51,7 @@ mod topics;
 
 use std::sync::Arc;
 
-pub(crate) use crate::drain::Delivery;
+pub(crate) use crate::verdict::Delivery;
 pub(crate) use claim::ClaimStatement;
 pub(crate) use claim::check_lease;
 pub use claim::{Claim, ClaimedMessage, LeaseHandle, MalformedMessage};
@@ -181,7 +183,7 @@ impl OutboxBuilder {
     /// The outbox.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`](crate::Error::InvalidInput) if a table name
+    /// [`Error::InvalidInput`](crate::error::Error::InvalidInput) if a table name
     /// is not a plain identifier (see [`TableName`]).
     pub fn build(self) -> Result<Outbox> {
         Ok(Outbox {
@@ -218,7 +220,7 @@ impl Outbox {
     /// An outbox in `table` of `db` with default settings.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`](crate::Error::InvalidInput) for a bad table name.
+    /// [`Error::InvalidInput`](crate::error::Error::InvalidInput) for a bad table name.
     pub fn new(db: Arc<dyn Database>, table: &str) -> Result<Self> {
         Self::builder(db, table).build()
     }

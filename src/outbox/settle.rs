@@ -8,9 +8,9 @@ use sea_query::{Expr, ExprTrait, Query};
 use super::claim::LeaseHandle;
 use super::{Outbox, col, state};
 use crate::database::{Dialect, Outcome, Statement};
-use crate::drain::Delivery;
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
+use crate::verdict::Delivery;
 
 /// What a settle does to one leased row: a [`Delivery`] verdict, or the
 /// drainer's own decision for a message it did not attempt.
@@ -159,7 +159,7 @@ impl Outbox {
     ///
     /// # Errors
     /// Any database error. The batch may still have committed (see the
-    /// [`Database`](crate::Database) contract); settling again with the same
+    /// [`Database`](crate::database::Database) contract); settling again with the same
     /// leases is safe.
     pub async fn settle(&self, deliveries: &[(&LeaseHandle, Delivery)]) -> Result<SettleReport> {
         let prepared = self.prepare_settle(deliveries)?;

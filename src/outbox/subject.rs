@@ -16,7 +16,7 @@ impl Outbox {
     /// path free of index writes.
     ///
     /// # Errors
-    /// [`Error::MalformedRow`](crate::Error::MalformedRow) naming an
+    /// [`Error::MalformedRow`](crate::error::Error::MalformedRow) naming an
     /// undecodable row; database errors.
     pub async fn export_subject(&self, subject: &str) -> Result<Vec<StoredMessage>> {
         let statement = {

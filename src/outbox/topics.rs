@@ -73,13 +73,13 @@ impl Outbox {
     /// hold, those older than [`STREAK_MEMORY`] left out.
     ///
     /// # Errors
-    /// [`Error::MalformedRow`](crate::Error::MalformedRow) for a row that
+    /// [`Error::MalformedRow`](crate::error::Error::MalformedRow) for a row that
     /// does not decode.
     pub(crate) fn read_streaks(&self, rows: &Rows) -> Result<BTreeMap<String, Streak>> {
         let forget_before = self.now().saturating_sub(STREAK_MEMORY);
         let mut streaks = BTreeMap::new();
         for row in rows.iter() {
-            let in_table = |error: crate::Error| error.in_row(&self.topics_table(), None);
+            let in_table = |error: crate::error::Error| error.in_row(&self.topics_table(), None);
             let failed_at: Timestamp = row.get(col::FAILED_AT).map_err(in_table)?;
             let several: i64 = row.get(col::SEVERAL).map_err(in_table)?;
             let streak = Streak {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use sea_query::{Expr, ExprTrait, Order, Query};
-use workers_outbox::{Database, Result, Statement, Timestamp};
+use workers_outbox::{Database, Dialect, Result, Statement, Timestamp};
 
 /// The table, as the original shipped it.
 pub const TABLE: &str = "baseline_outbox";
@@ -72,7 +72,7 @@ impl Baseline {
             .and_where(unlocked())
             .order_by("next_attempt_at", Order::Asc)
             .limit(limit);
-        let rows = self.db.query(&Statement::from_query(&select)?).await?;
+        let rows = self.db.query(&Dialect::Sqlite.render(&select)?).await?;
         let mut leased = Vec::new();
         for row in rows.iter() {
             let id: String = row.get("id")?;
@@ -82,7 +82,7 @@ impl Baseline {
                 .value("locked_until", lease_until.as_str())
                 .and_where(Expr::col("id").eq(id.as_str()))
                 .and_where(unlocked());
-            if self.db.execute(&Statement::from_query(&lease)?).await? == 1 {
+            if self.db.execute(&Dialect::Sqlite.render(&lease)?).await? == 1 {
                 leased.push(Record { id });
             }
         }
@@ -94,7 +94,7 @@ impl Baseline {
         let mut delete = Query::delete();
         delete.from_table(TABLE).and_where(Expr::col("id").eq(id));
         self.db
-            .execute(&Statement::from_query(&delete)?)
+            .execute(&Dialect::Sqlite.render(&delete)?)
             .await
             .map(drop)
     }

@@ -184,8 +184,8 @@ pub struct WakeObject {
 impl DurableObject for WakeObject {
     fn new(state: State, _env: Env) -> Self {
         let db = DurableObjectDatabase::new(&state)
-            .wake_for("outbox")
-            .expect("a valid table name")
+            .wake_for(Outbox::next_due("outbox").expect("a valid table name"))
+            .expect("the alarm follows one outbox")
             .shared();
         let outbox = Outbox::new(db.clone(), "outbox").expect("a valid outbox");
         let recorder = Recorder {
@@ -222,8 +222,8 @@ impl DurableObject for WakeObject {
 
     async fn alarm(&self) -> Result<Response> {
         let report = self
-            .db
-            .run_alarm(&self.drainer)
+            .drainer
+            .run_alarm(&self.db)
             .await
             .map_err(|e| worker::Error::RustError(e.to_string()))?;
         Response::ok(report.to_string())

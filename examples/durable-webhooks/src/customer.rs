@@ -48,7 +48,7 @@ impl Parts {
         };
         let parts = || -> workers_outbox::Result<Parts> {
             let db = DurableObjectDatabase::new(state)
-                .wake_for("outbox")?
+                .wake_for(Outbox::next_due("outbox")?)?
                 .shared();
             let outbox = Outbox::builder(db.clone(), "outbox")
                 .retry_policy(RetryPolicy::from_vars(&vars)?)
@@ -135,8 +135,8 @@ impl DurableObject for Customer {
             .as_ref()
             .map_err(|p| worker::Error::RustError(p.clone()))?;
         let report = parts
-            .db
-            .run_alarm(&parts.drainer)
+            .drainer
+            .run_alarm(&parts.db)
             .await
             .map_err(to_worker)?;
         Response::ok(report.to_string())

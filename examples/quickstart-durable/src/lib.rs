@@ -30,7 +30,7 @@ impl Customer {
     fn parts(state: &State) -> Result<Customer> {
         // Every write through `db` also keeps the object's alarm at the outbox's next due time.
         let db = DurableObjectDatabase::new(state)
-            .wake_for("outbox")?
+            .wake_for(Outbox::next_due("outbox")?)?
             .shared();
         let outbox = Outbox::new(db.clone(), "outbox")?;
         let webhook = HttpDeliverer::new("https://hooks.example/orders")?; // Idempotency-Key: message id
@@ -89,7 +89,7 @@ impl DurableObject for Customer {
 
     async fn alarm(&self) -> worker::Result<Response> {
         // Delivers what is due, then sets the alarm for what comes next.
-        match self.db.run_alarm(&self.drainer).await {
+        match self.drainer.run_alarm(&self.db).await {
             Ok(report) => Response::ok(report.to_string()),
             Err(error) => Err(worker::Error::RustError(error.to_string())), // the runtime retries
         }

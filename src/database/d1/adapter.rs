@@ -54,8 +54,8 @@ impl D1Database {
         }
     }
 
-    /// Wraps a D1 binding as the shared handle [`Outbox`](crate::Outbox) and
-    /// [`Inbox`](crate::Inbox) take. (`Arc` keeps one type for both targets;
+    /// Wraps a D1 binding as the shared handle [`Outbox`](crate::outbox::Outbox) and
+    /// [`Inbox`](crate::inbox::Inbox) take. (`Arc` keeps one type for both targets;
     /// on `wasm32` nothing crosses threads.)
     pub fn shared(binding: worker::D1Database) -> std::sync::Arc<dyn Database> {
         std::sync::Arc::new(Self::new(binding))

@@ -51,7 +51,7 @@ impl HyperdriveDatabase {
                 })?;
         let socket = hyperdrive.connect().map_err(|error| Error::Unavailable {
             message: format!("Hyperdrive socket: {error}"),
-            advice: crate::RetryAdvice::AfterBackoff,
+            advice: crate::error::RetryAdvice::AfterBackoff,
         })?;
         let (client, connection) = config.connect_raw(socket, NoTls).await.map_err(map_error)?;
         wasm_bindgen_futures::spawn_local(async move {

@@ -219,8 +219,8 @@ impl AlarmedOutbox {
 impl DurableObject for AlarmedOutbox {
     fn new(state: State, _env: Env) -> Self {
         let db = DurableObjectDatabase::new(&state)
-            .wake_for("outbox")
-            .expect("a valid table name")
+            .wake_for(Outbox::next_due("outbox").expect("a valid table name"))
+            .expect("the alarm follows one outbox")
             .shared();
         let retry = RetryPolicy::new(5, Fixed(Duration::from_secs(2))).expect("a valid policy");
         let outbox = Outbox::builder(db.clone(), "outbox")
@@ -276,7 +276,7 @@ impl DurableObject for AlarmedOutbox {
 
     async fn alarm(&self) -> Result<Response> {
         let drainer = self.drainer().map_err(internal)?;
-        let report = self.db.run_alarm(&drainer).await.map_err(internal)?;
+        let report = drainer.run_alarm(&self.db).await.map_err(internal)?;
         Response::ok(report.to_string())
     }
 }
