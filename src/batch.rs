@@ -433,8 +433,10 @@ impl Committed {
             .get(ticket.part)
             .copied()
             .ok_or_else(|| Error::invalid("ticket", "it names no part of this batch"))?;
-        self.outcomes.get(position).ok_or_else(|| Error::Database {
-            message: format!("the batch returned no outcome for statement {position}"),
+        self.outcomes.get(position).ok_or_else(|| {
+            Error::internal(format!(
+                "the batch returned no outcome for statement {position}"
+            ))
         })
     }
 

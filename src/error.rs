@@ -1,6 +1,7 @@
 //! The crate's one error type, and what a caller should do about each error.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Everything that can go wrong in this crate, in the caller's terms.
 ///
@@ -82,6 +83,9 @@ pub enum Error {
         message: String,
         /// Whether to retry at once or only after backing off.
         advice: RetryAdvice,
+        /// The adapter's own error, when it has one (its `source()`).
+        #[source]
+        cause: Option<Cause>,
     },
 
     /// Any other database failure: bad SQL, a missing table, a constraint
@@ -89,6 +93,20 @@ pub enum Error {
     #[error("database error: {message}")]
     Database {
         /// What the database said.
+        message: String,
+        /// The adapter's (or runtime's) own error, when it has one (its
+        /// `source()`: a `rusqlite::Error`, a `tokio_postgres::Error`; none
+        /// for D1's and a Durable Object's JavaScript errors, whose text is
+        /// the message).
+        #[source]
+        cause: Option<Cause>,
+    },
+
+    /// The library broke one of its own invariants: a bug in
+    /// workers-outbox, whatever the input. Please report it.
+    #[error("internal error in workers-outbox (a bug, please report it): {message}")]
+    Internal {
+        /// What was found broken.
         message: String,
     },
 }
@@ -146,7 +164,8 @@ impl Error {
             | Error::Conflict { .. }
             | Error::SubjectErased { .. }
             | Error::MalformedRow { .. }
-            | Error::Database { .. } => RetryAdvice::Never,
+            | Error::Database { .. }
+            | Error::Internal { .. } => RetryAdvice::Never,
         }
     }
 
@@ -160,13 +179,49 @@ impl Error {
             Error::Conflict { .. } | Error::LeaseLost { .. } => 409,
             Error::SubjectErased { .. } => 410,
             Error::Unavailable { .. } => 503,
-            Error::MalformedRow { .. } | Error::Database { .. } => 500,
+            Error::MalformedRow { .. } | Error::Database { .. } | Error::Internal { .. } => 500,
         }
     }
 
     /// Shorthand for `self.retry_advice() != RetryAdvice::Never`.
     pub fn is_retryable(&self) -> bool {
         self.retry_advice() != RetryAdvice::Never
+    }
+
+    /// An [`Error::Database`] saying `message`, without a cause.
+    pub fn database(message: impl Into<String>) -> Self {
+        Error::Database {
+            message: message.into(),
+            cause: None,
+        }
+    }
+
+    /// An [`Error::Unavailable`] saying `message`, without a cause.
+    pub fn unavailable(message: impl Into<String>, advice: RetryAdvice) -> Self {
+        Error::Unavailable {
+            message: message.into(),
+            advice,
+            cause: None,
+        }
+    }
+
+    /// The same error, its `source()` being `cause` (for
+    /// [`Error::Database`] and [`Error::Unavailable`]; others are
+    /// unchanged).
+    #[must_use]
+    pub fn caused_by(mut self, cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        if let Error::Database { cause: slot, .. } | Error::Unavailable { cause: slot, .. } =
+            &mut self
+        {
+            *slot = Some(Cause(Arc::new(cause)));
+        }
+        self
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        Error::Internal {
+            message: message.into(),
+        }
     }
 
     pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
@@ -196,6 +251,44 @@ impl Error {
     }
 }
 
+/// The error a database or runtime reported, kept as the `source()` of the
+/// crate's [`Error`] (shared, so that `Error` stays `Clone`): downcast it to
+/// the adapter's type, e.g. `rusqlite::Error` or `tokio_postgres::Error`.
+/// Two errors that differ only in their causes are equal.
+#[derive(Clone)]
+pub struct Cause(Arc<dyn std::error::Error + Send + Sync + 'static>);
+
+impl std::ops::Deref for Cause {
+    type Target = dyn std::error::Error + Send + Sync + 'static;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
+impl fmt::Debug for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, _: &Cause) -> bool {
+        true
+    }
+}
+
+/// A `worker` error (a binding missing, a JavaScript exception) as
+/// [`Error::Database`], so `?` works in a Worker's handlers. Its text is
+/// kept; the JavaScript value itself cannot cross threads, so it is not the
+/// `source()`.
+#[cfg(feature = "workers")]
+impl From<worker::Error> for Error {
+    fn from(error: worker::Error) -> Self {
+        Error::database(format!("Workers runtime: {error}"))
+    }
+}
+
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -205,15 +298,10 @@ mod tests {
 
     #[test]
     fn only_unavailable_errors_are_retryable() {
-        let transient = Error::Unavailable {
-            message: "Network connection lost.".into(),
-            advice: RetryAdvice::Now,
-        };
+        let transient = Error::unavailable("Network connection lost.", RetryAdvice::Now);
         assert_eq!(transient.retry_advice(), RetryAdvice::Now);
         assert!(transient.is_retryable());
-        let permanent = Error::Database {
-            message: "no such table: x".into(),
-        };
+        let permanent = Error::database("no such table: x");
         assert_eq!(permanent.retry_advice(), RetryAdvice::Never);
         assert!(!Error::LeaseLost { id: "m".into() }.is_retryable());
     }
@@ -222,10 +310,7 @@ mod tests {
     fn http_statuses_say_whose_fault_it_is() {
         assert_eq!(Error::invalid("x", "y").http_status(), 400);
         assert_eq!(Error::LeaseLost { id: "m".into() }.http_status(), 409);
-        let down = Error::Unavailable {
-            message: "overloaded".into(),
-            advice: RetryAdvice::AfterBackoff,
-        };
+        let down = Error::unavailable("overloaded", RetryAdvice::AfterBackoff);
         assert_eq!(down.http_status(), 503);
         let erased = Error::SubjectErased {
             subjects: vec!["acct-1".into()],
@@ -236,13 +321,11 @@ mod tests {
             erased.to_string(),
             "subject \"acct-1\" was erased: nothing of it is written again"
         );
-        assert_eq!(
-            Error::Database {
-                message: "x".into()
-            }
-            .http_status(),
-            500
-        );
+        assert_eq!(Error::database("x").http_status(), 500);
+        let bug = Error::internal("an outcome is missing");
+        assert_eq!(bug.http_status(), 500);
+        assert!(!bug.is_retryable());
+        assert!(bug.to_string().contains("a bug"));
     }
 
     #[test]

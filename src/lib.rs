@@ -91,7 +91,7 @@ pub use database::PostgresDatabase;
 pub use database::SqliteDatabase;
 pub use database::{Database, Dialect, Outcome, Row, Rows, Statement, Value};
 pub use drain::Delivery;
-pub use error::{Error, Result, RetryAdvice};
+pub use error::{Cause, Error, Result, RetryAdvice};
 pub use identifier::TableName;
 pub use inbox::{Inbox, KeyStatement, Processed};
 pub use outbox::{ClaimedMessage, LeaseHandle, Message, Outbox};

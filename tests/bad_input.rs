@@ -461,3 +461,20 @@ async fn snapshot_t(db: &Arc<dyn Database>) -> Rows {
         .await
         .unwrap()
 }
+
+#[tokio::test]
+async fn a_database_error_keeps_the_adapters_error_as_its_source() {
+    let s = setup().await;
+    let error =
+        s.db.execute(&Statement::new("SELEKT 1", vec![]))
+            .await
+            .unwrap_err();
+    assert!(matches!(error, Error::Database { .. }), "{error:?}");
+    let source = std::error::Error::source(&error).expect("the adapter's error as the source");
+    assert!(
+        source.downcast_ref::<rusqlite::Error>().is_some(),
+        "{source:?}"
+    );
+    // Equal errors stay equal whatever their causes.
+    assert_eq!(error.clone(), error);
+}

@@ -399,6 +399,27 @@ async fn batches_guarding_the_same_subjects_in_opposite_orders_never_deadlock() 
     database.drop_now().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_error_keeps_the_servers_error_as_its_source() {
+    let database = TestDatabase::create("error_source").await;
+    let db = database.connect(1).await;
+    let error = db
+        .execute(&Statement::new("SELEKT 1", vec![]))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::Database { .. }), "{error:?}");
+    let source = std::error::Error::source(&error).expect("the server's error as the source");
+    let postgres = source
+        .downcast_ref::<tokio_postgres::Error>()
+        .expect("a tokio_postgres::Error");
+    assert_eq!(
+        postgres.code(),
+        Some(&tokio_postgres::error::SqlState::SYNTAX_ERROR)
+    );
+    drop(db);
+    database.drop_now().await;
+}
+
 /// Postgres leaves a unique violation's detail out when the role may not
 /// read the key (and translates it under another locale): the conflict is
 /// then named from the catalog, as `table.column` all the same.

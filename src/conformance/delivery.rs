@@ -384,10 +384,7 @@ struct FailsOnce {
 }
 
 fn lost_connection() -> Error {
-    Error::Unavailable {
-        message: "Network connection lost.".into(),
-        advice: RetryAdvice::Now,
-    }
+    Error::unavailable("Network connection lost.", RetryAdvice::Now)
 }
 
 impl Database for FailsOnce {

@@ -217,10 +217,11 @@ impl DurableObjectDatabase {
             Reflect::get(&self.storage, &JsValue::from_str("transactionSync"))
                 .map_err(js_error)?
                 .dyn_into()
-                .map_err(|_| Error::Database {
-                    message: "this storage has no transactionSync: declare the object's class \
-                              with new_sqlite_classes"
-                        .into(),
+                .map_err(|_| {
+                    Error::database(
+                        "this storage has no transactionSync: declare the object's class \
+                              with new_sqlite_classes",
+                    )
                 })?;
         let result = transaction_sync.call1(&self.storage, body.as_ref().unchecked_ref());
         if let Some(error) = failure.borrow_mut().take() {
@@ -232,8 +233,8 @@ impl DurableObjectDatabase {
         }
         result.map_err(js_error)?;
         let finished = done.borrow_mut().take();
-        finished.ok_or_else(|| Error::Database {
-            message: "transactionSync returned without running the statements".into(),
+        finished.ok_or_else(|| {
+            Error::internal("transactionSync returned without running the statements")
         })
     }
 
@@ -256,7 +257,7 @@ fn next_due(sql: &SqlStorage, wake: Option<&Wake>) -> Result<Option<Timestamp>> 
             .map(|row| row.get::<Option<i64>>("due_at"))
             .transpose()?
             .flatten(),
-        Err(Error::Database { message }) if message.contains("no such table") => None,
+        Err(Error::Database { message, .. }) if message.contains("no such table") => None,
         Err(error) => return Err(error),
     };
     due.map(Timestamp::from_unix_millis).transpose()
@@ -334,13 +335,13 @@ async fn await_alarm(alarm: Option<js_sys::Promise>, wake: Option<&Wake>) -> Res
         if let Some(wake) = wake {
             wake.armed.set(None);
         }
-        Error::Unavailable {
-            message: format!(
+        Error::unavailable(
+            format!(
                 "the rows were written but the alarm was not set: {}",
                 js_error(error)
             ),
-            advice: crate::error::RetryAdvice::Now,
-        }
+            crate::error::RetryAdvice::Now,
+        )
     })
 }
 
@@ -395,8 +396,8 @@ fn total_changes(sql: &SqlStorage) -> Result<u64> {
         .unchecked_into();
     match from_js(&row.get(0)) {
         Ok(Value::Integer(changes)) => Ok(u64::try_from(changes).unwrap_or(0)),
-        other => Err(Error::Database {
-            message: format!("total_changes() returned {other:?}"),
-        }),
+        other => Err(Error::database(format!(
+            "total_changes() returned {other:?}"
+        ))),
     }
 }

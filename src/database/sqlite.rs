@@ -179,19 +179,14 @@ fn from_sqlite(value: ValueRef<'_>) -> Result<Value> {
 fn map_error(error: rusqlite::Error) -> Error {
     match &error {
         rusqlite::Error::SqliteFailure(failure, message) => match failure.code {
-            ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => Error::Unavailable {
-                message: error.to_string(),
-                advice: RetryAdvice::AfterBackoff,
-            },
+            ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
+                Error::unavailable(error.to_string(), RetryAdvice::AfterBackoff).caused_by(error)
+            }
             ErrorCode::ConstraintViolation => {
                 classify_message(message.as_deref().unwrap_or("constraint failed"))
             }
-            _ => Error::Database {
-                message: error.to_string(),
-            },
+            _ => Error::database(error.to_string()).caused_by(error),
         },
-        _ => Error::Database {
-            message: error.to_string(),
-        },
+        _ => Error::database(error.to_string()).caused_by(error),
     }
 }

@@ -35,7 +35,5 @@ impl Statement {
 
 /// A statement sea-query refused to build: a bug in the caller, reported.
 pub(crate) fn query_error(error: sea_query::error::Error) -> Error {
-    Error::Database {
-        message: format!("could not build a statement: {error}"),
-    }
+    Error::internal(format!("could not build a statement: {error}"))
 }

@@ -378,10 +378,7 @@ mod tests {
             let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
             let fails = self.failing.contains(&call);
             let advice = self.advice;
-            let lost = move || Error::Unavailable {
-                message: "Network connection lost.".into(),
-                advice,
-            };
+            let lost = move || Error::unavailable("Network connection lost.", advice);
             Box::pin(async move {
                 if fails && !self.after_commit {
                     return Err(lost());

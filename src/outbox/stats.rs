@@ -47,9 +47,9 @@ impl Outbox {
     pub async fn stats(&self) -> Result<OutboxStats> {
         let statement = self.stats_statement()?;
         let rows = self.inner.db.query(&statement).await?;
-        let row = rows.first().ok_or_else(|| Error::Database {
-            message: "an aggregate query returned no row".into(),
-        })?;
+        let row = rows
+            .first()
+            .ok_or_else(|| Error::database("an aggregate query returned no row"))?;
         let in_table = |error: Error| error.in_row(self.table().as_str(), None);
         let oldest: Option<Timestamp> = row.get("oldest_due_at").map_err(in_table)?;
         Ok(OutboxStats {
@@ -74,9 +74,9 @@ impl Outbox {
         // live across the await.
         let statement = self.count_due_statement(at_most)?;
         let rows = self.inner.db.query(&statement).await?;
-        let row = rows.first().ok_or_else(|| Error::Database {
-            message: "an aggregate query returned no row".into(),
-        })?;
+        let row = rows
+            .first()
+            .ok_or_else(|| Error::database("an aggregate query returned no row"))?;
         row.get("due")
             .map_err(|error| error.in_row(self.table().as_str(), None))
     }

@@ -77,10 +77,10 @@ pub async fn request_drains(
     // `send_batch` takes at most 100 messages.
     for chunk in requests.chunks(super::MAX_BATCH_MESSAGES) {
         queue.send_batch(chunk.to_vec()).await.map_err(|error| {
-            crate::error::Error::Unavailable {
-                message: format!("could not request drains: {error}"),
-                advice: crate::error::RetryAdvice::AfterBackoff,
-            }
+            crate::error::Error::unavailable(
+                format!("could not request drains: {error}"),
+                crate::error::RetryAdvice::AfterBackoff,
+            )
         })?;
     }
     Ok(())

@@ -48,10 +48,7 @@ impl FaultyDatabase {
         } else {
             ledger.faults.db_errors_before += 1;
         }
-        Error::Unavailable {
-            message: "injected: Network connection lost.".into(),
-            advice: RetryAdvice::Now,
-        }
+        Error::unavailable("injected: Network connection lost.", RetryAdvice::Now)
     }
 
     /// Records every applied settle whose token was not the row's lease.

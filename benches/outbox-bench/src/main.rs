@@ -74,9 +74,7 @@ mod native {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
-            .map_err(|e| workers_outbox::Error::Database {
-                message: e.to_string(),
-            })?;
+            .map_err(|e| workers_outbox::Error::database(e.to_string()))?;
         let result = runtime.block_on(scenarios(&bench, messages, largest));
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));

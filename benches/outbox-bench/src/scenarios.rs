@@ -439,9 +439,8 @@ impl Bench {
             with_outbox.push(self.probe.now_ms() - started);
             let batch_cost = self.probe.meter().since(before);
 
-            let deduplicated = || workers_outbox::Error::Database {
-                message: "a benchmark enqueue was deduplicated".into(),
-            };
+            let deduplicated =
+                || workers_outbox::Error::database("a benchmark enqueue was deduplicated");
             let claimed = committed.claimed(mail)?.ok_or_else(deduplicated)?;
             let before = self.probe.meter();
             outbox.complete(claimed.lease()).await?;

@@ -8,8 +8,7 @@ use worker::{Context, Env, Request, Response, ScheduleContext, ScheduledEvent, e
 use workers_outbox::defer::WaitUntil;
 use workers_outbox::drain::{DrainLimits, Drainer};
 use workers_outbox::{
-    Batch, Error, HyperdriveDatabase, Message, Outbox, Result, Statement, Topic,
-    http::HttpDeliverer,
+    Batch, HyperdriveDatabase, Message, Outbox, Result, Statement, Topic, http::HttpDeliverer,
 };
 
 #[derive(Serialize, Deserialize)]
@@ -22,9 +21,7 @@ impl Topic for WelcomeMail {
 }
 
 async fn outbox(env: &Env) -> Result<Outbox> {
-    let binding = env.hyperdrive("HYPERDRIVE").map_err(|e| Error::Database {
-        message: e.to_string(),
-    })?;
+    let binding = env.hyperdrive("HYPERDRIVE")?;
     let db = HyperdriveDatabase::connect(&binding).await?;
     Outbox::new(Arc::new(db), "outbox") // tables from migrations/postgres/
 }

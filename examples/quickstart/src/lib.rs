@@ -25,9 +25,7 @@ fn drainer(outbox: &Outbox, limits: DrainLimits) -> Result<Drainer> {
 }
 
 async fn sign_up(env: &Env, ctx: &Context, email: &str) -> Result<()> {
-    let db = D1Database::shared(env.d1("DB").map_err(|e| workers_outbox::Error::Database {
-        message: e.to_string(),
-    })?);
+    let db = D1Database::shared(env.d1("DB")?);
     let outbox = Outbox::new(db.clone(), "outbox")?;
     // The account and its mail commit together, or neither does.
     let mut batch = Batch::new(db);

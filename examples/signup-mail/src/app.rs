@@ -46,10 +46,7 @@ pub(crate) struct App {
 impl App {
     pub(crate) fn from_env(env: &Env) -> Result<Self> {
         let vars = worker_vars(env);
-        let database = |e: worker::Error| Error::Database {
-            message: e.to_string(),
-        };
-        let db = D1Database::shared(env.d1("DB").map_err(database)?);
+        let db = D1Database::shared(env.d1("DB")?);
         let retry = RetryPolicy::from_vars(&vars)?;
         let mail_api = vars("MAIL_API_URL").unwrap_or_default();
         HttpDeliverer::new(&mail_api)?; // a missing or bad MAIL_API_URL fails here, before any write

@@ -60,17 +60,12 @@ pub(crate) fn classify_message(message: &str) -> Error {
         None
     };
     match advice {
-        Some(advice) => Error::Unavailable {
-            message: message.to_owned(),
-            advice,
-        },
+        Some(advice) => Error::unavailable(message, advice),
         None if message.contains("D1_TYPE_ERROR") => Error::InvalidInput {
             what: "value",
             reason: message.to_owned(),
         },
-        None => Error::Database {
-            message: message.to_owned(),
-        },
+        None => Error::database(message),
     }
 }
 

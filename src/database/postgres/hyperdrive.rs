@@ -49,9 +49,11 @@ impl HyperdriveDatabase {
                 .map_err(|error: tokio_postgres::Error| {
                     Error::invalid("Hyperdrive connection string", error.to_string())
                 })?;
-        let socket = hyperdrive.connect().map_err(|error| Error::Unavailable {
-            message: format!("Hyperdrive socket: {error}"),
-            advice: crate::error::RetryAdvice::AfterBackoff,
+        let socket = hyperdrive.connect().map_err(|error| {
+            Error::unavailable(
+                format!("Hyperdrive socket: {error}"),
+                crate::error::RetryAdvice::AfterBackoff,
+            )
         })?;
         let (client, connection) = config.connect_raw(socket, NoTls).await.map_err(map_error)?;
         wasm_bindgen_futures::spawn_local(async move {

@@ -287,14 +287,22 @@ fn changes_rows(sql: &str) -> bool {
     false
 }
 
-/// Classifies a tokio-postgres error by its SQLSTATE.
+/// Classifies a tokio-postgres error by its SQLSTATE; the error itself is
+/// kept as the `source()`.
 fn classify(error: tokio_postgres::Error) -> Failure {
+    match classify_by_code(&error) {
+        Failure::Classified(classified) => Failure::Classified(classified.caused_by(error)),
+        unnamed => unnamed,
+    }
+}
+
+fn classify_by_code(error: &tokio_postgres::Error) -> Failure {
     let Some(db) = error.as_db_error() else {
         // No answer from the server: the connection broke, or closed.
-        return Failure::Classified(Error::Unavailable {
-            message: format!("Postgres: {error}"),
-            advice: RetryAdvice::AfterBackoff,
-        });
+        return Failure::Classified(Error::unavailable(
+            format!("Postgres: {error}"),
+            RetryAdvice::AfterBackoff,
+        ));
     };
     let code = db.code();
     let message = match db.detail() {
@@ -307,13 +315,13 @@ fn classify(error: tokio_postgres::Error) -> Failure {
         // The outbox's ordering index (see its schema): two enqueues raced
         // for one place in a key's order.
         if !table.is_empty() && index == format!("{table}_ordering") {
-            return Failure::Classified(Error::Unavailable {
-                message: format!(
+            return Failure::Classified(Error::unavailable(
+                format!(
                     "another transaction took this ordering key's next place at the same moment; \
                      the batch changed nothing and can be sent again: {message}"
                 ),
-                advice: RetryAdvice::Now,
-            });
+                RetryAdvice::Now,
+            ));
         }
         return match key_columns(db.detail().unwrap_or_default()).first() {
             Some(column) => Failure::Classified(Error::Conflict {
@@ -344,18 +352,12 @@ fn classify(error: tokio_postgres::Error) -> Failure {
     ];
     let class = &code.code()[..2];
     Failure::Classified(if now.contains(code) {
-        Error::Unavailable {
-            message,
-            advice: RetryAdvice::Now,
-        }
+        Error::unavailable(message, RetryAdvice::Now)
     } else if after_backoff.contains(code)
         || (class == "08" && *code != SqlState::PROTOCOL_VIOLATION)
         || (class == "53" && *code != SqlState::CONFIGURATION_LIMIT_EXCEEDED)
     {
-        Error::Unavailable {
-            message,
-            advice: RetryAdvice::AfterBackoff,
-        }
+        Error::unavailable(message, RetryAdvice::AfterBackoff)
     } else if *code == SqlState::CHARACTER_NOT_IN_REPERTOIRE
         || *code == SqlState::UNTRANSLATABLE_CHARACTER
     {
@@ -364,7 +366,7 @@ fn classify(error: tokio_postgres::Error) -> Failure {
             reason: message,
         }
     } else {
-        Error::Database { message }
+        Error::database(message)
     })
 }
 

@@ -87,10 +87,10 @@ impl PostgresDatabase {
     async fn connection(&self) -> Result<deadpool_postgres::Object> {
         self.pool.get().await.map_err(|error| match error {
             PoolError::Backend(error) => map_error(error),
-            other => Error::Unavailable {
-                message: format!("Postgres pool: {other}"),
-                advice: RetryAdvice::AfterBackoff,
-            },
+            other => {
+                Error::unavailable(format!("Postgres pool: {other}"), RetryAdvice::AfterBackoff)
+                    .caused_by(other)
+            }
         })
     }
 }

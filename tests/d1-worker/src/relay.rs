@@ -201,14 +201,12 @@ pub(crate) async fn consume(batch: MessageBatch<serde_json::Value>, env: Env) ->
         // The payload arrives as it was enqueued.
         let payload: serde_json::Value = envelope.payload_as()?;
         if !payload["n"].is_u64() || !envelope.payload.get().contains("9007199254740993") {
-            return Err(workers_outbox::Error::Database {
-                message: format!("unexpected payload {payload}"),
-            });
+            return Err(workers_outbox::Error::database(format!(
+                "unexpected payload {payload}"
+            )));
         }
         if js_sys::Math::random() < 0.1 {
-            return Err(workers_outbox::Error::Database {
-                message: "the effect failed".into(),
-            });
+            return Err(workers_outbox::Error::database("the effect failed"));
         }
         effect.push(Statement::new(
             "INSERT INTO effects (id, topic) VALUES (?, ?)",
@@ -304,9 +302,7 @@ struct DiesAfter {
 impl DiesAfter {
     fn alive(&self) -> workers_outbox::Result<()> {
         match self.calls_left.get() {
-            0 => Err(workers_outbox::Error::Database {
-                message: "the isolate died".into(),
-            }),
+            0 => Err(workers_outbox::Error::database("the isolate died")),
             left => {
                 self.calls_left.set(left - 1);
                 Ok(())

@@ -75,9 +75,7 @@ mod native {
             .worker_threads(2)
             .enable_all()
             .build()
-            .map_err(|e| Error::Database {
-                message: e.to_string(),
-            })?;
+            .map_err(|e| Error::database(e.to_string()))?;
         let mut runs = Vec::new();
         // Postgres twice: with the server's default autovacuum naptime, and
         // with the 1 s a queue-heavy server is tuned to (the outbox table's
@@ -208,9 +206,7 @@ mod native {
             .collect();
         let mut reports: Vec<DrainReport> = Vec::new();
         for task in tasks {
-            reports.push(task.await.map_err(|e| Error::Database {
-                message: e.to_string(),
-            })?);
+            reports.push(task.await.map_err(|e| Error::database(e.to_string()))?);
         }
         let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
         let left = outbox.stats().await?.pending;
@@ -234,13 +230,11 @@ mod native {
             }
         }
         if overlaps > 0 || duplicates > 0 || left > 0 || delivered != u64::from(messages) {
-            return Err(Error::Database {
-                message: format!(
-                    "{} × {drainers}: {delivered} of {messages} delivered, {overlaps} overlaps, \
+            return Err(Error::database(format!(
+                "{} × {drainers}: {delivered} of {messages} delivered, {overlaps} overlaps, \
                      {duplicates} duplicates, {left} left",
-                    engine.name()
-                ),
-            });
+                engine.name()
+            )));
         }
         Ok(json!({
             "engine": engine.name(),
