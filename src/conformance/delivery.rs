@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::{CaseResult, Harness, LEASE, enqueue, ensure, ensure_eq, yield_now};
-use crate::database::{Database, Outcome, Rows, Statement};
+use crate::database::{Database, Outcome, Statement};
 use crate::drain::{Deliver, DrainLimits, DrainReport, Drainer};
 use crate::error::{Error, Result, RetryAdvice};
 use crate::future::BoxFuture;
@@ -392,15 +392,11 @@ impl Database for FailsOnce {
         self.inner.dialect()
     }
 
-    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
-        self.inner.execute(statement)
+    fn run<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Outcome>> {
+        self.inner.run(statement)
     }
 
-    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
-        self.inner.query(statement)
-    }
-
-    fn batch_atomic<'a>(
+    fn run_atomic<'a>(
         &'a self,
         statements: &'a [Statement],
     ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
@@ -409,7 +405,7 @@ impl Database for FailsOnce {
             return Box::pin(async { Err(lost_connection()) });
         }
         Box::pin(async move {
-            let outcomes = self.inner.batch_atomic(statements).await?;
+            let outcomes = self.inner.run_atomic(statements).await?;
             if fails {
                 return Err(lost_connection());
             }

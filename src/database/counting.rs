@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Database, Outcome, Rows, Statement};
+use super::{Database, Outcome, Statement};
 use crate::error::Result;
 use crate::future::BoxFuture;
 
@@ -60,22 +60,17 @@ impl<D: Database> Database for CountingDatabase<D> {
         self.inner.dialect()
     }
 
-    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
+    fn run<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Outcome>> {
         self.record(1);
-        self.inner.execute(statement)
+        self.inner.run(statement)
     }
 
-    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
-        self.record(1);
-        self.inner.query(statement)
-    }
-
-    fn batch_atomic<'a>(
+    fn run_atomic<'a>(
         &'a self,
         statements: &'a [Statement],
     ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
         self.record(statements.len());
-        self.inner.batch_atomic(statements)
+        self.inner.run_atomic(statements)
     }
 }
 

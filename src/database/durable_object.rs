@@ -173,7 +173,7 @@ impl DurableObjectDatabase {
 
     /// Runs `statements` in one `transactionSync` which, if they wrote, also
     /// moves the alarm: a failure anywhere rolls everything back.
-    fn run_atomic(
+    fn transaction(
         &self,
         statements: &[Statement],
     ) -> Result<(Vec<Outcome>, Option<js_sys::Promise>)> {
@@ -239,7 +239,7 @@ impl DurableObjectDatabase {
     }
 
     async fn call(&self, statements: &[Statement]) -> Result<Vec<Outcome>> {
-        let (outcomes, alarm) = self.run_atomic(statements)?;
+        let (outcomes, alarm) = self.transaction(statements)?;
         await_alarm(alarm, self.wake.as_deref()).await?;
         Ok(outcomes)
     }
@@ -294,33 +294,20 @@ impl Database for DurableObjectDatabase {
         Dialect::Sqlite
     }
 
-    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(async move {
-            let outcomes = self.call(std::slice::from_ref(statement)).await?;
-            Ok(outcomes.first().map_or(0, |outcome| outcome.rows_affected))
-        })
-    }
-
-    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
+    fn run<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Outcome>> {
         Box::pin(async move {
             let mut outcomes = self.call(std::slice::from_ref(statement)).await?;
-            Ok(outcomes
+            outcomes
                 .pop()
-                .map(|outcome| outcome.rows)
-                .unwrap_or_default())
+                .ok_or_else(|| Error::internal("a statement ran without an outcome"))
         })
     }
 
-    fn batch_atomic<'a>(
+    fn run_atomic<'a>(
         &'a self,
         statements: &'a [Statement],
     ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
-        Box::pin(async move {
-            if statements.is_empty() {
-                return Ok(Vec::new());
-            }
-            self.call(statements).await
-        })
+        Box::pin(self.call(statements))
     }
 }
 

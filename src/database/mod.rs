@@ -76,10 +76,12 @@ pub struct Outcome {
 ///     a replay after a commit fails with `Conflict`, which tells you it
 ///     committed) or a dedup key, write business rows with a natural key,
 ///     or read back whether the batch committed. Never assume it did not.
-/// - **Results.** `execute` reports rows affected; `query` returns the rows
-///   of a `SELECT` or of a write with `RETURNING` (whose writes commit);
-///   `batch_atomic` returns one [`Outcome`] per statement, in order. An empty
-///   batch succeeds without touching the database.
+/// - **Results.** `run` reports what one statement changed and returned: the
+///   rows of a `SELECT` or of a write with `RETURNING` (whose writes
+///   commit); `run_atomic` returns one [`Outcome`] per statement, in order.
+///   `execute`, `query` and `batch_atomic` are provided on top of them (an
+///   empty batch succeeds without touching the database, and never reaches
+///   `run_atomic`).
 /// - **Values.** Values round-trip exactly. A value the backend cannot hold
 ///   exactly (D1 keeps numbers as doubles: integers beyond ±2^53) is refused
 ///   with [`Error::InvalidInput`](crate::error::Error::InvalidInput), never rounded.
@@ -98,22 +100,51 @@ pub trait Database: MaybeSend + MaybeSync {
     /// around another adapter returns the inner one's.
     fn dialect(&self) -> Dialect;
 
+    /// Runs one statement: the rows it changed and the rows it returned.
+    fn run<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Outcome>>;
+
+    /// Runs `statements` (at least one) in order as one transaction: all
+    /// commit or none do.
+    fn run_atomic<'a>(&'a self, statements: &'a [Statement])
+    -> BoxFuture<'a, Result<Vec<Outcome>>>;
+
     /// Runs one statement and returns how many rows it changed.
-    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>>;
+    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move { Ok(self.run(statement).await?.rows_affected) })
+    }
 
     /// Runs one statement and returns the rows it produced.
-    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>>;
+    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
+        Box::pin(async move { Ok(self.run(statement).await?.rows) })
+    }
 
-    /// Runs `statements` in order as one transaction: all commit or none do.
+    /// Runs `statements` in order as one transaction: all commit or none
+    /// do. An empty batch touches nothing.
     fn batch_atomic<'a>(
         &'a self,
         statements: &'a [Statement],
-    ) -> BoxFuture<'a, Result<Vec<Outcome>>>;
+    ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
+        if statements.is_empty() {
+            return Box::pin(async { Ok(Vec::new()) });
+        }
+        self.run_atomic(statements)
+    }
 }
 
 impl<T: Database + ?Sized> Database for Arc<T> {
     fn dialect(&self) -> Dialect {
         (**self).dialect()
+    }
+
+    fn run<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Outcome>> {
+        (**self).run(statement)
+    }
+
+    fn run_atomic<'a>(
+        &'a self,
+        statements: &'a [Statement],
+    ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
+        (**self).run_atomic(statements)
     }
 
     fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {

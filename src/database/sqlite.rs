@@ -81,28 +81,15 @@ impl Database for SqliteDatabase {
         Dialect::Sqlite
     }
 
-    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(async move {
-            self.with_connection(|connection| run(connection, statement))
-                .map(|outcome| outcome.rows_affected)
-        })
+    fn run<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Outcome>> {
+        Box::pin(async move { self.with_connection(|connection| run(connection, statement)) })
     }
 
-    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
-        Box::pin(async move {
-            self.with_connection(|connection| run(connection, statement))
-                .map(|outcome| outcome.rows)
-        })
-    }
-
-    fn batch_atomic<'a>(
+    fn run_atomic<'a>(
         &'a self,
         statements: &'a [Statement],
     ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
         Box::pin(async move {
-            if statements.is_empty() {
-                return Ok(Vec::new());
-            }
             self.with_connection(|connection| {
                 let transaction = connection
                     .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)

@@ -363,15 +363,11 @@ mod tests {
             self.inner.dialect()
         }
 
-        fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
-            self.inner.execute(statement)
+        fn run<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Outcome>> {
+            self.inner.run(statement)
         }
 
-        fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
-            self.inner.query(statement)
-        }
-
-        fn batch_atomic<'a>(
+        fn run_atomic<'a>(
             &'a self,
             statements: &'a [Statement],
         ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
@@ -383,7 +379,7 @@ mod tests {
                 if fails && !self.after_commit {
                     return Err(lost());
                 }
-                let outcomes = self.inner.batch_atomic(statements).await?;
+                let outcomes = self.inner.run_atomic(statements).await?;
                 if fails {
                     return Err(lost());
                 }

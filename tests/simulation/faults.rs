@@ -114,6 +114,22 @@ impl Database for FaultyDatabase {
         self.inner.dialect()
     }
 
+    /// A write and its faults, as [`execute`](Database::execute) (which the
+    /// library calls) sees them.
+    fn run<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Outcome, Error>> {
+        Box::pin(async move {
+            let mut outcomes = self.batch_atomic(std::slice::from_ref(statement)).await?;
+            Ok(outcomes.pop().unwrap_or_default())
+        })
+    }
+
+    fn run_atomic<'a>(
+        &'a self,
+        statements: &'a [Statement],
+    ) -> BoxFuture<'a, Result<Vec<Outcome>, Error>> {
+        self.batch_atomic(statements)
+    }
+
     fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64, Error>> {
         Box::pin(async move {
             let outcomes = self.batch_atomic(std::slice::from_ref(statement)).await?;

@@ -440,6 +440,23 @@ impl Database for AnsweredAtOnce {
         Dialect::Postgres
     }
 
+    fn run<'a>(
+        &'a self,
+        statement: &'a Statement,
+    ) -> BoxFuture<'a, workers_outbox::Result<workers_outbox::Outcome>> {
+        let answer = self
+            .runtime
+            .block_on(self.inner.run(&Self::numbered(statement)));
+        Box::pin(std::future::ready(answer))
+    }
+
+    fn run_atomic<'a>(
+        &'a self,
+        statements: &'a [Statement],
+    ) -> BoxFuture<'a, workers_outbox::Result<Vec<workers_outbox::Outcome>>> {
+        self.batch_atomic(statements)
+    }
+
     fn execute<'a>(
         &'a self,
         statement: &'a Statement,

@@ -104,22 +104,15 @@ impl Database for D1Database {
         Dialect::Sqlite
     }
 
-    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(async move { Ok(self.run_one(statement).await?.rows_affected) })
+    fn run<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Outcome>> {
+        Box::pin(self.run_one(statement))
     }
 
-    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
-        Box::pin(async move { Ok(self.run_one(statement).await?.rows) })
-    }
-
-    fn batch_atomic<'a>(
+    fn run_atomic<'a>(
         &'a self,
         statements: &'a [Statement],
     ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
         Box::pin(async move {
-            if statements.is_empty() {
-                return Ok(Vec::new());
-            }
             let prepared = statements
                 .iter()
                 .map(|statement| self.prepare(statement))

@@ -5,7 +5,7 @@ use tokio_postgres::NoTls;
 use worker::Hyperdrive;
 
 use super::{map_error, run_alone, run_transaction};
-use crate::database::{Database, Dialect, Outcome, Rows, Statement};
+use crate::database::{Database, Dialect, Outcome, Statement};
 use crate::error::{Error, Result};
 use crate::future::BoxFuture;
 
@@ -78,28 +78,18 @@ impl Database for HyperdriveDatabase {
         Dialect::Postgres
     }
 
-    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
+    fn run<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Outcome>> {
         Box::pin(async move {
             let client = self.client.lock().await;
-            Ok(run_alone(&client, statement).await?.rows_affected)
+            run_alone(&client, statement).await
         })
     }
 
-    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
-        Box::pin(async move {
-            let client = self.client.lock().await;
-            Ok(run_alone(&client, statement).await?.rows)
-        })
-    }
-
-    fn batch_atomic<'a>(
+    fn run_atomic<'a>(
         &'a self,
         statements: &'a [Statement],
     ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
         Box::pin(async move {
-            if statements.is_empty() {
-                return Ok(Vec::new());
-            }
             let mut client = self.client.lock().await;
             run_transaction(&mut client, statements).await
         })

@@ -17,6 +17,7 @@ use std::time::Duration;
 use std::cell::Cell;
 
 use worker::{Env, MessageBatch, Request, Response, Result};
+use workers_outbox::Outcome;
 use workers_outbox::database::d1::D1Database;
 use workers_outbox::drain::{BatchLimits, DeliverBatch, DrainLimits, Drainer};
 use workers_outbox::future::BoxFuture;
@@ -24,7 +25,6 @@ use workers_outbox::queue::{Consumed, Envelope, QueueConsumer, QueueDeliverer};
 use workers_outbox::{
     Batch, ClaimedMessage, Database, Delivery, Inbox, Message, Outbox, Statement,
 };
-use workers_outbox::{Outcome, Rows};
 
 use crate::internal;
 
@@ -316,33 +316,23 @@ impl Database for DiesAfter {
         self.inner.dialect()
     }
 
-    fn execute<'a>(
+    fn run<'a>(
         &'a self,
         statement: &'a Statement,
-    ) -> BoxFuture<'a, workers_outbox::Result<u64>> {
+    ) -> BoxFuture<'a, workers_outbox::Result<Outcome>> {
         Box::pin(async move {
             self.alive()?;
-            self.inner.execute(statement).await
+            self.inner.run(statement).await
         })
     }
 
-    fn query<'a>(
-        &'a self,
-        statement: &'a Statement,
-    ) -> BoxFuture<'a, workers_outbox::Result<Rows>> {
-        Box::pin(async move {
-            self.alive()?;
-            self.inner.query(statement).await
-        })
-    }
-
-    fn batch_atomic<'a>(
+    fn run_atomic<'a>(
         &'a self,
         statements: &'a [Statement],
     ) -> BoxFuture<'a, workers_outbox::Result<Vec<Outcome>>> {
         Box::pin(async move {
             self.alive()?;
-            self.inner.batch_atomic(statements).await
+            self.inner.run_atomic(statements).await
         })
     }
 }
