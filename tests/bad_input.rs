@@ -267,12 +267,10 @@ async fn drain_limits_that_contradict_each_other_are_refused() {
         Delivery::Delivered
     }));
     let drainer = |limits| {
-        Drainer::new(
-            s.outbox.clone(),
-            deliver.clone(),
-            Arc::new(TokioTimer),
-            limits,
-        )
+        Drainer::builder(s.outbox.clone(), deliver.clone())
+            .timer(Arc::new(TokioTimer))
+            .limits(limits)
+            .build()
     };
     let base = DrainLimits::scheduled();
     let lease_too_short = DrainLimits {

@@ -57,13 +57,11 @@ async fn a_blocked_thread_makes_the_deliveries_behind_it_hand_back() {
         calls: AtomicU32::new(0),
         lease_left_ms: Mutex::new(Vec::new()),
     });
-    let drainer = Drainer::new(
-        outbox.clone(),
-        deliverer.clone(),
-        Arc::new(TokioTimer),
-        limits,
-    )
-    .unwrap();
+    let drainer = Drainer::builder(outbox.clone(), deliverer.clone())
+        .timer(Arc::new(TokioTimer))
+        .limits(limits)
+        .build()
+        .unwrap();
 
     let first = drainer.drain().await;
     assert_eq!(

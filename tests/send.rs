@@ -28,14 +28,13 @@ async fn every_public_future_can_be_spawned() {
     let db: Arc<dyn Database> = Arc::new(SqliteDatabase::open_in_memory().unwrap());
     let outbox = Outbox::new(db.clone(), "outbox").unwrap();
     let inbox = Inbox::new(db.clone(), "inbox").unwrap();
-    let drainer = Drainer::new(
+    let drainer = Drainer::builder(
         outbox.clone(),
-        Arc::new(deliver_fn(|_: ClaimedMessage| async {
-            Delivery::Delivered
-        })),
-        Arc::new(TokioTimer),
-        DrainLimits::scheduled(),
+        deliver_fn(|_: ClaimedMessage| async { Delivery::Delivered }),
     )
+    .timer(Arc::new(TokioTimer))
+    .limits(DrainLimits::scheduled())
+    .build()
     .unwrap();
     let lease = Duration::from_secs(60);
     let spawn = |task: tokio::task::JoinHandle<()>| task;
@@ -143,7 +142,6 @@ async fn every_public_future_can_be_spawned() {
         let drainer = drainer.clone();
         async move {
             drainer.drain().await;
-            drainer.deliver_claimed(Vec::new()).await;
         }
     }));
     for task in tasks {

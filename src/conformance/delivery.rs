@@ -98,12 +98,10 @@ async fn run_once(
     limits: DrainLimits,
 ) -> Result<Option<DrainReport>> {
     receiver.crashed.store(false, Ordering::SeqCst);
-    let drainer = Drainer::new(
-        outbox.clone(),
-        Arc::new(receiver.clone()),
-        Arc::new(h.clock().clone()),
-        limits,
-    )?;
+    let drainer = Drainer::builder(outbox.clone(), receiver.clone())
+        .timer(Arc::new(h.clock().clone()))
+        .limits(limits)
+        .build()?;
     Ok(UnlessCrashed::new(drainer.drain(), receiver.crashed.clone()).await)
 }
 

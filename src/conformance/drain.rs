@@ -32,12 +32,10 @@ fn drainer(
     deliver: impl Deliver + 'static,
     limits: DrainLimits,
 ) -> Result<Drainer, Failure> {
-    Ok(Drainer::new(
-        outbox.clone(),
-        Arc::new(deliver),
-        Arc::new(h.clock().clone()),
-        limits,
-    )?)
+    Ok(Drainer::builder(outbox.clone(), deliver)
+        .timer(Arc::new(h.clock().clone()))
+        .limits(limits)
+        .build()?)
 }
 
 /// Delivers everything, remembering what it delivered.

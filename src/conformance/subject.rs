@@ -247,12 +247,13 @@ pub(crate) async fn a_tombstone_is_forgotten_after_its_memory(h: Harness) -> Cas
     erase_subject(&outbox, &inbox, "acct-1").await?;
     erase_subject(&outbox, &inbox, "acct-2").await?;
     let drain = || -> Result<Drainer, Failure> {
-        Ok(Drainer::new(
+        Ok(Drainer::builder(
             outbox.clone(),
-            Arc::new(deliver_fn(|_| async { Delivery::Delivered })),
-            Arc::new(h.clock().clone()),
-            DrainLimits::default(),
-        )?)
+            deliver_fn(|_| async { Delivery::Delivered }),
+        )
+        .timer(Arc::new(h.clock().clone()))
+        .limits(DrainLimits::default())
+        .build()?)
     };
     let tombstones = || async { h.count(&h.table(super::TOMBSTONES)).await };
     // Just before its memory ends, a drain's sweep keeps it.

@@ -91,6 +91,13 @@ where
 #[derive(Debug, Clone, Copy)]
 pub struct DeliverFn<F>(F);
 
+/// A shared deliverer delivers as the one it shares.
+impl<T: Deliver + ?Sized> Deliver for std::sync::Arc<T> {
+    fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
+        (**self).deliver(message)
+    }
+}
+
 impl<F, Fut> Deliver for DeliverFn<F>
 where
     F: Fn(ClaimedMessage) -> Fut + MaybeSend + MaybeSync,

@@ -223,26 +223,6 @@ impl Drainer {
         }
     }
 
-    /// A drainer over `outbox`; `timer` times out slow deliveries.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`](crate::error::Error::InvalidInput) if `limits` do not [validate](DrainLimits::validate).
-    pub fn new(
-        outbox: Outbox,
-        deliver: Arc<dyn Deliver>,
-        timer: Arc<dyn Timer>,
-        limits: DrainLimits,
-    ) -> Result<Self> {
-        limits.validate()?;
-        Ok(Drainer {
-            outbox,
-            deliver: Deliverer::One(deliver),
-            timer,
-            limits,
-            last_sweep: Arc::new(AtomicI64::new(i64::MIN)),
-        })
-    }
-
     /// The limits in force.
     pub fn limits(&self) -> &DrainLimits {
         &self.limits
@@ -284,7 +264,7 @@ impl Drainer {
     /// Delivers messages the caller already leases (from
     /// [`Batch::enqueue_leased`](crate::Batch::enqueue_leased)) and settles them: the immediate attempt
     /// after a response, one database call for its settle.
-    pub async fn deliver_claimed(&self, messages: Vec<ClaimedMessage>) -> DrainReport {
+    pub(crate) async fn deliver_claimed(&self, messages: Vec<ClaimedMessage>) -> DrainReport {
         let report = run::Run::new(self, messages, false).go().await;
         log::info!("{report}");
         report

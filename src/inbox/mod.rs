@@ -11,7 +11,7 @@ use std::sync::Arc;
 use sea_query::{Expr, ExprTrait, Order, Query};
 use serde::Serialize;
 
-use crate::database::{Database, Outcome, Statement, query_error};
+use crate::database::{Database, Dialect, Outcome, Statement, query_error};
 use crate::erasure::{Carried, ERASED_SUBJECTS, Tombstones};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
@@ -29,6 +29,7 @@ const SEEN_AT: &str = "seen_at";
 #[derive(Clone)]
 pub struct Inbox {
     db: Arc<dyn Database>,
+    dialect: Dialect,
     table: TableName,
     tombstones: Tombstones,
     clock: Arc<dyn Clock>,
@@ -121,8 +122,10 @@ impl Inbox {
     /// # Errors
     /// [`Error::InvalidInput`] for a bad table name.
     pub fn new(db: Arc<dyn Database>, table: &str) -> Result<Self> {
+        let dialect = db.dialect();
         Ok(Inbox {
-            tombstones: Tombstones::new(ERASED_SUBJECTS, db.dialect())?,
+            tombstones: Tombstones::new(ERASED_SUBJECTS, dialect)?,
+            dialect,
             db,
             table: TableName::new(table)?,
             clock: Arc::new(SystemClock),
@@ -136,7 +139,7 @@ impl Inbox {
     /// # Errors
     /// [`Error::InvalidInput`] for a bad table name.
     pub fn with_tombstones_table(mut self, table: &str) -> Result<Self> {
-        self.tombstones = Tombstones::new(table, self.db.dialect())?;
+        self.tombstones = Tombstones::new(table, self.dialect)?;
         Ok(self)
     }
 
@@ -160,7 +163,7 @@ impl Inbox {
     /// erased subjects, as a migration file holds it.
     pub fn schema_sql(&self) -> String {
         let mut sql = schema::render_for(
-            self.db.dialect(),
+            self.dialect,
             [SCHEMA_TEMPLATE, POSTGRES_SCHEMA_TEMPLATE],
             &self.table,
         );
@@ -206,7 +209,7 @@ impl Inbox {
             ])
             .map_err(query_error)?;
         let (carried, mut statements) = Carried::new(&self.tombstones, subject, self.clock.now())?;
-        statements.push(self.db.dialect().render(&insert)?);
+        statements.push(self.dialect.render(&insert)?);
         Ok(KeyStatement {
             statements,
             constraint: format!("{}.{KEY}", self.table),
@@ -254,7 +257,7 @@ impl Inbox {
                 .expr(Expr::val(1))
                 .from(self.table.as_str().to_owned())
                 .and_where(Expr::col(KEY).eq(key));
-            self.db.dialect().render(&select)?
+            self.dialect.render(&select)?
         };
         Ok(!self.db.query(&statement).await?.is_empty())
     }
@@ -273,7 +276,7 @@ impl Inbox {
             delete
                 .from_table(self.table.as_str().to_owned())
                 .and_where(Expr::col(SEEN_AT).lt(older_than.as_unix_millis()));
-            self.db.dialect().render(&delete)?
+            self.dialect.render(&delete)?
         };
         let forget = self.tombstones.forget(self.clock.now())?;
         let outcomes = self.db.batch_atomic(&[statement, forget]).await?;
@@ -292,7 +295,7 @@ impl Inbox {
                 .from(self.table.as_str().to_owned())
                 .and_where(Expr::col(SUBJECT).eq(subject))
                 .order_by(SEEN_AT, Order::Asc);
-            self.db.dialect().render(&select)?
+            self.dialect.render(&select)?
         };
         let rows = self.db.query(&statement).await?;
         rows.iter()
@@ -324,7 +327,7 @@ impl Inbox {
             .and_where(Expr::col(SUBJECT).eq(subject));
         Ok(vec![
             self.tombstones.tombstone(subject, self.clock.now())?,
-            self.db.dialect().render(&delete)?,
+            self.dialect.render(&delete)?,
         ])
     }
 

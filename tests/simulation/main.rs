@@ -325,13 +325,11 @@ async fn drain_forever(world: Arc<World>, limits: DrainLimits, stop: Rc<Cell<boo
             world: world.clone(),
             crash: crash.clone(),
         };
-        let drainer = Drainer::new(
-            world.outbox.clone(),
-            Arc::new(receiver),
-            Arc::new(world.clock.clone()),
-            limits,
-        )
-        .expect("valid limits");
+        let drainer = Drainer::builder(world.outbox.clone(), receiver)
+            .timer(Arc::new(world.clock.clone()))
+            .limits(limits)
+            .build()
+            .expect("valid limits");
         let run = drainer.drain();
         UnlessCrashed::new(run, crash).await;
         world.clock.sleep(CRON).await;

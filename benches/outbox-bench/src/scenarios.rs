@@ -298,7 +298,10 @@ impl Bench {
         deliver: Arc<dyn Deliver>,
         limits: DrainLimits,
     ) -> Result<DrainReport> {
-        let drainer = Drainer::new(self.outbox()?, deliver, self.timer.clone(), limits)?;
+        let drainer = Drainer::builder(self.outbox()?, deliver)
+            .timer(self.timer.clone())
+            .limits(limits)
+            .build()?;
         let report = drainer.drain().await;
         if let StopReason::DatabaseError(error) = report.stopped {
             return Err(error);
