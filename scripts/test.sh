@@ -24,6 +24,9 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features conformance,postgres
 say "the core builds for wasm32 with its default features"
 cargo check --target wasm32-unknown-unknown -p workers-outbox
 
+say "and natively with the workers feature on (its Workers parts are wasm32-only)"
+cargo check -p workers-outbox --features workers
+
 say "the library as published, against the newest compatible releases"
 bash scripts/check-newest.sh
 

@@ -282,7 +282,7 @@ impl PartialEq for Cause {
 /// [`Error::Database`], so `?` works in a Worker's handlers. Its text is
 /// kept; the JavaScript value itself cannot cross threads, so it is not the
 /// `source()`.
-#[cfg(feature = "workers")]
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
 impl From<worker::Error> for Error {
     fn from(error: worker::Error) -> Self {
         Error::database(format!("Workers runtime: {error}"))
