@@ -434,8 +434,9 @@ impl Committed {
             .copied()
             .ok_or_else(|| Error::invalid("ticket", "it names no part of this batch"))?;
         self.outcomes.get(position).ok_or_else(|| {
-            Error::internal(format!(
-                "the batch returned no outcome for statement {position}"
+            Error::database(format!(
+                "the database returned no outcome for statement {position} (an adapter breaking \
+                 the port's contract)"
             ))
         })
     }

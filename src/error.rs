@@ -6,14 +6,14 @@ use std::sync::Arc;
 /// Everything that can go wrong in this crate, in the caller's terms.
 ///
 /// Every variant answers one question through [`Error::retry_advice`]: can trying the
-/// same thing again help? Adapters keep their own error types private and
-/// convert into this one.
+/// same thing again help? Adapters convert their own errors into this one,
+/// keeping the original as the `source()` where it can cross threads.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// An argument was rejected before anything was written: a bad table
     /// name, an empty topic, an oversized payload, a batch size out of range,
-    /// a time outside [`Timestamp`](crate::Timestamp)'s range, a value a
+    /// a time outside [`Timestamp`](crate::time::Timestamp)'s range, a value a
     /// database cannot represent exactly.
     #[error("invalid {what}: {reason}")]
     InvalidInput {

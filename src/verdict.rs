@@ -35,7 +35,7 @@ pub enum Delivery {
     /// this message's fault. Rescheduled after the backoff (or `retry_after`,
     /// if longer) **without spending an attempt**; each such deferral grows
     /// the backoff. Once the message is older than
-    /// [`RetryPolicy::defer_limit`](crate::RetryPolicy::defer_limit) it spends
+    /// [`RetryPolicy::defer_limit`](crate::retry::RetryPolicy::defer_limit) it spends
     /// attempts like [`Retry`](Delivery::Retry), so nothing waits forever.
     Unavailable {
         /// What the receiver said.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Database, Outcome, Statement};
+use super::{Database, Outcome, Rows, Statement};
 use crate::error::Result;
 use crate::future::BoxFuture;
 
@@ -63,6 +63,25 @@ impl<D: Database> Database for CountingDatabase<D> {
     fn run<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Outcome>> {
         self.record(1);
         self.inner.run(statement)
+    }
+
+    // The provided calls go to the inner database's, which may override them.
+    fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
+        self.record(1);
+        self.inner.execute(statement)
+    }
+
+    fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
+        self.record(1);
+        self.inner.query(statement)
+    }
+
+    fn batch_atomic<'a>(
+        &'a self,
+        statements: &'a [Statement],
+    ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
+        self.record(statements.len());
+        self.inner.batch_atomic(statements)
     }
 
     fn run_atomic<'a>(

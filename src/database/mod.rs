@@ -72,7 +72,7 @@ pub struct Outcome {
 ///   - an inbox key is first-writer-wins: a replayed effect batch fails on
 ///     the key, and the effect stays applied once;
 ///   - a caller's own business batch must be made safe to replay before it
-///     is retried: give its messages a caller id ([`Message::id`](crate::Message::id):
+///     is retried: give its messages a caller id ([`Message::id`](crate::outbox::Message::id):
 ///     a replay after a commit fails with `Conflict`, which tells you it
 ///     committed) or a dedup key, write business rows with a natural key,
 ///     or read back whether the batch committed. Never assume it did not.

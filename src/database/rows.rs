@@ -21,8 +21,8 @@ impl Rows {
     /// an adapter bug, reported rather than hidden.
     pub fn new(columns: Vec<String>, rows: Vec<Vec<Value>>) -> Result<Self> {
         if let Some(bad) = rows.iter().find(|row| row.len() != columns.len()) {
-            return Err(Error::internal(format!(
-                "a row has {} values for {} columns",
+            return Err(Error::database(format!(
+                "an adapter bug: a row has {} values for {} columns",
                 bad.len(),
                 columns.len()
             )));

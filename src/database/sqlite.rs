@@ -170,7 +170,7 @@ fn map_error(error: rusqlite::Error) -> Error {
                 Error::unavailable(error.to_string(), RetryAdvice::AfterBackoff).caused_by(error)
             }
             ErrorCode::ConstraintViolation => {
-                classify_message(message.as_deref().unwrap_or("constraint failed"))
+                classify_message(message.as_deref().unwrap_or("constraint failed")).caused_by(error)
             }
             _ => Error::database(error.to_string()).caused_by(error),
         },

@@ -251,7 +251,7 @@ impl Drainer {
     }
 
     /// Hands the immediate delivery of `message` (leased to this request by
-    /// [`Batch::enqueue_leased`](crate::Batch::enqueue_leased)) to `defer`:
+    /// [`Batch::enqueue_leased`](crate::batch::Batch::enqueue_leased)) to `defer`:
     /// Workers' `wait_until`, or `tokio::spawn`. If the runtime drops it,
     /// the message is delivered by a drain once its lease ends.
     pub fn deliver_now(&self, defer: &dyn crate::defer::Defer, message: ClaimedMessage) {
@@ -262,7 +262,7 @@ impl Drainer {
     }
 
     /// Delivers messages the caller already leases (from
-    /// [`Batch::enqueue_leased`](crate::Batch::enqueue_leased)) and settles them: the immediate attempt
+    /// [`Batch::enqueue_leased`](crate::batch::Batch::enqueue_leased)) and settles them: the immediate attempt
     /// after a response, one database call for its settle.
     pub(crate) async fn deliver_claimed(&self, messages: Vec<ClaimedMessage>) -> DrainReport {
         let report = run::Run::new(self, messages, false).go().await;

@@ -3,7 +3,7 @@
 //!
 //! - `Idempotency-Key: <message id>` on every request, so the receiver can
 //!   drop the duplicates at-least-once delivery may send.
-//! - The answer becomes a [`Delivery`](crate::Delivery) through a
+//! - The answer becomes a [`Delivery`](crate::verdict::Delivery) through a
 //!   configurable [`StatusMapping`]; `Retry-After` (seconds or an HTTP date)
 //!   is honoured.
 //! - A request that runs past its timeout is **aborted** (`AbortController`),

@@ -55,7 +55,7 @@ impl Default for MessageLimits {
 /// Work to send: a topic the deliverer routes on, a JSON payload, and
 /// optional scheduling and identity.
 ///
-/// Nothing is checked until [`Outbox::enqueue`](crate::Outbox::enqueue),
+/// Nothing is checked until [`Outbox::enqueue`](crate::outbox::Outbox::enqueue),
 /// which rejects bad input with a typed error before anything is written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Message {

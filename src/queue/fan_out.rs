@@ -59,7 +59,7 @@ pub struct DrainRequest {
 /// without draining: the next run asks afresh.
 ///
 /// # Errors
-/// [`Error::Unavailable`](crate::Error::Unavailable) if the Queue refused
+/// [`Error::Unavailable`](crate::error::Error::Unavailable) if the Queue refused
 /// them (the next cron run asks again).
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub async fn request_drains(

@@ -123,6 +123,8 @@ impl Database for FaultyDatabase {
         })
     }
 
+    /// Through the `batch_atomic` override below, which must stay (the
+    /// provided one would call this again).
     fn run_atomic<'a>(
         &'a self,
         statements: &'a [Statement],

@@ -448,6 +448,8 @@ impl Database for AnsweredAtOnce {
         Box::pin(std::future::ready(answer))
     }
 
+    /// Through the `batch_atomic` override below, which must stay (the
+    /// provided one would call this again).
     fn run_atomic<'a>(
         &'a self,
         statements: &'a [Statement],
