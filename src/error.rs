@@ -278,17 +278,6 @@ impl PartialEq for Cause {
     }
 }
 
-/// A `worker` error (a binding missing, a JavaScript exception) as
-/// [`Error::Database`], so `?` works in a Worker's handlers. Its text is
-/// kept; the JavaScript value itself cannot cross threads, so it is not the
-/// `source()`.
-#[cfg(all(feature = "workers", target_arch = "wasm32"))]
-impl From<worker::Error> for Error {
-    fn from(error: worker::Error) -> Self {
-        Error::database(format!("Workers runtime: {error}"))
-    }
-}
-
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

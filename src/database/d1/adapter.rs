@@ -184,6 +184,15 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     #[wasm_bindgen_test]
+    fn worker_errors_become_the_crates_by_their_text() {
+        let lost: Error = worker::Error::RustError("Network connection lost.".into()).into();
+        assert_eq!(lost.retry_advice(), RetryAdvice::Now, "{lost}");
+        let missing: Error = worker::Error::RustError("Binding `DB` is undefined.".into()).into();
+        assert!(matches!(missing, Error::Database { .. }), "{missing}");
+        assert!(missing.to_string().contains("Binding `DB` is undefined."));
+    }
+
+    #[wasm_bindgen_test]
     fn thrown_d1_errors_are_classified() {
         let cases = [
             ("D1_ERROR: Network connection lost.", RetryAdvice::Now),

@@ -30,6 +30,18 @@ const RETRY_AFTER_BACKOFF: &[&str] = &[
 
 const UNIQUE_FAILED: &str = "UNIQUE constraint failed: ";
 
+/// A `worker` error (a binding missing, a JavaScript exception, a D1 call
+/// that failed) as the crate's [`Error`], classified by its text as D1's
+/// are, so `?` works in a Worker's handlers and a transient fault stays
+/// retryable. The JavaScript value itself cannot cross threads, so it is not
+/// the `source()`.
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
+impl From<worker::Error> for Error {
+    fn from(error: worker::Error) -> Self {
+        classify_message(&format!("Workers runtime: {error}"))
+    }
+}
+
 /// Maps a D1 (or SQLite) error message to the crate's [`Error`].
 ///
 /// Documented transient faults become [`Error::Unavailable`] with
