@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::database::{Database, Outcome, Statement};
-use crate::erasure::{Carried, Tombstones};
+use crate::erasure::{GuardedInsert, Tombstones};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
 use crate::outbox::{ClaimedMessage, Message, Outbox};
@@ -221,7 +221,7 @@ impl Batch {
     /// As [`Outbox::enqueue`].
     pub fn enqueue(&mut self, outbox: &Outbox, message: Message) -> Result<Ticket<OfMessage>> {
         let enqueue = outbox.enqueue(message)?;
-        let insert = self.carries(enqueue.carried(), enqueue.guard_and_insert());
+        let insert = self.carries(enqueue.guarded());
         let id = enqueue.id().to_owned();
         Ok(self.part(insert, 0, None, id))
     }
@@ -242,10 +242,7 @@ impl Batch {
         lease: Duration,
     ) -> Result<Ticket<OfLeasedMessage>> {
         let leased = outbox.enqueue_leased(message, lease)?;
-        let insert = self.carries(
-            leased.enqueue().carried(),
-            leased.enqueue().guard_and_insert(),
-        );
+        let insert = self.carries(leased.enqueue().guarded());
         let id = leased.id().to_owned();
         Ok(self.part(insert, 0, Some(leased.into_claimed()), id))
     }
@@ -274,7 +271,7 @@ impl Batch {
                 "this batch has a key of that inbox already: a conflict could not say which was seen",
             ));
         }
-        let insert = self.carries(claim.carried(), claim.guard_and_insert());
+        let insert = self.carries(claim.guarded());
         self.inbox_constraints.push(claim.constraint().to_owned());
         self.inbox_keys.extend(insert);
         Ok(InboxKey {
@@ -314,11 +311,8 @@ impl Batch {
     /// Takes a row's guard to the head of the batch (once per subject and
     /// tombstone table) and notes what it carries, to name an erased
     /// subject; returns the row's insert, for its part.
-    fn carries(
-        &mut self,
-        carried: &Carried,
-        (guard, insert): (&[Statement], Option<&Statement>),
-    ) -> Vec<Statement> {
+    fn carries(&mut self, carried: &GuardedInsert) -> Vec<Statement> {
+        let (guard, insert) = carried.guard_and_insert();
         if !self.tombstones.contains(&carried.tombstones) {
             self.tombstones.push(carried.tombstones.clone());
         }

@@ -228,32 +228,55 @@ impl Tombstones {
     }
 }
 
-/// What a row to be written carries, as far as erasures go: its subject (if
-/// any), the tombstones that guard it, and when its guard was built.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Carried {
+/// An `INSERT` of a row that may carry a subject, behind that subject's
+/// guard: what an enqueue and an inbox key both hand to a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GuardedInsert {
+    /// The guard (none without a subject), then the insert.
+    statements: Vec<Statement>,
     pub(crate) subject: Option<String>,
     pub(crate) tombstones: Tombstones,
+    /// When the guard was built.
     pub(crate) at: Timestamp,
 }
 
-impl Carried {
-    /// The guard statements of a row carrying `subject` (none without one).
+impl GuardedInsert {
+    /// `insert`, behind the guard of `subject` at `at`.
     pub(crate) fn new(
         tombstones: &Tombstones,
         subject: Option<&str>,
         at: Timestamp,
-    ) -> Result<(Self, Vec<Statement>)> {
-        let guard = match subject {
+        insert: Statement,
+    ) -> Result<Self> {
+        let mut statements = match subject {
             Some(subject) => tombstones.guard(subject, at)?,
             None => Vec::new(),
         };
-        let carried = Carried {
+        statements.push(insert);
+        Ok(GuardedInsert {
+            statements,
             subject: subject.map(str::to_owned),
             tombstones: tombstones.clone(),
             at,
-        };
-        Ok((carried, guard))
+        })
+    }
+
+    /// The guard's statements, then the insert (the last).
+    pub(crate) fn statements(&self) -> &[Statement] {
+        &self.statements
+    }
+
+    /// The guard's statements (all but the last), and the insert.
+    pub(crate) fn guard_and_insert(&self) -> (&[Statement], Option<&Statement>) {
+        match self.statements.split_last() {
+            Some((insert, guard)) => (guard, Some(insert)),
+            None => (&[], None),
+        }
+    }
+
+    /// Whether `error` is a refusal by a guard of these tombstones.
+    pub(crate) fn is_erased(&self, error: &Error) -> bool {
+        self.tombstones.refused(error)
     }
 
     /// `error` as [`Error::SubjectErased`] if it is a guard's refusal.

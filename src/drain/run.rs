@@ -157,7 +157,10 @@ impl<'a> Run<'a> {
     fn queue(&mut self, messages: Vec<ClaimedMessage>) {
         let isolate = self.drainer.deliver.isolates_suspects();
         for message in messages {
-            *self.report.topics.entry(message.topic.clone()).or_default() += 1;
+            match self.report.topics.get_mut(&message.topic) {
+                Some(taken) => *taken += 1,
+                None => drop(self.report.topics.insert(message.topic.clone(), 1)),
+            }
             if isolate && message.is_suspect() {
                 self.suspects.push_back(message);
             } else {

@@ -12,7 +12,7 @@ use sea_query::{Expr, ExprTrait, Order, Query};
 use serde::Serialize;
 
 use crate::database::{Database, Dialect, Outcome, Statement, query_error};
-use crate::erasure::{Carried, ERASED_SUBJECTS, Tombstones};
+use crate::erasure::{ERASED_SUBJECTS, GuardedInsert, Tombstones};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::outbox::check_key as check;
@@ -47,10 +47,8 @@ impl std::fmt::Debug for Inbox {
 #[derive(Debug, Clone, PartialEq)]
 #[must_use = "an inbox key protects nothing until it joins the effect's batch"]
 pub struct KeyStatement {
-    /// The subject's guard (for a key with a subject), then the insert.
-    statements: Vec<Statement>,
+    insert: GuardedInsert,
     constraint: String,
-    carried: Carried,
 }
 
 impl KeyStatement {
@@ -59,7 +57,7 @@ impl KeyStatement {
     /// the guard that fails the batch if the subject was erased (see
     /// [`is_erased`](KeyStatement::is_erased)), then the key's `INSERT`.
     pub fn statements(&self) -> &[Statement] {
-        &self.statements
+        self.insert.statements()
     }
 
     /// Whether `error` (from running the batch) means a guard refused a
@@ -67,20 +65,12 @@ impl KeyStatement {
     /// tombstones): nothing of the batch was written, and running it again
     /// fails the same way.
     pub fn is_erased(&self, error: &Error) -> bool {
-        self.carried.tombstones.refused(error)
+        self.insert.is_erased(error)
     }
 
-    /// What the key carries, as far as erasures go.
-    pub(crate) fn carried(&self) -> &Carried {
-        &self.carried
-    }
-
-    /// The guard's statements (all but the last), and the key's insert.
-    pub(crate) fn guard_and_insert(&self) -> (&[Statement], Option<&Statement>) {
-        match self.statements.split_last() {
-            Some((insert, guard)) => (guard, Some(insert)),
-            None => (&[], None),
-        }
+    /// The key's insert behind its subject's guard.
+    pub(crate) fn guarded(&self) -> &GuardedInsert {
+        &self.insert
     }
 
     /// The unique constraint a repeat of this key fails on.
@@ -208,12 +198,10 @@ impl Inbox {
                 self.clock.now().as_unix_millis().into(),
             ])
             .map_err(query_error)?;
-        let (carried, mut statements) = Carried::new(&self.tombstones, subject, self.clock.now())?;
-        statements.push(self.dialect.render(&insert)?);
+        let insert = self.dialect.render(&insert)?;
         Ok(KeyStatement {
-            statements,
+            insert: GuardedInsert::new(&self.tombstones, subject, self.clock.now(), insert)?,
             constraint: format!("{}.{KEY}", self.table),
-            carried,
         })
     }
 
@@ -242,7 +230,7 @@ impl Inbox {
                 Ok(Processed::Applied(outcomes))
             }
             Err(error) if claim.is_duplicate(&error) => Ok(Processed::AlreadyProcessed),
-            Err(error) => Err(claim.carried().name_refusal(self.db.as_ref(), error).await),
+            Err(error) => Err(claim.guarded().name_refusal(self.db.as_ref(), error).await),
         }
     }
 

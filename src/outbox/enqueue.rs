@@ -8,7 +8,7 @@ use super::claim::{ClaimedMessage, LeaseHandle, check_lease};
 use super::message::Message;
 use super::{Outbox, col, state};
 use crate::database::{Dialect, Statement, query_error};
-use crate::erasure::Carried;
+use crate::erasure::GuardedInsert;
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 
@@ -17,9 +17,7 @@ use crate::time::Timestamp;
 #[must_use = "an enqueue writes nothing until its statements join a batch"]
 pub struct Enqueue {
     id: String,
-    /// The subject's guard (if the message has a subject), then the insert.
-    statements: Vec<Statement>,
-    carried: Carried,
+    insert: GuardedInsert,
 }
 
 impl Enqueue {
@@ -35,7 +33,7 @@ impl Enqueue {
     /// [`is_erased`](Enqueue::is_erased)). The `INSERT`'s outcome is the
     /// last of them.
     pub fn statements(&self) -> &[Statement] {
-        &self.statements
+        self.insert.statements()
     }
 
     /// Whether `error` (from running the batch) means a guard refused a
@@ -43,34 +41,18 @@ impl Enqueue {
     /// same tombstones): nothing of the batch was written, and writing it
     /// again fails the same way.
     pub fn is_erased(&self, error: &Error) -> bool {
-        self.carried.tombstones.refused(error)
+        self.insert.is_erased(error)
     }
 
-    /// What the message carries, as far as erasures go.
-    pub(crate) fn carried(&self) -> &Carried {
-        &self.carried
-    }
-
-    /// The guard's statements (all but the last), and the insert.
-    pub(crate) fn guard_and_insert(&self) -> (&[Statement], Option<&Statement>) {
-        match self.statements.split_last() {
-            Some((insert, guard)) => (guard, Some(insert)),
-            None => (&[], None),
-        }
+    /// The message's insert behind its subject's guard.
+    pub(crate) fn guarded(&self) -> &GuardedInsert {
+        &self.insert
     }
 
     fn new(outbox: &Outbox, id: String, message: &Message, insert: Statement) -> Result<Self> {
-        let (carried, mut statements) = Carried::new(
-            outbox.tombstones(),
-            message.subject.as_deref(),
-            outbox.now(),
-        )?;
-        statements.push(insert);
-        Ok(Enqueue {
-            id,
-            statements,
-            carried,
-        })
+        let subject = message.subject.as_deref();
+        let insert = GuardedInsert::new(outbox.tombstones(), subject, outbox.now(), insert)?;
+        Ok(Enqueue { id, insert })
     }
 }
 
@@ -227,7 +209,7 @@ impl Outbox {
             Ok(outcomes) => outcomes,
             Err(error) => {
                 let db = self.inner.db.as_ref();
-                return Err(enqueue.carried().name_refusal(db, error).await);
+                return Err(enqueue.guarded().name_refusal(db, error).await);
             }
         };
         Ok(Enqueued {
