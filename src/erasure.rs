@@ -15,7 +15,8 @@ use sea_query::{Expr, ExprTrait, OnConflict, Query};
 use crate::database::{Database, Dialect, Statement, query_error};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
-use crate::schema;
+use crate::sql::dialects;
+use crate::sql::tombstone_col::{ERASED_AT, GUARD_MARK, SUBJECT};
 use crate::time::Timestamp;
 
 /// The default table of tombstones, one per database.
@@ -26,11 +27,6 @@ pub const ERASED_SUBJECTS: &str = "erased_subjects";
 /// retry schedule of the library. Work that arrives later (a replay from a
 /// dead letter queue after a month) is written again.
 pub const ERASURE_MEMORY: Duration = Duration::from_secs(30 * 24 * 3600);
-
-const SUBJECT: &str = "subject";
-const ERASED_AT: &str = "erased_at";
-/// `erased_at` of a Postgres guard's own row, never a real tombstone's.
-const GUARD_MARK: i64 = -1;
 
 const SCHEMA_TEMPLATE: &str = include_str!("erasure/schema.sql");
 const POSTGRES_SCHEMA_TEMPLATE: &str = include_str!("erasure/schema.postgres.sql");
@@ -61,7 +57,7 @@ impl Tombstones {
 
     /// The DDL of the table.
     pub(crate) fn schema_sql(&self) -> String {
-        schema::render_for(
+        dialects::schema_sql(
             self.dialect,
             [SCHEMA_TEMPLATE, POSTGRES_SCHEMA_TEMPLATE],
             &self.table,
@@ -96,54 +92,10 @@ impl Tombstones {
     /// nothing else (an older one no longer refuses, even before a sweep
     /// forgets it).
     ///
-    /// SQLite serializes writers, so a copy of the tombstone onto itself is
-    /// enough: it conflicts exactly when one exists. Postgres, under read
-    /// committed, would not see an erasure committing meanwhile: there the
-    /// guard deletes an expired tombstone of the subject, inserts a row of
-    /// its own and deletes it again, so an erasure's tombstone and the guard
-    /// wait for each other on the primary key, and the later one either
-    /// conflicts (the guard) or runs after the guarded batch committed (the
-    /// erasure, whose deletes then see its rows).
+    /// How, in each dialect: [`dialects::erasure_guard`].
     pub(crate) fn guard(&self, subject: &str, now: Timestamp) -> Result<Vec<Statement>> {
-        let remembered_from = now.saturating_sub(ERASURE_MEMORY).as_unix_millis();
-        match self.dialect {
-            Dialect::Sqlite => {
-                let mut tombstone = Query::select();
-                tombstone
-                    .columns([SUBJECT, ERASED_AT])
-                    .from(self.name())
-                    .and_where(Expr::col(SUBJECT).eq(subject))
-                    .and_where(Expr::col(ERASED_AT).gte(remembered_from));
-                let mut copy = Query::insert();
-                copy.into_table(self.name())
-                    .columns([SUBJECT, ERASED_AT])
-                    .select_from(tombstone)
-                    .map_err(query_error)?;
-                Ok(vec![self.dialect.render(&copy)?])
-            }
-            Dialect::Postgres => {
-                let mut expired = Query::delete();
-                expired
-                    .from_table(self.name())
-                    .and_where(Expr::col(SUBJECT).eq(subject))
-                    .and_where(Expr::col(ERASED_AT).lt(remembered_from));
-                let mut take = Query::insert();
-                take.into_table(self.name())
-                    .columns([SUBJECT, ERASED_AT])
-                    .values([subject.into(), GUARD_MARK.into()])
-                    .map_err(query_error)?;
-                let mut give_back = Query::delete();
-                give_back
-                    .from_table(self.name())
-                    .and_where(Expr::col(SUBJECT).eq(subject))
-                    .and_where(Expr::col(ERASED_AT).eq(GUARD_MARK));
-                Ok(vec![
-                    self.dialect.render(&expired)?,
-                    self.dialect.render(&take)?,
-                    self.dialect.render(&give_back)?,
-                ])
-            }
-        }
+        let remembered_from = now.saturating_sub(ERASURE_MEMORY);
+        dialects::erasure_guard(self.dialect, &self.table, subject, remembered_from)
     }
 
     /// Deletes the tombstones older than [`ERASURE_MEMORY`] at `now` (and a

@@ -71,7 +71,7 @@ pub mod outbox;
 pub mod queue;
 mod random;
 mod retry;
-mod schema;
+mod sql;
 pub mod subject;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -8,22 +8,19 @@
 
 use std::sync::Arc;
 
-use sea_query::{Expr, ExprTrait, Order, Query};
 use serde::Serialize;
 
-use crate::database::{Database, Dialect, Outcome, Statement, query_error};
+use crate::database::{Database, Dialect, Outcome, Statement};
 use crate::erasure::{ERASED_SUBJECTS, GuardedInsert, Tombstones};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::outbox::check_key as check;
-use crate::schema;
+use crate::sql::inbox::{self as sql, KEY, SEEN_AT, SUBJECT};
+use crate::sql::{dialects, schema};
 use crate::time::{Clock, SystemClock, Timestamp};
 
 const SCHEMA_TEMPLATE: &str = include_str!("schema.sql");
 const POSTGRES_SCHEMA_TEMPLATE: &str = include_str!("schema.postgres.sql");
-const KEY: &str = "key";
-const SUBJECT: &str = "subject";
-const SEEN_AT: &str = "seen_at";
 
 /// First-writer-wins keys, in one table of a [`Database`].
 #[derive(Clone)]
@@ -152,7 +149,7 @@ impl Inbox {
     /// The DDL of the inbox table and of the database's tombstones of
     /// erased subjects, as a migration file holds it.
     pub fn schema_sql(&self) -> String {
-        let mut sql = schema::render_for(
+        let mut sql = dialects::schema_sql(
             self.dialect,
             [SCHEMA_TEMPLATE, POSTGRES_SCHEMA_TEMPLATE],
             &self.table,
@@ -188,19 +185,10 @@ impl Inbox {
     pub fn key_statement(&self, key: &str, subject: Option<&str>) -> Result<KeyStatement> {
         check("inbox key", Some(key))?;
         check("subject", subject)?;
-        let mut insert = Query::insert();
-        insert
-            .into_table(self.table.as_str().to_owned())
-            .columns([KEY, SUBJECT, SEEN_AT])
-            .values([
-                key.into(),
-                subject.map(str::to_owned).into(),
-                self.clock.now().as_unix_millis().into(),
-            ])
-            .map_err(query_error)?;
-        let insert = self.dialect.render(&insert)?;
+        let now = self.clock.now();
+        let insert = sql::record(&self.table, self.dialect, key, subject, now)?;
         Ok(KeyStatement {
-            insert: GuardedInsert::new(&self.tombstones, subject, self.clock.now(), insert)?,
+            insert: GuardedInsert::new(&self.tombstones, subject, now, insert)?,
             constraint: format!("{}.{KEY}", self.table),
         })
     }
@@ -239,14 +227,7 @@ impl Inbox {
     /// # Errors
     /// Database errors.
     pub async fn seen(&self, key: &str) -> Result<bool> {
-        let statement = {
-            let mut select = Query::select();
-            select
-                .expr(Expr::val(1))
-                .from(self.table.as_str().to_owned())
-                .and_where(Expr::col(KEY).eq(key));
-            self.dialect.render(&select)?
-        };
+        let statement = sql::seen(&self.table, self.dialect, key)?;
         Ok(!self.db.query(&statement).await?.is_empty())
     }
 
@@ -259,13 +240,7 @@ impl Inbox {
     /// # Errors
     /// Database errors.
     pub async fn purge(&self, older_than: Timestamp) -> Result<u64> {
-        let statement = {
-            let mut delete = Query::delete();
-            delete
-                .from_table(self.table.as_str().to_owned())
-                .and_where(Expr::col(SEEN_AT).lt(older_than.as_unix_millis()));
-            self.dialect.render(&delete)?
-        };
+        let statement = sql::purge(&self.table, self.dialect, older_than)?;
         let forget = self.tombstones.forget(self.clock.now())?;
         let outcomes = self.db.batch_atomic(&[statement, forget]).await?;
         Ok(outcomes.first().map_or(0, |keys| keys.rows_affected))
@@ -276,15 +251,7 @@ impl Inbox {
     /// # Errors
     /// [`Error::MalformedRow`] naming an undecodable row; database errors.
     pub async fn export_subject(&self, subject: &str) -> Result<Vec<InboxEntry>> {
-        let statement = {
-            let mut select = Query::select();
-            select
-                .columns([KEY, SUBJECT, SEEN_AT])
-                .from(self.table.as_str().to_owned())
-                .and_where(Expr::col(SUBJECT).eq(subject))
-                .order_by(SEEN_AT, Order::Asc);
-            self.dialect.render(&select)?
-        };
+        let statement = sql::of_subject(&self.table, self.dialect, subject)?;
         let rows = self.db.query(&statement).await?;
         rows.iter()
             .map(|row| {
@@ -309,13 +276,9 @@ impl Inbox {
     /// # Errors
     /// If a statement cannot be built.
     pub fn erase_subject_statements(&self, subject: &str) -> Result<Vec<Statement>> {
-        let mut delete = Query::delete();
-        delete
-            .from_table(self.table.as_str().to_owned())
-            .and_where(Expr::col(SUBJECT).eq(subject));
         Ok(vec![
             self.tombstones.tombstone(subject, self.clock.now())?,
-            self.dialect.render(&delete)?,
+            sql::erase_subject(&self.table, self.dialect, subject)?,
         ])
     }
 

@@ -2,15 +2,15 @@
 
 use std::time::Duration;
 
-use sea_query::{
-    BinOper, CommonTableExpression, Expr, ExprTrait, LockBehavior, LockType, Order, Query,
-    SelectStatement, UpdateStatement, WithClause,
-};
 use serde::de::DeserializeOwned;
 
 use super::{Outbox, col, state};
 use crate::database::{Dialect, Row, Rows, Statement};
 use crate::error::{Error, Result};
+use crate::identifier::TableName;
+use crate::sql::claim::ClaimSpec;
+use crate::sql::dialects::{CLAIMED_DUE, claim_returns_unordered};
+use crate::sql::{self, Fence};
 use crate::time::Timestamp;
 
 /// What a lease holder needs to settle a message, and nothing more.
@@ -45,6 +45,15 @@ impl LeaseHandle {
     /// Which attempt this lease is (1 for the first).
     pub fn attempt(&self) -> u32 {
         self.attempt
+    }
+
+    /// What fences a statement to this lease.
+    pub(crate) fn fence(&self) -> Fence<'_> {
+        Fence {
+            id: &self.id,
+            token: &self.token,
+            until: self.until,
+        }
     }
 }
 
@@ -149,9 +158,7 @@ pub(crate) struct ClaimStatement {
     statement: Statement,
     token: String,
     until: Timestamp,
-    table: String,
-    /// Postgres returns rows in no order: each carries its `claimed_due`
-    /// to sort by.
+    table: TableName,
     dialect: Dialect,
 }
 
@@ -169,22 +176,14 @@ impl ClaimStatement {
     /// # Errors
     /// If the statement cannot be built.
     pub(crate) fn recovery(&self) -> Result<Statement> {
-        let mut select = Query::select();
-        select
-            .columns(RETURNED)
-            .from(self.table.clone())
-            .and_where(Expr::col(col::STATE).eq(state::READY))
-            .and_where(Expr::col(col::DUE_AT).eq(self.until.as_unix_millis()))
-            .and_where(Expr::col(col::LEASE_TOKEN).eq(self.token.as_str()))
-            .order_by(col::ID, Order::Asc);
-        self.dialect.render(&select)
+        sql::claim::recovery(&self.table, self.dialect, self.until, &self.token)
     }
 
     /// Reads the rows the statement returned.
     pub(crate) fn read(&self, rows: &Rows) -> Claim {
         let mut claim = Claim::default();
         let mut rows: Vec<Row<'_>> = rows.iter().collect();
-        if self.dialect == Dialect::Postgres {
+        if claim_returns_unordered(self.dialect) {
             // An unreadable due time sorts first; the row is reported as it
             // decodes below.
             rows.sort_by_cached_key(|row| {
@@ -207,7 +206,7 @@ impl ClaimStatement {
     fn read_row(&self, row: Row<'_>) -> Result<Returned, Box<MalformedMessage>> {
         let id = row.get::<String>(col::ID).map_err(|error| {
             Box::new(MalformedMessage {
-                error: error.in_row(&self.table, None),
+                error: error.in_row(self.table.as_str(), None),
                 lease: None,
             })
         })?;
@@ -249,26 +248,12 @@ impl ClaimStatement {
                 .get::<u32>(col::ATTEMPTS)
                 .map_or(u32::MAX, |attempts| attempts.saturating_add(1));
             Box::new(MalformedMessage {
-                error: error.in_row(&self.table, Some(&id)),
+                error: error.in_row(self.table.as_str(), Some(&id)),
                 lease: Some(lease(attempt, None, 0, Timestamp::EPOCH)),
             })
         })
     }
 }
-
-/// The columns a claim returns.
-const RETURNED: [&str; 10] = [
-    col::STATE,
-    col::ID,
-    col::TOPIC,
-    col::PAYLOAD,
-    col::SUBJECT,
-    col::ORDERING_KEY,
-    col::ATTEMPTS,
-    col::CREATED_AT,
-    col::UNSETTLED_LEASES,
-    col::DEFERRALS,
-];
 
 enum Returned {
     Leased(ClaimedMessage),
@@ -329,155 +314,22 @@ impl Outbox {
         let now = self.now();
         let until = now.checked_add(lease)?;
         let token = self.new_ulid(now);
-        let table = self.table_name();
-        let max_attempts = i64::from(self.inner.retry.max_attempts());
-
-        let exhausted = || Expr::col(col::ATTEMPTS).gte(max_attempts);
-        let when_exhausted = |dead: Expr, leased: Expr| -> Expr {
-            Expr::case(exhausted(), dead).finally(leased).into()
+        let spec = ClaimSpec {
+            limit,
+            max_attempts: self.inner.retry.max_attempts(),
+            now,
+            until,
+            token: &token,
         };
-        // A token left on a due row means its last lease expired unsettled.
-        let lease_expired = || Expr::col(col::LEASE_TOKEN).is_not_null();
-        let last_error = || Expr::col(col::LAST_ERROR).if_null("none");
-        let exhausted_error = Expr::case(
-            lease_expired(),
-            Expr::val(format!(
-                "attempts exhausted ({max_attempts} of {max_attempts}): the lease of the last attempt, \
-                 delivered alone, expired without a settle, so its outcome is unknown (the delivery \
-                 may have crashed its drainer, or succeeded and its settle was lost); last receiver error: "
-            ))
-            .binary(BinOper::Custom("||"), last_error()),
-        )
-        .finally(
-            Expr::val(format!(
-                "attempts exhausted: the retry policy allows {max_attempts}; last error: "
-            ))
-            .binary(BinOper::Custom("||"), last_error()),
-        );
-
-        let mut update = Query::update();
-        update
-            .table(table.clone())
-            .value(
-                col::STATE,
-                when_exhausted(state::DEAD.into(), state::READY.into()),
-            )
-            .value(
-                col::DUE_AT,
-                when_exhausted(now.as_unix_millis().into(), until.as_unix_millis().into()),
-            )
-            .value(
-                col::LEASE_TOKEN,
-                when_exhausted(Expr::val(Option::<String>::None), token.as_str().into()),
-            )
-            .value(
-                col::UNSETTLED_LEASES,
-                Expr::case(lease_expired(), Expr::col(col::UNSETTLED_LEASES).add(1))
-                    .finally(Expr::col(col::UNSETTLED_LEASES)),
-            )
-            .value(
-                col::LAST_ERROR,
-                when_exhausted(exhausted_error.into(), Expr::col(col::LAST_ERROR)),
-            )
-            .and_where(Expr::col((table.clone(), col::STATE)).eq(state::READY));
-        let mut due = Query::select();
-        due.columns([col::DUE_AT, col::ID])
-            .from(table.clone())
-            .and_where(Expr::col(col::STATE).eq(state::READY))
-            .and_where(Expr::col(col::DUE_AT).lte(now.as_unix_millis()))
-            .order_by(col::DUE_AT, Order::Asc)
-            .order_by(col::ID, Order::Asc);
-        match self.inner.dialect {
-            Dialect::Sqlite => Self::bound_to_boundary(&mut update, due, limit, now),
-            Dialect::Postgres => Self::lock_due_rows(&mut update, due, &table, limit),
-        }
         Ok(ClaimStatement {
-            statement: self.render(&update)?,
+            statement: sql::claim::claim(self.table(), self.dialect(), &spec)?,
             token,
             until,
-            table,
-            dialect: self.inner.dialect,
+            table: self.table().clone(),
+            dialect: self.dialect(),
         })
     }
-
-    /// SQLite: writers are serialized, so the claim needs no locks, only a
-    /// bound. The `limit`-th due row in claim order, if there are that many,
-    /// is computed first (a materialized CTE), and the update takes every due
-    /// row up to and including it: a row-value bound, so SQLite walks the
-    /// primary key once, reading only the rows it leases (about 4 reads a
-    /// row), and stops at the boundary even when thousands of rows share its
-    /// due time. With fewer due rows than `limit` there is no boundary: every
-    /// due row (`due_at` up to now, any id; text sorts before any blob).
-    fn bound_to_boundary(
-        update: &mut UpdateStatement,
-        mut due: SelectStatement,
-        limit: u32,
-        now: Timestamp,
-    ) {
-        due.limit(1).offset(u64::from(limit - 1));
-        let boundary = CommonTableExpression::new()
-            .query(due)
-            .columns(["last_due", "last_id"])
-            .table_name("boundary")
-            .materialized(true)
-            .to_owned();
-        let from_boundary = |column: &'static str| -> Expr {
-            Query::select()
-                .column(column)
-                .from("boundary")
-                .to_owned()
-                .into()
-        };
-        update
-            .and_where(
-                Expr::tuple([Expr::col(col::DUE_AT), Expr::col(col::ID)]).lte(Expr::tuple([
-                    from_boundary("last_due").if_null(now.as_unix_millis()),
-                    from_boundary("last_id").if_null(Vec::<u8>::new()),
-                ])),
-            )
-            .returning(Query::returning().columns(RETURNED))
-            .with_cte(WithClause::new().cte(boundary).to_owned());
-    }
-
-    /// Postgres: concurrent drainers each lock the first `limit` due rows no
-    /// one else holds (`FOR UPDATE SKIP LOCKED`, in a materialized CTE so it
-    /// runs once), and update exactly those. No drainer waits on another,
-    /// and no row is leased twice. `RETURNING` has no order in Postgres, so
-    /// the claim also returns each row's due time before the lease, to read
-    /// the rows back in claim order.
-    fn lock_due_rows(
-        update: &mut UpdateStatement,
-        mut due: SelectStatement,
-        table: &str,
-        limit: u32,
-    ) {
-        due.limit(u64::from(limit))
-            .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
-        let picked = CommonTableExpression::new()
-            .query(due)
-            .columns([CLAIMED_DUE, "claimed_id"])
-            .table_name("picked")
-            .materialized(true)
-            .to_owned();
-        update
-            .from("picked")
-            .and_where(Expr::col((table.to_owned(), col::DUE_AT)).equals(("picked", CLAIMED_DUE)))
-            .and_where(Expr::col((table.to_owned(), col::ID)).equals(("picked", "claimed_id")))
-            .returning(
-                Query::returning().exprs(
-                    RETURNED
-                        .iter()
-                        .map(|column| Expr::col(*column))
-                        .chain([Expr::col(("picked", CLAIMED_DUE))]),
-                ),
-            )
-            .with_cte(WithClause::new().cte(picked).to_owned());
-    }
 }
-
-/// The due time a Postgres claim returns beside each row (see
-/// [`Outbox::lock_due_rows`]).
-const CLAIMED_DUE: &str = "claimed_due";
 
 impl Outbox {
     /// Re-leases a suspect on its own, spending its attempt up front: if its
@@ -496,15 +348,13 @@ impl Outbox {
             until: now.checked_add(lease)?,
             ..current.clone()
         };
-        let mut update = Query::update();
-        update
-            .table(self.table_name())
-            .value(col::DUE_AT, alone.until.as_unix_millis())
-            .value(col::LEASE_TOKEN, alone.token.as_str())
-            .value(col::ATTEMPTS, i64::from(alone.attempt))
-            // Matching the new lease too makes the statement safe to send
-            // again: a repeat after it committed confirms it, spending nothing.
-            .and_where(Self::held_by(current).or(Self::held_by(&alone)));
-        Ok((self.render(&update)?, alone))
+        let statement = sql::claim::isolate(
+            self.table(),
+            self.dialect(),
+            &current.fence(),
+            &alone.fence(),
+            alone.attempt,
+        )?;
+        Ok((statement, alone))
     }
 }

@@ -2,14 +2,13 @@
 
 use std::time::Duration;
 
-use sea_query::{Expr, ExprTrait, LockType, OnConflict, Order, Query};
-
+use super::Outbox;
 use super::claim::{ClaimedMessage, LeaseHandle, check_lease};
 use super::message::Message;
-use super::{Outbox, col, state};
-use crate::database::{Dialect, Statement, query_error};
+use crate::database::Statement;
 use crate::erasure::GuardedInsert;
 use crate::error::{Error, Result};
+use crate::sql;
 use crate::time::Timestamp;
 
 /// An enqueue, ready to join the caller's batch.
@@ -96,16 +95,6 @@ impl LeasedEnqueue {
     }
 }
 
-/// Values of a new row, before they become an `INSERT`.
-struct NewRow<'a> {
-    message: &'a Message,
-    id: &'a str,
-    due_at: Timestamp,
-    attempts: u32,
-    lease_token: Option<&'a str>,
-    created_at: Timestamp,
-}
-
 impl Outbox {
     /// The statements that enqueue `message`. Add them to the same
     /// [`batch_atomic`](crate::database::Database::batch_atomic) as the state change,
@@ -122,14 +111,7 @@ impl Outbox {
             None => self.new_ulid(now),
         };
         let due_at = message.not_before.map_or(now, |at| at.max(now));
-        let insert = self.insert_statement(&NewRow {
-            message: &message,
-            id: &id,
-            due_at,
-            attempts: 0,
-            lease_token: None,
-            created_at: now,
-        })?;
+        let insert = self.insert_statement(&message, &id, due_at, None, now)?;
         Enqueue::new(self, id, &message, insert)
     }
 
@@ -167,15 +149,7 @@ impl Outbox {
         };
         let until = now.checked_add(lease)?;
         let token = self.new_ulid(now);
-        let insert = self.insert_statement(&NewRow {
-            message: &message,
-            id: &id,
-            due_at: until,
-            // Spent only by a failed outcome, like a claimed lease.
-            attempts: 0,
-            lease_token: Some(&token),
-            created_at: now,
-        })?;
+        let insert = self.insert_statement(&message, &id, until, Some(&token), now)?;
         let enqueue = Enqueue::new(self, id.clone(), &message, insert)?;
         let claimed = ClaimedMessage {
             id: id.clone(),
@@ -220,100 +194,31 @@ impl Outbox {
         })
     }
 
-    fn insert_statement(&self, row: &NewRow<'_>) -> Result<Statement> {
-        let message = row.message;
-        let columns = [
-            col::STATE,
-            col::DUE_AT,
-            col::ID,
-            col::TOPIC,
-            col::PAYLOAD,
-            col::SUBJECT,
-            col::DEDUP_KEY,
-            col::ORDERING_KEY,
-            col::SEQ,
-            col::ID_GIVEN,
-            col::ATTEMPTS,
-            col::LEASE_TOKEN,
-            col::CREATED_AT,
-        ];
-        let fixed = |seq: Expr, state: Expr| -> Vec<Expr> {
-            vec![
-                state,
-                Expr::val(row.due_at.as_unix_millis()),
-                Expr::val(row.id),
-                Expr::val(message.topic.as_str()),
-                Expr::val(message.payload.as_str()),
-                Expr::val(message.subject.clone()),
-                Expr::val(message.dedup_key.clone()),
-                Expr::val(message.ordering_key.clone()),
-                seq,
-                Expr::val(message.id.is_some()),
-                Expr::val(i64::from(row.attempts)),
-                Expr::val(row.lease_token.map(str::to_owned)),
-                Expr::val(row.created_at.as_unix_millis()),
-            ]
+    /// The row of `message` with `id`, due at `due_at`, created `now`, and
+    /// leased by `lease_token` if given.
+    fn insert_statement(
+        &self,
+        message: &Message,
+        id: &str,
+        due_at: Timestamp,
+        lease_token: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Statement> {
+        let row = sql::enqueue::NewRow {
+            id,
+            id_given: message.id.is_some(),
+            topic: &message.topic,
+            payload: &message.payload,
+            subject: message.subject.as_deref(),
+            dedup_key: message.dedup_key.as_deref(),
+            ordering_key: message.ordering_key.as_deref(),
+            due_at,
+            // Spent only by a failed outcome, also when written leased.
+            attempts: 0,
+            lease_token,
+            created_at: now,
         };
-        let mut insert = Query::insert();
-        insert.into_table(self.table_name()).columns(columns);
-        match &message.ordering_key {
-            None => {
-                insert
-                    .values(fixed(
-                        Expr::val(Option::<i64>::None),
-                        Expr::val(state::READY),
-                    ))
-                    .map_err(query_error)?;
-            }
-            Some(key) => {
-                // The new row takes the next sequence number of its key, and
-                // waits if any earlier row of the key is still present.
-                let mut latest = Query::select();
-                latest.expr_as(Expr::col(col::SEQ).max(), "latest");
-                match self.inner.dialect {
-                    // Writers are serialized: the newest row cannot change
-                    // before this insert commits.
-                    Dialect::Sqlite => {
-                        latest
-                            .from(self.table_name())
-                            .and_where(Expr::col(col::ORDERING_KEY).eq(key.as_str()));
-                    }
-                    // Lock the key's newest row, so a concurrent completion
-                    // of it waits for this insert and then promotes it (or,
-                    // if the row went first, this insert sees it gone). Two
-                    // enqueues racing for the same place fail the later one
-                    // on the unique ordering index.
-                    Dialect::Postgres => {
-                        let mut newest = Query::select();
-                        newest
-                            .column(col::SEQ)
-                            .from(self.table_name())
-                            .and_where(Expr::col(col::ORDERING_KEY).eq(key.as_str()))
-                            .order_by(col::SEQ, Order::Desc)
-                            .limit(1)
-                            .lock(LockType::Update);
-                        latest.from_subquery(newest, "newest");
-                    }
-                }
-                let latest_seq = || Expr::col(("key_state", "latest"));
-                let state =
-                    Expr::case(latest_seq().is_null(), state::READY).finally(state::WAITING);
-                let mut select = Query::select();
-                select
-                    .exprs(fixed(latest_seq().if_null(0).add(1), state.into()))
-                    .from_subquery(latest, "key_state")
-                    // `WHERE` keeps SQLite from reading `ON CONFLICT` as a join.
-                    .and_where(Expr::cust("TRUE"));
-                insert.select_from(select).map_err(query_error)?;
-            }
-        }
-        insert.on_conflict(
-            OnConflict::column(col::DEDUP_KEY)
-                .target_and_where(Expr::col(col::DEDUP_KEY).is_not_null())
-                .do_nothing()
-                .to_owned(),
-        );
-        self.render(&insert)
+        sql::enqueue::insert(self.table(), self.dialect(), &row)
     }
 
     /// A new ULID: the time, then 80 random bits.

@@ -73,35 +73,10 @@ use crate::error::Result;
 use crate::identifier::TableName;
 use crate::random::{FastRandom, RandomSource};
 use crate::retry::RetryPolicy;
-use crate::schema;
+use crate::sql::dialects;
+use crate::sql::schema;
+pub(crate) use crate::sql::{col, state};
 use crate::time::{Clock, SystemClock};
-
-/// Column names, shared by every statement.
-pub(crate) mod col {
-    pub(crate) const STATE: &str = "state";
-    pub(crate) const DUE_AT: &str = "due_at";
-    pub(crate) const ID: &str = "id";
-    pub(crate) const TOPIC: &str = "topic";
-    pub(crate) const PAYLOAD: &str = "payload";
-    pub(crate) const SUBJECT: &str = "subject";
-    pub(crate) const DEDUP_KEY: &str = "dedup_key";
-    pub(crate) const ORDERING_KEY: &str = "ordering_key";
-    pub(crate) const SEQ: &str = "seq";
-    pub(crate) const ID_GIVEN: &str = "id_given";
-    pub(crate) const ATTEMPTS: &str = "attempts";
-    pub(crate) const LEASE_TOKEN: &str = "lease_token";
-    pub(crate) const LAST_ERROR: &str = "last_error";
-    pub(crate) const CREATED_AT: &str = "created_at";
-    pub(crate) const UNSETTLED_LEASES: &str = "unsettled_leases";
-    pub(crate) const DEFERRALS: &str = "deferrals";
-}
-
-/// The values of the `state` column.
-pub(crate) mod state {
-    pub(crate) const READY: &str = "ready";
-    pub(crate) const WAITING: &str = "waiting";
-    pub(crate) const DEAD: &str = "dead";
-}
 
 const SCHEMA_TEMPLATE: &str = include_str!("schema.sql");
 const POSTGRES_SCHEMA_TEMPLATE: &str = include_str!("schema.postgres.sql");
@@ -245,7 +220,7 @@ impl Outbox {
     /// as a migration file holds it. `migrations/` ships it for the
     /// table `outbox` (`migrations/postgres/` for Postgres).
     pub fn schema_sql(&self) -> String {
-        let mut sql = schema::render_for(
+        let mut sql = dialects::schema_sql(
             self.inner.dialect,
             [SCHEMA_TEMPLATE, POSTGRES_SCHEMA_TEMPLATE],
             &self.inner.table,

@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
-use sea_query::{Expr, ExprTrait, Query};
-
+use super::Outbox;
 use super::claim::LeaseHandle;
-use super::{Outbox, col, state};
-use crate::database::{Dialect, Outcome, Statement};
+use crate::database::{Outcome, Statement};
 use crate::error::{Error, Result};
+use crate::sql;
+use crate::sql::dialects::sweep_promotes_heads;
+use crate::sql::settle::Retry;
 use crate::time::Timestamp;
 use crate::verdict::Delivery;
 
@@ -266,27 +267,13 @@ impl Outbox {
         }
     }
 
-    /// Rows this lease still holds: the primary key it was leased under,
-    /// plus its token.
-    pub(super) fn held_by(lease: &LeaseHandle) -> Expr {
-        Expr::col(col::STATE)
-            .eq(state::READY)
-            .and(Expr::col(col::DUE_AT).eq(lease.until.as_unix_millis()))
-            .and(Expr::col(col::ID).eq(lease.id.as_str()))
-            .and(Expr::col(col::LEASE_TOKEN).eq(lease.token.as_str()))
-    }
-
     fn delete_leased(&self, lease: &LeaseHandle) -> Result<Statement> {
-        let mut delete = Query::delete();
-        delete
-            .from_table(self.table_name())
-            .and_where(Self::held_by(lease));
-        self.render(&delete)
+        sql::settle::complete(self.table(), self.dialect(), &lease.fence())
     }
 
-    /// Attempts are written as absolute values (this lease's attempt, or the
-    /// one before it), never incremented, so a replayed statement cannot
-    /// spend one twice.
+    /// A failure spends the lease's attempt (`charged`, or the message is
+    /// past the policy's deferral limit) or counts a deferral; the last
+    /// attempt spent parks the row as dead.
     fn reschedule_statement(
         &self,
         lease: &LeaseHandle,
@@ -310,31 +297,20 @@ impl Outbox {
         let failures = lease.attempt.saturating_add(lease.deferrals);
         let backoff = policy.delay(failures, self.inner.random.as_ref());
         let wait = not_before.map_or(backoff, |asked| asked.min(MAX_RETRY_AFTER).max(backoff));
-        let mut update = Query::update();
-        update
-            .table(self.table_name())
-            .value(col::DUE_AT, now.checked_add(wait)?.as_unix_millis())
-            .value(col::LEASE_TOKEN, Option::<String>::None)
-            .value(col::LAST_ERROR, clip(error))
-            .and_where(Self::held_by(lease));
-        if charged {
-            // Its own failure: the outcome is known, it is no suspect now.
-            update
-                .value(col::ATTEMPTS, i64::from(lease.attempt))
-                .value(col::UNSETTLED_LEASES, 0);
-        } else {
-            // Nothing blames it, nor clears it: a suspect stays one (and so
-            // is still delivered alone).
-            update
-                .value(col::ATTEMPTS, i64::from(lease.attempt.saturating_sub(1)))
-                .value(col::DEFERRALS, i64::from(lease.deferrals.saturating_add(1)));
-        }
+        let retry = Retry {
+            due: now.checked_add(wait)?,
+            error: &clip(error),
+            charged,
+            attempt: lease.attempt,
+            deferrals: lease.deferrals,
+        };
         let effect = if charged {
             Effect::Retried
         } else {
             Effect::Deferred
         };
-        Ok((effect, self.render(&update)?))
+        let statement = sql::settle::retry(self.table(), self.dialect(), &lease.fence(), &retry)?;
+        Ok((effect, statement))
     }
 
     fn bury_statement(
@@ -343,60 +319,35 @@ impl Outbox {
         error: &str,
         now: Timestamp,
     ) -> Result<Statement> {
-        let mut update = Query::update();
-        update
-            .table(self.table_name())
-            .value(col::STATE, state::DEAD)
-            .value(col::DUE_AT, now.as_unix_millis())
-            .value(col::LEASE_TOKEN, Option::<String>::None)
-            .value(col::ATTEMPTS, i64::from(lease.attempt))
-            .value(col::UNSETTLED_LEASES, 0)
-            .value(col::LAST_ERROR, error)
-            .and_where(Self::held_by(lease));
-        self.render(&update)
+        let fence = lease.fence();
+        sql::settle::bury(
+            self.table(),
+            self.dialect(),
+            &fence,
+            lease.attempt,
+            error,
+            now,
+        )
     }
 
-    /// Keeps `unsettled_leases`: a suspect that was not attempted is still
-    /// a suspect.
     fn release_statement(&self, lease: &LeaseHandle, due: Timestamp) -> Result<Statement> {
-        let mut update = Query::update();
-        update
-            .table(self.table_name())
-            .value(col::DUE_AT, due.as_unix_millis())
-            .value(col::LEASE_TOKEN, Option::<String>::None)
-            .value(col::ATTEMPTS, i64::from(lease.attempt.saturating_sub(1)))
-            .and_where(Self::held_by(lease));
-        self.render(&update)
+        let fence = lease.fence();
+        sql::settle::release(self.table(), self.dialect(), &fence, lease.attempt, due)
     }
 
     /// Makes the oldest remaining row of `key` ready, if it is waiting.
     pub(crate) fn promote_next(&self, key: &str) -> Result<Statement> {
-        let mut oldest = Query::select();
-        oldest
-            .expr(Expr::col(col::SEQ).min())
-            .from(self.table_name())
-            .and_where(Expr::col(col::ORDERING_KEY).eq(key));
-        let mut update = Query::update();
-        update
-            .table(self.table_name())
-            .value(col::STATE, state::READY)
-            .and_where(Expr::col(col::STATE).eq(state::WAITING))
-            .and_where(Expr::col(col::ORDERING_KEY).eq(key))
-            .and_where(Expr::col(col::SEQ).eq(Expr::from(oldest)));
-        self.render(&update)
+        sql::settle::promote_next(self.table(), self.dialect(), key)
     }
 
     /// A drain's housekeeping, sent at most once a minute per drainer with
     /// a claim: forgets the tombstones of subjects erased more than
     /// [`ERASURE_MEMORY`](crate::subject::ERASURE_MEMORY) ago, and on
     /// Postgres makes ready the head of any ordering key left waiting (it
-    /// reads every waiting row). Under read committed, a completion and an
-    /// erasure (or purge) of one key's rows committing at once can each miss
-    /// the other's delete and promote nothing; SQLite serializes writers, so
-    /// that never happens there.
+    /// reads every waiting row; see [`sweep_promotes_heads`]).
     pub(crate) fn sweep_statements(&self) -> Result<Vec<Statement>> {
         let mut sweep = vec![self.tombstones().forget(self.now())?];
-        if self.dialect() == Dialect::Postgres {
+        if sweep_promotes_heads(self.dialect()) {
             sweep.push(self.promote_all_heads()?);
         }
         Ok(sweep)
@@ -405,21 +356,6 @@ impl Outbox {
     /// Makes the oldest row of every key ready where it is waiting: after
     /// rows were removed other than by completion (purge, erasure).
     pub(crate) fn promote_all_heads(&self) -> Result<Statement> {
-        let table = self.table_name();
-        let mut oldest = Query::select();
-        oldest
-            .expr(Expr::col(("earlier", col::SEQ)).min())
-            .from_as(table.clone(), "earlier")
-            .and_where(
-                Expr::col(("earlier", col::ORDERING_KEY))
-                    .equals((table.clone(), col::ORDERING_KEY)),
-            );
-        let mut update = Query::update();
-        update
-            .table(table.clone())
-            .value(col::STATE, state::READY)
-            .and_where(Expr::col(col::STATE).eq(state::WAITING))
-            .and_where(Expr::col((table, col::SEQ)).eq(Expr::from(oldest)));
-        self.render(&update)
+        sql::settle::promote_all_heads(self.table(), self.dialect())
     }
 }

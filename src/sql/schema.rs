@@ -4,23 +4,13 @@
 //! is returned by the `schema_*` accessors, so the two cannot drift: a test
 //! compares them.
 
-use crate::database::{Dialect, Statement};
+use crate::database::Statement;
 use crate::identifier::TableName;
 
 /// The SQL of `template` for `table`: every `{table}` becomes the name.
 /// Only a [`TableName`] (validated) is ever substituted.
 pub(crate) fn render(template: &str, table: &TableName) -> String {
     template.replace("{table}", table.as_str())
-}
-
-/// The SQL of the template for `dialect` (`templates`: SQLite's, then
-/// Postgres's) for `table`.
-pub(crate) fn render_for(dialect: Dialect, templates: [&str; 2], table: &TableName) -> String {
-    let [sqlite, postgres] = templates;
-    match dialect {
-        Dialect::Sqlite => render(sqlite, table),
-        Dialect::Postgres => render(postgres, table),
-    }
 }
 
 /// Splits rendered DDL into one statement each (D1 prepares one at a time).

@@ -1,0 +1,215 @@
+//! Every place where the library's statements differ between SQLite (D1, a
+//! Durable Object's storage) and Postgres. SQLite serializes writers, so a
+//! statement there can read and write without locks; Postgres runs them
+//! concurrently under read committed, so the same promise needs a lock or
+//! a conflict on a key.
+
+use sea_query::{
+    CommonTableExpression, Expr, ExprTrait, LockBehavior, LockType, Order, Query, SelectStatement,
+    UpdateStatement, WithClause,
+};
+
+use super::tombstone_col::{ERASED_AT, GUARD_MARK, SUBJECT};
+use super::{col, schema};
+use crate::database::{Dialect, Statement, query_error};
+use crate::error::Result;
+use crate::identifier::TableName;
+use crate::time::Timestamp;
+
+/// The due time a Postgres claim returns beside each row, to sort by.
+pub(crate) const CLAIMED_DUE: &str = "claimed_due";
+
+/// Bounds a claim's `update` of due rows to the first `limit` of `due` (the
+/// due rows in claim order), returning `returned` of each.
+///
+/// - **SQLite**: no locks, only a bound. The `limit`-th due row, if there
+///   are that many, is computed first (a materialized CTE), and the update
+///   takes every due row up to and including it: a row-value bound, so
+///   SQLite walks the primary key once, reading only the rows it leases, and
+///   stops at the boundary even when thousands of rows share its due time.
+///   With fewer due rows than `limit` there is no boundary: every due row
+///   (`due_at` up to now, any id; text sorts before any blob).
+/// - **Postgres**: concurrent drainers each lock the first `limit` due rows
+///   no one else holds (`FOR UPDATE SKIP LOCKED`, in a materialized CTE so it
+///   runs once) and update exactly those: no drainer waits on another and no
+///   row is leased twice. `RETURNING` has no order there, so each row also
+///   returns its due time before the lease, [`CLAIMED_DUE`].
+pub(crate) fn bound_claim(
+    dialect: Dialect,
+    update: &mut UpdateStatement,
+    mut due: SelectStatement,
+    table: &TableName,
+    limit: u32,
+    now: Timestamp,
+    returned: &[&'static str],
+) {
+    match dialect {
+        Dialect::Sqlite => {
+            due.limit(1).offset(u64::from(limit - 1));
+            let boundary = CommonTableExpression::new()
+                .query(due)
+                .columns(["last_due", "last_id"])
+                .table_name("boundary")
+                .materialized(true)
+                .to_owned();
+            let from_boundary = |column: &'static str| -> Expr {
+                Query::select()
+                    .column(column)
+                    .from("boundary")
+                    .to_owned()
+                    .into()
+            };
+            update
+                .and_where(
+                    Expr::tuple([Expr::col(col::DUE_AT), Expr::col(col::ID)]).lte(Expr::tuple([
+                        from_boundary("last_due").if_null(now.as_unix_millis()),
+                        from_boundary("last_id").if_null(Vec::<u8>::new()),
+                    ])),
+                )
+                .returning(Query::returning().columns(returned.iter().copied()))
+                .with_cte(WithClause::new().cte(boundary).to_owned());
+        }
+        Dialect::Postgres => {
+            due.limit(u64::from(limit))
+                .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+            let picked = CommonTableExpression::new()
+                .query(due)
+                .columns([CLAIMED_DUE, "claimed_id"])
+                .table_name("picked")
+                .materialized(true)
+                .to_owned();
+            let table = table.as_str().to_owned();
+            update
+                .from("picked")
+                .and_where(Expr::col((table.clone(), col::DUE_AT)).equals(("picked", CLAIMED_DUE)))
+                .and_where(Expr::col((table, col::ID)).equals(("picked", "claimed_id")))
+                .returning(
+                    Query::returning().exprs(
+                        returned
+                            .iter()
+                            .map(|column| Expr::col(*column))
+                            .chain([Expr::col(("picked", CLAIMED_DUE))]),
+                    ),
+                )
+                .with_cte(WithClause::new().cte(picked).to_owned());
+        }
+    }
+}
+
+/// Whether a claim's rows come back in no order, each carrying its
+/// [`CLAIMED_DUE`] to be sorted by (Postgres).
+pub(crate) fn claim_returns_unordered(dialect: Dialect) -> bool {
+    dialect == Dialect::Postgres
+}
+
+/// The newest sequence number of ordering key `key`, as a one-row select
+/// of `latest` (null when the key has no row).
+///
+/// - **SQLite**: the newest row cannot change before the insert commits.
+/// - **Postgres**: the key's newest row is locked, so a concurrent
+///   completion of it waits for the insert and then promotes it (or, if the
+///   row went first, the insert sees it gone). Two enqueues racing for the
+///   same place fail the later one on the unique ordering index.
+pub(crate) fn latest_of_key(dialect: Dialect, table: &TableName, key: &str) -> SelectStatement {
+    let table = table.as_str().to_owned();
+    let mut latest = Query::select();
+    latest.expr_as(Expr::col(col::SEQ).max(), "latest");
+    match dialect {
+        Dialect::Sqlite => {
+            latest
+                .from(table)
+                .and_where(Expr::col(col::ORDERING_KEY).eq(key));
+        }
+        Dialect::Postgres => {
+            let mut newest = Query::select();
+            newest
+                .column(col::SEQ)
+                .from(table)
+                .and_where(Expr::col(col::ORDERING_KEY).eq(key))
+                .order_by(col::SEQ, Order::Desc)
+                .limit(1)
+                .lock(LockType::Update);
+            latest.from_subquery(newest, "newest");
+        }
+    }
+    latest
+}
+
+/// Whether a drain's sweep must make ready the head of every ordering key
+/// left waiting. Under Postgres's read committed, a completion and an
+/// erasure (or purge) of one key's rows committing at once can each miss
+/// the other's delete and promote nothing; SQLite serializes writers, so
+/// that never happens there.
+pub(crate) fn sweep_promotes_heads(dialect: Dialect) -> bool {
+    dialect == Dialect::Postgres
+}
+
+/// Statements that fail their batch on the primary key of the tombstone of
+/// `subject` in `table` if one exists from `remembered_from` on, and change
+/// nothing else.
+///
+/// - **SQLite**: a copy of the tombstone onto itself conflicts exactly when
+///   one exists.
+/// - **Postgres** would not see an erasure committing meanwhile: the guard
+///   deletes an expired tombstone of the subject, inserts a row of its own
+///   and deletes it again, so an erasure's tombstone and the guard wait for
+///   each other on the key, and the later one either conflicts (the guard)
+///   or runs after the guarded batch committed (the erasure, whose deletes
+///   then see its rows).
+pub(crate) fn erasure_guard(
+    dialect: Dialect,
+    table: &TableName,
+    subject: &str,
+    remembered_from: Timestamp,
+) -> Result<Vec<Statement>> {
+    let table = table.as_str().to_owned();
+    let remembered_from = remembered_from.as_unix_millis();
+    match dialect {
+        Dialect::Sqlite => {
+            let mut tombstone = Query::select();
+            tombstone
+                .columns([SUBJECT, ERASED_AT])
+                .from(table.clone())
+                .and_where(Expr::col(SUBJECT).eq(subject))
+                .and_where(Expr::col(ERASED_AT).gte(remembered_from));
+            let mut copy = Query::insert();
+            copy.into_table(table)
+                .columns([SUBJECT, ERASED_AT])
+                .select_from(tombstone)
+                .map_err(query_error)?;
+            Ok(vec![dialect.render(&copy)?])
+        }
+        Dialect::Postgres => {
+            let mut expired = Query::delete();
+            expired
+                .from_table(table.clone())
+                .and_where(Expr::col(SUBJECT).eq(subject))
+                .and_where(Expr::col(ERASED_AT).lt(remembered_from));
+            let mut take = Query::insert();
+            take.into_table(table.clone())
+                .columns([SUBJECT, ERASED_AT])
+                .values([subject.into(), GUARD_MARK.into()])
+                .map_err(query_error)?;
+            let mut give_back = Query::delete();
+            give_back
+                .from_table(table)
+                .and_where(Expr::col(SUBJECT).eq(subject))
+                .and_where(Expr::col(ERASED_AT).eq(GUARD_MARK));
+            Ok(vec![
+                dialect.render(&expired)?,
+                dialect.render(&take)?,
+                dialect.render(&give_back)?,
+            ])
+        }
+    }
+}
+
+/// The DDL of `templates` (SQLite's, then Postgres's) for `dialect`, for
+/// `table`.
+pub(crate) fn schema_sql(dialect: Dialect, templates: [&str; 2], table: &TableName) -> String {
+    let [sqlite, postgres] = templates;
+    match dialect {
+        Dialect::Sqlite => schema::render(sqlite, table),
+        Dialect::Postgres => schema::render(postgres, table),
+    }
+}

@@ -1,0 +1,77 @@
+//! The outbox's and inbox's SQL: pure functions of a table, a dialect,
+//! their inputs, "now" and the tokens to write.
+//!
+//! Nothing here reads a clock, draws randomness or touches a database; the
+//! façades ([`Outbox`](crate::outbox::Outbox), [`Inbox`](crate::inbox::Inbox))
+//! take the time and tokens, call these, and send what they return through
+//! the [`Database`](crate::database::Database) port. Every place where the
+//! statements differ between SQLite and Postgres is in [`dialects`]; the
+//! tests below pin the exact SQL of each statement in both.
+
+pub(crate) mod claim;
+pub(crate) mod dialects;
+pub(crate) mod enqueue;
+pub(crate) mod inbox;
+pub(crate) mod schema;
+pub(crate) mod settle;
+#[cfg(test)]
+mod tests;
+
+use sea_query::{Expr, ExprTrait};
+
+use crate::time::Timestamp;
+
+/// The outbox's column names.
+pub(crate) mod col {
+    pub(crate) const STATE: &str = "state";
+    pub(crate) const DUE_AT: &str = "due_at";
+    pub(crate) const ID: &str = "id";
+    pub(crate) const TOPIC: &str = "topic";
+    pub(crate) const PAYLOAD: &str = "payload";
+    pub(crate) const SUBJECT: &str = "subject";
+    pub(crate) const DEDUP_KEY: &str = "dedup_key";
+    pub(crate) const ORDERING_KEY: &str = "ordering_key";
+    pub(crate) const SEQ: &str = "seq";
+    pub(crate) const ID_GIVEN: &str = "id_given";
+    pub(crate) const ATTEMPTS: &str = "attempts";
+    pub(crate) const LEASE_TOKEN: &str = "lease_token";
+    pub(crate) const LAST_ERROR: &str = "last_error";
+    pub(crate) const CREATED_AT: &str = "created_at";
+    pub(crate) const UNSETTLED_LEASES: &str = "unsettled_leases";
+    pub(crate) const DEFERRALS: &str = "deferrals";
+}
+
+/// The values of the outbox's `state` column.
+pub(crate) mod state {
+    pub(crate) const READY: &str = "ready";
+    pub(crate) const WAITING: &str = "waiting";
+    pub(crate) const DEAD: &str = "dead";
+}
+
+/// What fences a statement to one lease: the row's id, the primary key it
+/// was leased under (`due_at` = the lease's end) and the lease's token.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fence<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) token: &'a str,
+    pub(crate) until: Timestamp,
+}
+
+impl Fence<'_> {
+    /// Rows this lease still holds.
+    pub(crate) fn holds(&self) -> Expr {
+        Expr::col(col::STATE)
+            .eq(state::READY)
+            .and(Expr::col(col::DUE_AT).eq(self.until.as_unix_millis()))
+            .and(Expr::col(col::ID).eq(self.id))
+            .and(Expr::col(col::LEASE_TOKEN).eq(self.token))
+    }
+}
+
+/// The tombstone table's column names, and the mark of a guard's own row.
+pub(crate) mod tombstone_col {
+    pub(crate) const SUBJECT: &str = "subject";
+    pub(crate) const ERASED_AT: &str = "erased_at";
+    /// `erased_at` of a Postgres guard's own row, never a real tombstone's.
+    pub(crate) const GUARD_MARK: i64 = -1;
+}

@@ -1,0 +1,144 @@
+//! Settling a leased row: each statement is fenced by the lease, so a
+//! holder whose lease ended changes nothing (0 rows). Attempts are written
+//! as absolute values, never incremented, so a statement sent again cannot
+//! spend one twice.
+
+use sea_query::{Expr, ExprTrait, Query};
+
+use super::{Fence, col, state};
+use crate::database::{Dialect, Statement};
+use crate::error::Result;
+use crate::identifier::TableName;
+use crate::time::Timestamp;
+
+/// Deletes a delivered row.
+pub(crate) fn complete(
+    table: &TableName,
+    dialect: Dialect,
+    lease: &Fence<'_>,
+) -> Result<Statement> {
+    let mut delete = Query::delete();
+    delete
+        .from_table(table.as_str().to_owned())
+        .and_where(lease.holds());
+    dialect.render(&delete)
+}
+
+/// A failed delivery of lease `attempt`, due again at `due`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Retry<'a> {
+    pub(crate) due: Timestamp,
+    pub(crate) error: &'a str,
+    /// The row's own failure: the attempt is spent and the row is no
+    /// suspect now. Otherwise it counts one more deferral, and a suspect
+    /// stays one (and so is still delivered alone).
+    pub(crate) charged: bool,
+    pub(crate) attempt: u32,
+    pub(crate) deferrals: u32,
+}
+
+/// Makes the row due again after a failure.
+pub(crate) fn retry(
+    table: &TableName,
+    dialect: Dialect,
+    lease: &Fence<'_>,
+    retry: &Retry<'_>,
+) -> Result<Statement> {
+    let mut update = Query::update();
+    update
+        .table(table.as_str().to_owned())
+        .value(col::DUE_AT, retry.due.as_unix_millis())
+        .value(col::LEASE_TOKEN, Option::<String>::None)
+        .value(col::LAST_ERROR, retry.error)
+        .and_where(lease.holds());
+    if retry.charged {
+        update
+            .value(col::ATTEMPTS, i64::from(retry.attempt))
+            .value(col::UNSETTLED_LEASES, 0);
+    } else {
+        update
+            .value(col::ATTEMPTS, i64::from(retry.attempt.saturating_sub(1)))
+            .value(col::DEFERRALS, i64::from(retry.deferrals.saturating_add(1)));
+    }
+    dialect.render(&update)
+}
+
+/// Parks the row as dead at `now` after lease `attempt`, with `error`.
+pub(crate) fn bury(
+    table: &TableName,
+    dialect: Dialect,
+    lease: &Fence<'_>,
+    attempt: u32,
+    error: &str,
+    now: Timestamp,
+) -> Result<Statement> {
+    let mut update = Query::update();
+    update
+        .table(table.as_str().to_owned())
+        .value(col::STATE, state::DEAD)
+        .value(col::DUE_AT, now.as_unix_millis())
+        .value(col::LEASE_TOKEN, Option::<String>::None)
+        .value(col::ATTEMPTS, i64::from(attempt))
+        .value(col::UNSETTLED_LEASES, 0)
+        .value(col::LAST_ERROR, error)
+        .and_where(lease.holds());
+    dialect.render(&update)
+}
+
+/// Gives lease `attempt` back unattempted, due at `due`: no attempt spent,
+/// and `unsettled_leases` kept (a suspect not attempted is still one).
+pub(crate) fn release(
+    table: &TableName,
+    dialect: Dialect,
+    lease: &Fence<'_>,
+    attempt: u32,
+    due: Timestamp,
+) -> Result<Statement> {
+    let mut update = Query::update();
+    update
+        .table(table.as_str().to_owned())
+        .value(col::DUE_AT, due.as_unix_millis())
+        .value(col::LEASE_TOKEN, Option::<String>::None)
+        .value(col::ATTEMPTS, i64::from(attempt.saturating_sub(1)))
+        .and_where(lease.holds());
+    dialect.render(&update)
+}
+
+/// Makes the oldest remaining row of ordering key `key` ready, if it is
+/// waiting.
+pub(crate) fn promote_next(table: &TableName, dialect: Dialect, key: &str) -> Result<Statement> {
+    let name = table.as_str().to_owned();
+    let mut oldest = Query::select();
+    oldest
+        .expr(Expr::col(col::SEQ).min())
+        .from(name.clone())
+        .and_where(Expr::col(col::ORDERING_KEY).eq(key));
+    let mut update = Query::update();
+    update
+        .table(name)
+        .value(col::STATE, state::READY)
+        .and_where(Expr::col(col::STATE).eq(state::WAITING))
+        .and_where(Expr::col(col::ORDERING_KEY).eq(key))
+        .and_where(Expr::col(col::SEQ).eq(Expr::from(oldest)));
+    dialect.render(&update)
+}
+
+/// Makes the oldest row of every key ready where it is waiting: after rows
+/// were removed other than by completion (purge, erasure).
+pub(crate) fn promote_all_heads(table: &TableName, dialect: Dialect) -> Result<Statement> {
+    let name = table.as_str().to_owned();
+    let mut oldest = Query::select();
+    oldest
+        .expr(Expr::col(("earlier", col::SEQ)).min())
+        .from_as(name.clone(), "earlier")
+        .and_where(
+            Expr::col(("earlier", col::ORDERING_KEY)).equals((name.clone(), col::ORDERING_KEY)),
+        );
+    let mut update = Query::update();
+    update
+        .table(name.clone())
+        .value(col::STATE, state::READY)
+        .and_where(Expr::col(col::STATE).eq(state::WAITING))
+        .and_where(Expr::col((name, col::SEQ)).eq(Expr::from(oldest)));
+    dialect.render(&update)
+}

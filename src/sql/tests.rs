@@ -1,0 +1,374 @@
+//! The exact SQL of every statement, per dialect. A statement outside
+//! [`dialects`] must be the same in both, placeholders aside.
+
+use super::claim::{ClaimSpec, claim, isolate, recovery};
+use super::enqueue::{NewRow, insert};
+use super::settle::{Retry, bury, complete, promote_all_heads, promote_next, release, retry};
+use super::*;
+use crate::database::{Dialect, Statement, Value};
+use crate::identifier::TableName;
+
+fn at(millis: i64) -> Timestamp {
+    Timestamp::from_unix_millis(millis).unwrap()
+}
+
+fn table(name: &str) -> TableName {
+    TableName::new(name).unwrap()
+}
+
+fn text(value: &str) -> Value {
+    Value::Text(value.into())
+}
+
+const NOW: i64 = 1_000;
+const UNTIL: i64 = 61_000;
+
+fn held() -> Fence<'static> {
+    Fence {
+        id: "m1",
+        token: "tok",
+        until: at(UNTIL),
+    }
+}
+
+fn row() -> NewRow<'static> {
+    NewRow {
+        id: "m1",
+        id_given: false,
+        topic: "mail",
+        payload: "{}",
+        subject: Some("u1"),
+        dedup_key: None,
+        ordering_key: None,
+        due_at: at(NOW),
+        attempts: 0,
+        lease_token: None,
+        created_at: at(NOW),
+    }
+}
+
+/// The fence's `WHERE` values, in order.
+fn fence_values() -> Vec<Value> {
+    vec![
+        text("ready"),
+        Value::Integer(UNTIL),
+        text("m1"),
+        text("tok"),
+    ]
+}
+
+const FENCE: &str = r#""state" = ? AND "due_at" = ? AND "id" = ? AND "lease_token" = ?"#;
+
+/// Every statement whose text does not depend on the dialect, rendered in
+/// `dialect`, with the SQLite text and values it must have.
+fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)> {
+    let (outbox, inbox) = (table("outbox"), table("inbox"));
+    let alone = Fence {
+        id: "m1",
+        token: "tok2",
+        until: at(NOW),
+    };
+    let failure = |charged| Retry {
+        due: at(NOW),
+        error: "boom",
+        charged,
+        attempt: 2,
+        deferrals: 1,
+    };
+    let with_fence = |mut values: Vec<Value>| {
+        values.extend(fence_values());
+        values
+    };
+    vec![
+        (
+            "recovery",
+            recovery(&outbox, dialect, at(UNTIL), "tok").unwrap(),
+            r#"SELECT "state", "id", "topic", "payload", "subject", "ordering_key", "attempts", "created_at", "unsettled_leases", "deferrals" FROM "outbox" WHERE "state" = ? AND "due_at" = ? AND "lease_token" = ? ORDER BY "id" ASC"#.into(),
+            vec![text("ready"), Value::Integer(UNTIL), text("tok")],
+        ),
+        (
+            "isolate",
+            isolate(&outbox, dialect, &held(), &alone, 3).unwrap(),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "attempts" = ? WHERE ({FENCE}) OR ({FENCE})"#),
+            [
+                vec![Value::Integer(NOW), text("tok2"), Value::Integer(3)],
+                fence_values(),
+                vec![text("ready"), Value::Integer(NOW), text("m1"), text("tok2")],
+            ]
+            .concat(),
+        ),
+        (
+            "complete",
+            complete(&outbox, dialect, &held()).unwrap(),
+            format!(r#"DELETE FROM "outbox" WHERE {FENCE}"#),
+            fence_values(),
+        ),
+        (
+            "charged retry",
+            retry(&outbox, dialect, &held(), &failure(true)).unwrap(),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "last_error" = ?, "attempts" = ?, "unsettled_leases" = ? WHERE {FENCE}"#),
+            with_fence(vec![Value::Integer(NOW), Value::Null, text("boom"), Value::Integer(2), Value::Integer(0)]),
+        ),
+        (
+            "deferral",
+            retry(&outbox, dialect, &held(), &failure(false)).unwrap(),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "last_error" = ?, "attempts" = ?, "deferrals" = ? WHERE {FENCE}"#),
+            with_fence(vec![Value::Integer(NOW), Value::Null, text("boom"), Value::Integer(1), Value::Integer(2)]),
+        ),
+        (
+            "bury",
+            bury(&outbox, dialect, &held(), 2, "bad", at(NOW)).unwrap(),
+            format!(r#"UPDATE "outbox" SET "state" = ?, "due_at" = ?, "lease_token" = ?, "attempts" = ?, "unsettled_leases" = ?, "last_error" = ? WHERE {FENCE}"#),
+            with_fence(vec![text("dead"), Value::Integer(NOW), Value::Null, Value::Integer(2), Value::Integer(0), text("bad")]),
+        ),
+        (
+            "release",
+            release(&outbox, dialect, &held(), 2, at(NOW)).unwrap(),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "attempts" = ? WHERE {FENCE}"#),
+            with_fence(vec![Value::Integer(NOW), Value::Null, Value::Integer(1)]),
+        ),
+        (
+            "promote next",
+            promote_next(&outbox, dialect, "k").unwrap(),
+            r#"UPDATE "outbox" SET "state" = ? WHERE "state" = ? AND "ordering_key" = ? AND "seq" = (SELECT MIN("seq") FROM "outbox" WHERE "ordering_key" = ?)"#.into(),
+            vec![text("ready"), text("waiting"), text("k"), text("k")],
+        ),
+        (
+            "promote all heads",
+            promote_all_heads(&outbox, dialect).unwrap(),
+            r#"UPDATE "outbox" SET "state" = ? WHERE "state" = ? AND "outbox"."seq" = (SELECT MIN("earlier"."seq") FROM "outbox" AS "earlier" WHERE "earlier"."ordering_key" = "outbox"."ordering_key")"#.into(),
+            vec![text("ready"), text("waiting")],
+        ),
+        (
+            "insert",
+            insert(&outbox, dialect, &row()).unwrap(),
+            r#"INSERT INTO "outbox" ("state", "due_at", "id", "topic", "payload", "subject", "dedup_key", "ordering_key", "seq", "id_given", "attempts", "lease_token", "created_at") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT ("dedup_key") WHERE "dedup_key" IS NOT NULL DO NOTHING"#.into(),
+            vec![
+                text("ready"), Value::Integer(NOW), text("m1"), text("mail"), text("{}"), text("u1"),
+                Value::Null, Value::Null, Value::Null, Value::Integer(0), Value::Integer(0), Value::Null,
+                Value::Integer(NOW),
+            ],
+        ),
+        (
+            "inbox key",
+            inbox::record(&inbox, dialect, "key", Some("u1"), at(NOW)).unwrap(),
+            r#"INSERT INTO "inbox" ("key", "subject", "seen_at") VALUES (?, ?, ?)"#.into(),
+            vec![text("key"), text("u1"), Value::Integer(NOW)],
+        ),
+        (
+            "inbox seen",
+            inbox::seen(&inbox, dialect, "key").unwrap(),
+            r#"SELECT ? FROM "inbox" WHERE "key" = ?"#.into(),
+            vec![Value::Integer(1), text("key")],
+        ),
+        (
+            "inbox purge",
+            inbox::purge(&inbox, dialect, at(NOW)).unwrap(),
+            r#"DELETE FROM "inbox" WHERE "seen_at" < ?"#.into(),
+            vec![Value::Integer(NOW)],
+        ),
+        (
+            "inbox export",
+            inbox::of_subject(&inbox, dialect, "u1").unwrap(),
+            r#"SELECT "key", "subject", "seen_at" FROM "inbox" WHERE "subject" = ? ORDER BY "seen_at" ASC"#.into(),
+            vec![text("u1")],
+        ),
+        (
+            "inbox erasure",
+            inbox::erase_subject(&inbox, dialect, "u1").unwrap(),
+            r#"DELETE FROM "inbox" WHERE "subject" = ?"#.into(),
+            vec![text("u1")],
+        ),
+    ]
+}
+
+#[test]
+fn shared_statements_in_sqlite() {
+    for (name, statement, sql, values) in shared(Dialect::Sqlite) {
+        assert_eq!(statement.sql(), sql, "{name}");
+        assert_eq!(statement.values(), values, "{name}");
+    }
+}
+
+#[test]
+#[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+fn shared_statements_differ_in_postgres_only_by_placeholders() {
+    for (name, statement, sql, values) in shared(Dialect::Postgres) {
+        assert_eq!(
+            statement.sql(),
+            Dialect::Postgres.number_placeholders(&sql),
+            "{name}"
+        );
+        assert_eq!(statement.values(), values, "{name}");
+    }
+}
+
+fn spec() -> ClaimSpec<'static> {
+    ClaimSpec {
+        limit: 10,
+        max_attempts: 5,
+        now: at(NOW),
+        until: at(UNTIL),
+        token: "tok",
+    }
+}
+
+/// The claim's `SET`, the same in both dialects but for `IFNULL`.
+const CLAIM_SET: &str = r#"UPDATE "outbox" SET "state" = (CASE WHEN ("attempts" >= ?) THEN ? ELSE ? END), "due_at" = (CASE WHEN ("attempts" >= ?) THEN ? ELSE ? END), "lease_token" = (CASE WHEN ("attempts" >= ?) THEN ? ELSE ? END), "unsettled_leases" = (CASE WHEN ("lease_token" IS NOT NULL) THEN "unsettled_leases" + ? ELSE "unsettled_leases" END), "last_error" = (CASE WHEN ("attempts" >= ?) THEN (CASE WHEN ("lease_token" IS NOT NULL) THEN ? || IFNULL("last_error", ?) ELSE ? || IFNULL("last_error", ?) END) ELSE "last_error" END)"#;
+const RETURNING: &str = r#"RETURNING "state", "id", "topic", "payload", "subject", "ordering_key", "attempts", "created_at", "unsettled_leases", "deferrals""#;
+
+fn claim_set_values() -> Vec<Value> {
+    vec![
+        Value::Integer(5),
+        text("dead"),
+        text("ready"),
+        Value::Integer(5),
+        Value::Integer(NOW),
+        Value::Integer(UNTIL),
+        Value::Integer(5),
+        Value::Null,
+        text("tok"),
+        Value::Integer(1),
+        Value::Integer(5),
+        text(
+            "attempts exhausted (5 of 5): the lease of the last attempt, delivered alone, expired \
+             without a settle, so its outcome is unknown (the delivery may have crashed its \
+             drainer, or succeeded and its settle was lost); last receiver error: ",
+        ),
+        text("none"),
+        text("attempts exhausted: the retry policy allows 5; last error: "),
+        text("none"),
+        text("ready"),
+    ]
+}
+
+#[test]
+fn sqlite_claim_bounds_the_update_by_the_limit_th_due_row() {
+    let statement = claim(&table("outbox"), Dialect::Sqlite, &spec()).unwrap();
+    let boundary = r#"WITH "boundary" ("last_due", "last_id") AS  MATERIALIZED (SELECT "due_at", "id" FROM "outbox" WHERE "state" = ? AND "due_at" <= ? ORDER BY "due_at" ASC, "id" ASC LIMIT ? OFFSET ?)"#;
+    let bound = r#"WHERE "outbox"."state" = ? AND ("due_at", "id") <= (IFNULL((SELECT "last_due" FROM "boundary"), ?), IFNULL((SELECT "last_id" FROM "boundary"), ?))"#;
+    assert_eq!(
+        statement.sql(),
+        format!("{boundary} {CLAIM_SET} {bound} {RETURNING}")
+    );
+    // The boundary is the 10th due row: LIMIT 1 OFFSET 9.
+    let mut values = vec![
+        text("ready"),
+        Value::Integer(NOW),
+        Value::Integer(1),
+        Value::Integer(9),
+    ];
+    values.extend(claim_set_values());
+    values.extend([Value::Integer(NOW), Value::Blob(Vec::new())]);
+    assert_eq!(statement.values(), values);
+}
+
+#[test]
+#[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+fn postgres_claim_locks_the_first_due_rows_no_one_holds() {
+    let statement = claim(&table("outbox"), Dialect::Postgres, &spec()).unwrap();
+    let picked = r#"WITH "picked" ("claimed_due", "claimed_id") AS  MATERIALIZED (SELECT "due_at", "id" FROM "outbox" WHERE "state" = ? AND "due_at" <= ? ORDER BY "due_at" ASC, "id" ASC LIMIT ? FOR UPDATE SKIP LOCKED)"#;
+    let joined = r#"FROM "picked" WHERE "outbox"."state" = ? AND "outbox"."due_at" = "picked"."claimed_due" AND "outbox"."id" = "picked"."claimed_id""#;
+    let expected = format!(
+        r#"{picked} {} {joined} {RETURNING}, "picked"."claimed_due""#,
+        CLAIM_SET.replace("IFNULL", "COALESCE")
+    );
+    assert_eq!(
+        statement.sql(),
+        Dialect::Postgres.number_placeholders(&expected)
+    );
+    let mut values = vec![text("ready"), Value::Integer(NOW), Value::Integer(10)];
+    values.extend(claim_set_values());
+    assert_eq!(statement.values(), values);
+}
+
+fn ordered_row() -> NewRow<'static> {
+    NewRow {
+        ordering_key: Some("k"),
+        dedup_key: Some("d"),
+        ..row()
+    }
+}
+
+const ORDERED_INSERT: &str = r#"INSERT INTO "outbox" ("state", "due_at", "id", "topic", "payload", "subject", "dedup_key", "ordering_key", "seq", "id_given", "attempts", "lease_token", "created_at") SELECT (CASE WHEN ("key_state"."latest" IS NULL) THEN ? ELSE ? END), ?, ?, ?, ?, ?, ?, ?, IFNULL("key_state"."latest", ?) + ?, ?, ?, ?, ? FROM (SELECT MAX("seq") AS "latest" FROM {latest}) AS "key_state" WHERE TRUE ON CONFLICT ("dedup_key") WHERE "dedup_key" IS NOT NULL DO NOTHING"#;
+
+fn ordered_values() -> Vec<Value> {
+    vec![
+        text("ready"),
+        text("waiting"),
+        Value::Integer(NOW),
+        text("m1"),
+        text("mail"),
+        text("{}"),
+        text("u1"),
+        text("d"),
+        text("k"),
+        Value::Integer(0),
+        Value::Integer(1),
+        Value::Integer(0),
+        Value::Integer(0),
+        Value::Null,
+        Value::Integer(NOW),
+        text("k"),
+    ]
+}
+
+#[test]
+fn sqlite_ordered_insert_reads_the_keys_newest_row() {
+    let statement = insert(&table("outbox"), Dialect::Sqlite, &ordered_row()).unwrap();
+    assert_eq!(
+        statement.sql(),
+        ORDERED_INSERT.replace("{latest}", r#""outbox" WHERE "ordering_key" = ?"#)
+    );
+    assert_eq!(statement.values(), ordered_values());
+}
+
+#[test]
+#[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+fn postgres_ordered_insert_locks_the_keys_newest_row() {
+    let statement = insert(&table("outbox"), Dialect::Postgres, &ordered_row()).unwrap();
+    let latest = r#"(SELECT "seq" FROM "outbox" WHERE "ordering_key" = ? ORDER BY "seq" DESC LIMIT ? FOR UPDATE) AS "newest""#;
+    let expected = ORDERED_INSERT
+        .replace("{latest}", latest)
+        .replace("IFNULL", "COALESCE");
+    assert_eq!(
+        statement.sql(),
+        Dialect::Postgres.number_placeholders(&expected)
+    );
+    let mut values = ordered_values();
+    values.push(Value::Integer(1));
+    assert_eq!(statement.values(), values);
+}
+
+#[test]
+fn sqlite_erasure_guard_copies_the_tombstone_onto_itself() {
+    let guard =
+        dialects::erasure_guard(Dialect::Sqlite, &table("erased_subjects"), "u1", at(NOW)).unwrap();
+    assert_eq!(guard.len(), 1);
+    assert_eq!(
+        guard[0].sql(),
+        r#"INSERT INTO "erased_subjects" ("subject", "erased_at") SELECT "subject", "erased_at" FROM "erased_subjects" WHERE "subject" = ? AND "erased_at" >= ?"#
+    );
+    assert_eq!(guard[0].values(), [text("u1"), Value::Integer(NOW)]);
+}
+
+#[test]
+#[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+fn postgres_erasure_guard_takes_and_gives_back_the_key() {
+    let guard =
+        dialects::erasure_guard(Dialect::Postgres, &table("erased_subjects"), "u1", at(NOW))
+            .unwrap();
+    let sql: Vec<&str> = guard.iter().map(Statement::sql).collect();
+    assert_eq!(
+        sql,
+        [
+            r#"DELETE FROM "erased_subjects" WHERE "subject" = $1 AND "erased_at" < $2"#,
+            r#"INSERT INTO "erased_subjects" ("subject", "erased_at") VALUES ($1, $2)"#,
+            r#"DELETE FROM "erased_subjects" WHERE "subject" = $1 AND "erased_at" = $2"#,
+        ]
+    );
+    let mark = Value::Integer(tombstone_col::GUARD_MARK);
+    assert_eq!(guard[0].values(), [text("u1"), Value::Integer(NOW)]);
+    assert_eq!(guard[1].values(), [text("u1"), mark.clone()]);
+    assert_eq!(guard[2].values(), [text("u1"), mark]);
+}
