@@ -41,7 +41,7 @@ export WORKERS_OUTBOX_POSTGRES_URL
 say "native tests (SQLite and Postgres)"
 cargo test
 
-say "the README's native Postgres quickstart, run"
+say "the Postgres guide's native quickstart, run"
 DATABASE_URL=$WORKERS_OUTBOX_POSTGRES_URL cargo run -q -p quickstart-postgres
 
 say "wasm tests (Node)"

@@ -15,7 +15,7 @@
 //!    exactly when the change does.
 //! 2. A [`Defer`](defer::Defer) (Workers `wait_until`, or `tokio::spawn`)
 //!    tries delivery at once.
-//! 3. A scheduled [`Drainer`](drain::Drainer) delivers whatever was missed
+//! 3. A scheduled [`Drainer`] delivers whatever was missed
 //!    (in a Durable Object, the object's alarm runs it when the next message
 //!    falls due): it leases due rows, delivers, and completes, retries with
 //!    backoff or parks them as dead, within Workers' time and query limits.
@@ -83,18 +83,27 @@ mod verdict;
 pub use batch::{
     Batch, Committed, InboxKey, OfErasure, OfLeasedMessage, OfMessage, OfStatement, Ticket,
 };
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
+pub use database::d1::D1Database;
+pub use database::dialect::Dialect;
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
+pub use database::durable_object::DurableObjectDatabase;
+pub use database::port::Database;
 #[cfg(all(feature = "hyperdrive", target_arch = "wasm32"))]
-pub use database::HyperdriveDatabase;
+pub use database::postgres::HyperdriveDatabase;
 #[cfg(all(feature = "postgres", not(target_arch = "wasm32")))]
-pub use database::PostgresDatabase;
+pub use database::postgres::PostgresDatabase;
 #[cfg(all(feature = "sqlite", not(target_arch = "wasm32")))]
-pub use database::SqliteDatabase;
-pub use database::{Database, Dialect, Outcome, Row, Rows, Statement, Value};
-pub use drain::Delivery;
+pub use database::sqlite::SqliteDatabase;
+pub use database::statement::Statement;
+pub use database::value::Value;
+pub use drain::drainer::Drainer;
+pub use drain::limits::DrainLimits;
 pub use error::{Cause, Error, Result, RetryAdvice};
 pub use identifier::TableName;
-pub use inbox::{Inbox, KeyStatement, Processed};
-pub use outbox::{ClaimedMessage, LeaseHandle, Message, Outbox};
+pub use inbox::handle::Inbox;
+pub use outbox::handle::Outbox;
+pub use outbox::message::Message;
 pub use random::{FastRandom, RandomSource};
 pub use retry::{Backoff, ExponentialBackoff, RetryPolicy};
 #[cfg(all(feature = "tokio", not(target_arch = "wasm32")))]
@@ -102,6 +111,7 @@ pub use time::TokioTimer;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub use time::WorkersTimer;
 pub use time::{Clock, SystemClock, Timer, Timestamp};
-pub use topic::Topic;
+pub use topic::typed::Topic;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub use vars::worker_vars;
+pub use verdict::Delivery;

@@ -7,8 +7,8 @@
 //! # fn main() -> workers_outbox::Result<()> {
 //! # futures_util::FutureExt::now_or_never(async {
 //! use serde::{Deserialize, Serialize};
-//! use workers_outbox::testing::{RecordingDeliverer, TestOutbox};
 //! use workers_outbox::{Batch, Message, Topic};
+//! use workers_outbox::testing::{RecordingDeliverer, TestOutbox};
 //!
 //! #[derive(Serialize, Deserialize)]
 //! struct Welcome { to: String }
@@ -37,12 +37,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
-pub use crate::database::{CallCounts, CountingDatabase};
+pub use crate::database::counting::{CallCounts, CountingDatabase};
 use crate::drain::Deliver;
 use crate::future::BoxFuture;
 pub use crate::manual_clock::ManualClock;
 use crate::outbox::{ClaimedMessage, Delivery};
-use crate::topic::Topic;
+use crate::topic::typed::Topic;
 
 /// A [`Deliver`] that records every message it is given and answers with
 /// one verdict ([`Delivery::Delivered`] unless told otherwise). Clones share
@@ -153,13 +153,14 @@ mod in_memory {
     use std::sync::Arc;
 
     use super::ManualClock;
-    use crate::database::{Database, SqliteDatabase};
+    use crate::database::Database;
+    use crate::database::sqlite::SqliteDatabase;
     use crate::drain::{Deliver, DrainLimits, DrainReport, Drainer};
     use crate::error::Result;
     use crate::inbox::Inbox;
     use crate::outbox::{MessageState, Outbox, StoredMessage};
     use crate::time::{Clock, Timestamp};
-    use crate::topic::Topic;
+    use crate::topic::typed::Topic;
 
     /// An outbox and an inbox (tables `outbox` and `inbox`) in an in-memory
     /// SQLite database, on a [`ManualClock`] starting at 2023-11-14T22:13:20Z.

@@ -9,11 +9,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use workers_outbox::drain::{CircuitBreaker, DrainLimits, Drainer, deliver_fn};
+use workers_outbox::database::Rows;
+use workers_outbox::drain::{CircuitBreaker, deliver_fn};
+use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::testing::ManualClock;
 use workers_outbox::{
-    ClaimedMessage, Database, Delivery, Error, ExponentialBackoff, Inbox, Message, Outbox,
-    RetryPolicy, Rows, SqliteDatabase, Statement, Timestamp, TokioTimer, Value,
+    Database, Delivery, DrainLimits, Drainer, Error, ExponentialBackoff, Inbox, Message, Outbox,
+    RetryPolicy, SqliteDatabase, Statement, Timestamp, TokioTimer, Value,
 };
 
 const LEASE: Duration = Duration::from_secs(30);

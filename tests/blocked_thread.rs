@@ -10,10 +10,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use workers_outbox::drain::{Deliver, DrainLimits, Drainer};
+use workers_outbox::drain::Deliver;
 use workers_outbox::future::BoxFuture;
+use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::{
-    ClaimedMessage, Clock, Database, Delivery, Message, Outbox, SqliteDatabase, SystemClock,
+    Clock, Database, Delivery, DrainLimits, Drainer, Message, Outbox, SqliteDatabase, SystemClock,
     TokioTimer,
 };
 

@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 use workers_outbox::defer::TokioDefer;
-use workers_outbox::drain::{DrainLimits, Drainer, deliver_fn};
-use workers_outbox::{Batch, ClaimedMessage, Database, Delivery, Message, Outbox, SqliteDatabase};
+use workers_outbox::drain::deliver_fn;
+use workers_outbox::outbox::ClaimedMessage;
+use workers_outbox::{
+    Batch, Database, Delivery, DrainLimits, Drainer, Message, Outbox, SqliteDatabase,
+};
 
 #[tokio::test]
 async fn tokio_defer_delivers_after_the_caller_returns() {

@@ -12,10 +12,11 @@ use std::time::Duration;
 
 use futures_executor::block_on;
 use proptest::prelude::*;
+use workers_outbox::outbox::LeaseHandle;
 use workers_outbox::testing::ManualClock;
 use workers_outbox::{
-    Backoff, Database, Delivery, Error, LeaseHandle, Message, Outbox, RandomSource, RetryPolicy,
-    SqliteDatabase, Statement, Timestamp,
+    Backoff, Database, Delivery, Error, Message, Outbox, RandomSource, RetryPolicy, SqliteDatabase,
+    Statement, Timestamp,
 };
 
 const MAX_ATTEMPTS: u32 = 3;

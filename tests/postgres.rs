@@ -13,11 +13,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use postgres::TestDatabase;
-use workers_outbox::drain::{DrainLimits, Drainer, deliver_fn};
+use workers_outbox::drain::deliver_fn;
 use workers_outbox::subject::{erase_subject, export_subject};
 use workers_outbox::{
-    Batch, Database, Delivery, Error, Inbox, Message, Outbox, PostgresDatabase, RetryAdvice,
-    Statement,
+    Batch, Database, Delivery, DrainLimits, Drainer, Error, Inbox, Message, Outbox,
+    PostgresDatabase, RetryAdvice, Statement,
 };
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -224,7 +224,7 @@ async fn concurrent_drainers_share_the_work_and_never_overlap() {
     let drainers: Vec<_> = (0..4)
         .map(|_| {
             let ledger = ledger.clone();
-            let deliver = deliver_fn(move |message: workers_outbox::ClaimedMessage| {
+            let deliver = deliver_fn(move |message: workers_outbox::outbox::ClaimedMessage| {
                 let ledger = ledger.clone();
                 async move {
                     {
@@ -294,7 +294,7 @@ async fn an_erasure_racing_a_completion_of_its_key_strands_nothing() {
         // a drainer sweeps at most once a minute.
         let drainer = Drainer::builder(
             outbox.clone(),
-            deliver_fn(|_: workers_outbox::ClaimedMessage| async { Delivery::Delivered }),
+            deliver_fn(|_: workers_outbox::outbox::ClaimedMessage| async { Delivery::Delivered }),
         )
         .build()
         .unwrap();

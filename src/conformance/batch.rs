@@ -7,7 +7,8 @@ use crate::database::{Statement, Value};
 use crate::drain::Deliver;
 use crate::error::Error;
 use crate::outbox::{Delivery, Message};
-use crate::topic::{Router, Topic};
+use crate::topic::Router;
+use crate::topic::typed::Topic;
 
 async fn accounts(h: &Harness) -> Result<String, super::Failure> {
     let table = h.table("accounts");

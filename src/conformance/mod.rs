@@ -31,7 +31,8 @@ use std::time::Duration;
 
 use futures_util::future::LocalBoxFuture;
 
-use crate::database::{CallCounts, CountingDatabase, Database, Rows, Statement};
+use crate::database::counting::{CallCounts, CountingDatabase};
+use crate::database::{Database, Rows, Statement};
 use crate::error::Error;
 use crate::inbox::Inbox;
 use crate::manual_clock::ManualClock;

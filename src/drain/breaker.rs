@@ -295,7 +295,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::drain::Delivery;
+    use crate::verdict::Delivery;
 
     fn lease(id: &str, until: i64) -> LeaseHandle {
         LeaseHandle {

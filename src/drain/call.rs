@@ -342,7 +342,7 @@ mod tests {
     use futures_util::FutureExt;
 
     use super::*;
-    use crate::database::SqliteDatabase;
+    use crate::database::sqlite::SqliteDatabase;
     use crate::error::Result;
     use crate::future::BoxFuture;
     use crate::manual_clock::ManualClock;

@@ -4,7 +4,7 @@ use std::future::Future;
 
 use crate::future::{BoxFuture, MaybeSend, MaybeSync};
 use crate::outbox::ClaimedMessage;
-pub use crate::verdict::Delivery;
+use crate::verdict::Delivery;
 
 /// Sends one message somewhere (a mail API, a webhook, another module).
 ///

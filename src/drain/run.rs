@@ -11,14 +11,14 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::breaker::{Breaker, Settle};
 use super::call::{Call, ClaimSlot, ReadSlot, Reply, Retries, Sent, SettleSlot, SweepSlot};
-use super::deliver::Delivery;
+use super::drainer::{Attempt, Drainer, Queued};
 use super::report::{DrainReport, StopReason};
-use super::{Attempt, Drainer, Queued};
 use crate::database::Statement;
 use crate::error::Error;
 use crate::future::BoxFuture;
 use crate::outbox::{Claim, ClaimedMessage, Fate, LeaseHandle};
 use crate::time::Timestamp;
+use crate::verdict::Delivery;
 
 /// Delivery calls in flight: each one message, or a batch for a
 /// [`DeliverBatch`](super::DeliverBatch).

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::drain::Delivery;
 use crate::time::Timestamp;
+use crate::verdict::Delivery;
 
 /// What an HTTP status means for the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

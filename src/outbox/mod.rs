@@ -40,7 +40,8 @@
 mod claim;
 mod dead_letters;
 mod enqueue;
-mod message;
+pub(crate) mod handle;
+pub(crate) mod message;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod next_due;
 mod records;
@@ -49,15 +50,16 @@ mod stats;
 mod subject;
 mod topics;
 
-use std::sync::Arc;
-
 pub(crate) use crate::verdict::Delivery;
 pub(crate) use claim::ClaimStatement;
 pub(crate) use claim::check_lease;
 pub use claim::{Claim, ClaimedMessage, LeaseHandle, MalformedMessage};
 pub use enqueue::{Enqueue, Enqueued};
+pub(crate) use handle::Outbox;
+pub use handle::OutboxBuilder;
+pub(crate) use message::Message;
+pub use message::MessageLimits;
 pub(crate) use message::check_key;
-pub use message::{Message, MessageLimits};
 pub use records::{MessageState, StoredMessage};
 pub(crate) use settle::Fate;
 pub(crate) use settle::PreparedSettle;
@@ -67,211 +69,4 @@ pub use stats::OutboxStats;
 pub(crate) use topics::STREAK_MEMORY;
 pub(crate) use topics::{Streak, StreakWrite};
 
-use crate::database::{Database, Dialect, Statement};
-use crate::erasure::{ERASED_SUBJECTS, Tombstones};
-use crate::error::Result;
-use crate::identifier::TableName;
-use crate::random::{FastRandom, RandomSource};
-use crate::retry::RetryPolicy;
-use crate::sql::dialects;
-use crate::sql::schema;
 pub(crate) use crate::sql::{col, state};
-use crate::time::{Clock, SystemClock};
-
-const SCHEMA_TEMPLATE: &str = include_str!("schema.sql");
-const POSTGRES_SCHEMA_TEMPLATE: &str = include_str!("schema.postgres.sql");
-
-/// A durable outbox in one table of a [`Database`].
-///
-/// Cheap to clone; clones share the database handle, clock and randomness.
-#[derive(Clone)]
-pub struct Outbox {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    db: Arc<dyn Database>,
-    dialect: Dialect,
-    table: TableName,
-    tombstones: Tombstones,
-    clock: Arc<dyn Clock>,
-    random: Arc<dyn RandomSource>,
-    retry: RetryPolicy,
-    limits: MessageLimits,
-}
-
-impl std::fmt::Debug for Outbox {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Outbox")
-            .field("table", &self.inner.table)
-            .field("retry", &self.inner.retry)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Configures an [`Outbox`]. Made by [`Outbox::builder`].
-pub struct OutboxBuilder {
-    db: Arc<dyn Database>,
-    table: String,
-    tombstones: String,
-    clock: Arc<dyn Clock>,
-    random: Option<Arc<dyn RandomSource>>,
-    retry: RetryPolicy,
-    limits: MessageLimits,
-}
-
-impl OutboxBuilder {
-    /// Where "now" comes from (default: [`SystemClock`]).
-    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// Where ids, lease tokens and jitter come from (default: a
-    /// [`FastRandom`] seeded from the platform).
-    pub fn random(mut self, random: Arc<dyn RandomSource>) -> Self {
-        self.random = Some(random);
-        self
-    }
-
-    /// Attempts and backoff (default: [`RetryPolicy::default`]).
-    pub fn retry_policy(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// The table of the database's tombstones of erased subjects (default:
-    /// [`ERASED_SUBJECTS`]). Every outbox
-    /// and inbox of a database must name the same one, or an erasure
-    /// through one does not guard the others.
-    pub fn tombstones_table(mut self, table: &str) -> Self {
-        table.clone_into(&mut self.tombstones);
-        self
-    }
-
-    /// Size limits on messages (default: [`MessageLimits::default`]).
-    pub fn limits(mut self, limits: MessageLimits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// The outbox.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`](crate::error::Error::InvalidInput) if a table name
-    /// is not a plain identifier (see [`TableName`]).
-    pub fn build(self) -> Result<Outbox> {
-        Ok(Outbox {
-            inner: Arc::new(Inner {
-                dialect: self.db.dialect(),
-                tombstones: Tombstones::new(&self.tombstones, self.db.dialect())?,
-                db: self.db,
-                table: TableName::new(&self.table)?,
-                clock: self.clock,
-                random: self
-                    .random
-                    .unwrap_or_else(|| Arc::new(FastRandom::from_entropy())),
-                retry: self.retry,
-                limits: self.limits,
-            }),
-        })
-    }
-}
-
-impl Outbox {
-    /// Starts configuring an outbox in `table` of `db`.
-    pub fn builder(db: Arc<dyn Database>, table: &str) -> OutboxBuilder {
-        OutboxBuilder {
-            db,
-            table: table.to_owned(),
-            tombstones: ERASED_SUBJECTS.to_owned(),
-            clock: Arc::new(SystemClock),
-            random: None,
-            retry: RetryPolicy::default(),
-            limits: MessageLimits::default(),
-        }
-    }
-
-    /// An outbox in `table` of `db` with default settings.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`](crate::error::Error::InvalidInput) for a bad table name.
-    pub fn new(db: Arc<dyn Database>, table: &str) -> Result<Self> {
-        Self::builder(db, table).build()
-    }
-
-    /// The table this outbox lives in.
-    pub fn table(&self) -> &TableName {
-        &self.inner.table
-    }
-
-    /// The retry policy in force.
-    pub fn retry_policy(&self) -> &RetryPolicy {
-        &self.inner.retry
-    }
-
-    /// The database this outbox uses.
-    pub fn database(&self) -> &Arc<dyn Database> {
-        &self.inner.db
-    }
-
-    /// The DDL of this outbox's table and indexes, its topics table and the
-    /// database's tombstones of erased subjects, in the database's dialect,
-    /// as a migration file holds it. `migrations/` ships it for the
-    /// table `outbox` (`migrations/postgres/` for Postgres).
-    pub fn schema_sql(&self) -> String {
-        let mut sql = dialects::schema_sql(
-            self.inner.dialect,
-            [SCHEMA_TEMPLATE, POSTGRES_SCHEMA_TEMPLATE],
-            &self.inner.table,
-        );
-        sql.push_str(&self.inner.tombstones.schema_sql());
-        sql
-    }
-
-    /// The DDL as separate statements, for [`Database::batch_atomic`].
-    pub fn schema_statements(&self) -> Vec<Statement> {
-        schema::statements(&self.schema_sql())
-    }
-
-    /// Creates the table and indexes if they do not exist, atomically.
-    ///
-    /// # Errors
-    /// Any database error.
-    pub async fn create_schema(&self) -> Result<()> {
-        self.inner
-            .db
-            .batch_atomic(&self.schema_statements())
-            .await
-            .map(drop)
-    }
-
-    /// The database's tombstones of erased subjects.
-    pub(crate) fn tombstones(&self) -> &Tombstones {
-        &self.inner.tombstones
-    }
-
-    /// The SQL dialect its statements are rendered in.
-    pub(crate) fn dialect(&self) -> Dialect {
-        self.inner.dialect
-    }
-
-    /// "Now" on the outbox's clock.
-    pub(crate) fn now(&self) -> crate::time::Timestamp {
-        self.inner.clock.now()
-    }
-
-    /// The outbox's clock.
-    pub(crate) fn clock(&self) -> &dyn Clock {
-        self.inner.clock.as_ref()
-    }
-
-    fn table_name(&self) -> String {
-        self.inner.table.as_str().to_owned()
-    }
-
-    /// Renders a statement for this outbox's database.
-    fn render(&self, query: &impl sea_query::QueryStatementBuilder) -> Result<Statement> {
-        self.inner.dialect.render(query)
-    }
-}

@@ -1,8 +1,9 @@
 //! Relaying outbox messages into a Cloudflare Queue.
 
-use crate::drain::{BatchLimits, DeliverBatch, Delivery};
+use crate::drain::{BatchLimits, DeliverBatch};
 use crate::future::BoxFuture;
 use crate::outbox::ClaimedMessage;
+use crate::verdict::Delivery;
 
 use super::envelope::{Envelope, MAX_BATCH_BYTES, MAX_BATCH_MESSAGES};
 

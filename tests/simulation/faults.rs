@@ -2,8 +2,9 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use workers_outbox::database::{Outcome, Rows};
 use workers_outbox::future::BoxFuture;
-use workers_outbox::{Database, Error, Outcome, RetryAdvice, Rows, Statement, Value};
+use workers_outbox::{Database, Error, RetryAdvice, Statement, Value};
 
 use crate::ledger::Ledger;
 use crate::random::SimRandom;

@@ -29,12 +29,14 @@ use std::time::Duration;
 use futures_executor::LocalPool;
 use futures_util::task::LocalSpawnExt;
 use workers_outbox::conformance::yield_now;
-use workers_outbox::drain::{Deliver, DrainLimits, Drainer};
+use workers_outbox::drain::Deliver;
 use workers_outbox::future::BoxFuture;
+use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::testing::{ManualClock, UnlessCrashed};
 use workers_outbox::{
-    ClaimedMessage, Clock, Database, Delivery, Dialect, Error, ExponentialBackoff, FastRandom,
-    Inbox, Message, Outbox, RetryPolicy, SqliteDatabase, Statement, Timer, Timestamp, Value,
+    Clock, Database, Delivery, Dialect, DrainLimits, Drainer, Error, ExponentialBackoff,
+    FastRandom, Inbox, Message, Outbox, RetryPolicy, SqliteDatabase, Statement, Timer, Timestamp,
+    Value,
 };
 
 use crate::faults::FaultyDatabase;
@@ -441,7 +443,7 @@ impl Database for AnsweredAtOnce {
     fn run<'a>(
         &'a self,
         statement: &'a Statement,
-    ) -> BoxFuture<'a, workers_outbox::Result<workers_outbox::Outcome>> {
+    ) -> BoxFuture<'a, workers_outbox::Result<workers_outbox::database::Outcome>> {
         let answer = self
             .runtime
             .block_on(self.inner.run(&Self::numbered(statement)));
@@ -453,7 +455,7 @@ impl Database for AnsweredAtOnce {
     fn run_atomic<'a>(
         &'a self,
         statements: &'a [Statement],
-    ) -> BoxFuture<'a, workers_outbox::Result<Vec<workers_outbox::Outcome>>> {
+    ) -> BoxFuture<'a, workers_outbox::Result<Vec<workers_outbox::database::Outcome>>> {
         self.batch_atomic(statements)
     }
 
@@ -470,7 +472,7 @@ impl Database for AnsweredAtOnce {
     fn query<'a>(
         &'a self,
         statement: &'a Statement,
-    ) -> BoxFuture<'a, workers_outbox::Result<workers_outbox::Rows>> {
+    ) -> BoxFuture<'a, workers_outbox::Result<workers_outbox::database::Rows>> {
         let answer = self
             .runtime
             .block_on(self.inner.query(&Self::numbered(statement)));
@@ -480,7 +482,7 @@ impl Database for AnsweredAtOnce {
     fn batch_atomic<'a>(
         &'a self,
         statements: &'a [Statement],
-    ) -> BoxFuture<'a, workers_outbox::Result<Vec<workers_outbox::Outcome>>> {
+    ) -> BoxFuture<'a, workers_outbox::Result<Vec<workers_outbox::database::Outcome>>> {
         let numbered: Vec<Statement> = statements.iter().map(Self::numbered).collect();
         let answer = self.runtime.block_on(self.inner.batch_atomic(&numbered));
         Box::pin(std::future::ready(answer))

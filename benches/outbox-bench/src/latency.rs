@@ -10,9 +10,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::Serialize;
+use workers_outbox::Delivery;
 use workers_outbox::drain::Deliver;
 use workers_outbox::future::BoxFuture;
-use workers_outbox::{ClaimedMessage, Delivery};
+use workers_outbox::outbox::ClaimedMessage;
 
 /// The median delivery time, unscaled.
 const MEDIAN_MS: f64 = 150.0;

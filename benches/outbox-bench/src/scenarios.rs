@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use workers_outbox::drain::{Deliver, DrainLimits, DrainReport, Drainer, StopReason, deliver_fn};
+use workers_outbox::drain::{Deliver, DrainReport, StopReason, deliver_fn};
+use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::{
-    Batch, ClaimedMessage, Clock, Database, Delivery, Message, Outbox, Result, Statement,
+    Batch, Clock, Database, Delivery, DrainLimits, Drainer, Message, Outbox, Result, Statement,
     SystemClock, Timer, Value,
 };
 

@@ -18,12 +18,12 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
-use workers_outbox::database::durable_object::DurableObjectDatabase;
-use workers_outbox::drain::{Deliver, DrainLimits, Drainer};
+use workers_outbox::drain::Deliver;
 use workers_outbox::future::BoxFuture;
+use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::{
-    Batch, ClaimedMessage, Clock, Database, Delivery, Message, Outbox, Statement, SystemClock,
-    Timestamp,
+    Batch, Clock, Database, Delivery, DrainLimits, Drainer, DurableObjectDatabase, Message, Outbox,
+    Statement, SystemClock, Timestamp,
 };
 
 use crate::latency::Sink;

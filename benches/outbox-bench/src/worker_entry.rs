@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use worker::{Context, Env, Request, Response, Result, event};
-use workers_outbox::WorkersTimer;
-use workers_outbox::database::d1::D1Database;
+use workers_outbox::{D1Database, WorkersTimer};
 
 use crate::latency::{Mix, Sink};
 use crate::scenarios::{Algorithm, Bench, Kind, Meter, Probe};
@@ -155,8 +154,7 @@ async fn cron(
         workers_outbox::Result<workers_outbox::Outbox>,
     ),
 ) -> Result<Response> {
-    use workers_outbox::Statement;
-    use workers_outbox::drain::{DrainLimits, Drainer};
+    use workers_outbox::{DrainLimits, Drainer, Statement};
     let outbox = match outbox {
         Ok(outbox) => outbox,
         Err(error) => return answer::<()>(Err(error)),

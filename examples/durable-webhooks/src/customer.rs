@@ -6,13 +6,11 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use worker::{DurableObject, Env, Method, Request, Response, Result, State, durable_object};
-use workers_outbox::database::durable_object::DurableObjectDatabase;
-use workers_outbox::drain::{DrainLimits, Drainer};
 use workers_outbox::http::HttpDeliverer;
 use workers_outbox::{
-    Batch, Clock, Database, Message, Outbox, RetryPolicy, Statement, SystemClock, Topic,
+    Batch, Clock, Database, DrainLimits, Drainer, DurableObjectDatabase, Message, Outbox,
+    RetryPolicy, Statement, SystemClock, Topic, Value, worker_vars,
 };
-use workers_outbox::{Value, worker_vars};
 
 use crate::{Body, error_response, json, json_error, read_body};
 

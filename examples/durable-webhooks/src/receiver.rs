@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use worker::{DurableObject, Env, Method, Request, Response, Result, State, durable_object};
-use workers_outbox::database::durable_object::DurableObjectDatabase;
-use workers_outbox::{Batch, Clock, Database, Inbox, Statement, SystemClock, Value};
+use workers_outbox::{
+    Batch, Clock, Database, DurableObjectDatabase, Inbox, Statement, SystemClock, Value,
+};
 
 use crate::{Body, error_response, json, json_error, read_body};
 

@@ -1,4 +1,4 @@
-//! The README's Durable Object quickstart, compiled in CI (`tests/readme.rs` keeps the two equal).
+//! The Durable Object guide's quickstart (docs/durable-objects.md), compiled in CI (`tests/readme.rs` keeps the two equal).
 #![cfg(target_arch = "wasm32")]
 #![allow(missing_docs)] // `#[durable_object]` generates undocumented methods.
 
@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use worker::{DurableObject, Env, Request, Response, State, durable_object};
-use workers_outbox::database::durable_object::DurableObjectDatabase;
-use workers_outbox::drain::{DrainLimits, Drainer};
-use workers_outbox::{Batch, Message, Outbox, Result, Statement, Topic, http::HttpDeliverer};
+use workers_outbox::http::HttpDeliverer;
+use workers_outbox::{
+    Batch, DrainLimits, Drainer, DurableObjectDatabase, Message, Outbox, Result, Statement, Topic,
+};
 
 #[derive(Serialize, Deserialize)]
 struct OrderPlaced {

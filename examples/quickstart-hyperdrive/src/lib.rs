@@ -1,4 +1,4 @@
-//! The README's Hyperdrive quickstart, compiled in CI (`tests/readme.rs` keeps the two equal).
+//! The Postgres guide's Hyperdrive quickstart (docs/postgres.md), compiled in CI (`tests/readme.rs` keeps the two equal).
 #![cfg(target_arch = "wasm32")]
 
 use std::sync::Arc;
@@ -6,9 +6,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use worker::{Context, Env, Request, Response, ScheduleContext, ScheduledEvent, event};
 use workers_outbox::defer::WaitUntil;
-use workers_outbox::drain::{DrainLimits, Drainer};
+use workers_outbox::http::HttpDeliverer;
 use workers_outbox::{
-    Batch, HyperdriveDatabase, Message, Outbox, Result, Statement, Topic, http::HttpDeliverer,
+    Batch, DrainLimits, Drainer, HyperdriveDatabase, Message, Outbox, Result, Statement, Topic,
 };
 
 #[derive(Serialize, Deserialize)]

@@ -1,13 +1,13 @@
-//! The README's native Postgres quickstart, compiled and run in CI (`tests/readme.rs` keeps the two equal).
+//! The Postgres guide's native quickstart (docs/postgres.md), compiled and run in CI (`tests/readme.rs` keeps the two equal).
 #![allow(clippy::print_stdout)]
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use workers_outbox::drain::{Drainer, deliver_fn};
+use workers_outbox::drain::deliver_fn;
+use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::{
-    Batch, ClaimedMessage, Database, Delivery, Message, Outbox, PostgresDatabase, Result,
-    Statement, Topic,
+    Batch, Database, Delivery, Drainer, Message, Outbox, PostgresDatabase, Result, Statement, Topic,
 };
 
 #[derive(Serialize, Deserialize)]

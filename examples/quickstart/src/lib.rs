@@ -3,10 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 use worker::{Context, Env, Request, Response, ScheduleContext, ScheduledEvent, event};
-use workers_outbox::database::d1::D1Database;
 use workers_outbox::defer::WaitUntil;
-use workers_outbox::drain::{DrainLimits, Drainer};
-use workers_outbox::{Batch, Message, Outbox, Result, Statement, Topic, http::HttpDeliverer};
+use workers_outbox::http::HttpDeliverer;
+use workers_outbox::{
+    Batch, D1Database, DrainLimits, Drainer, Message, Outbox, Result, Statement, Topic,
+};
 
 #[derive(Serialize, Deserialize)]
 struct WelcomeMail {

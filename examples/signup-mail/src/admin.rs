@@ -6,9 +6,8 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use subtle::ConstantTimeEq;
 use worker::{Method, Request, Response, Result};
-use workers_outbox::drain::DrainLimits;
 use workers_outbox::subject::export_subject;
-use workers_outbox::{Batch, Outbox, Statement, Value};
+use workers_outbox::{Batch, DrainLimits, Outbox, Statement, Value};
 
 use crate::app::App;
 use crate::{error_response, json, json_error};

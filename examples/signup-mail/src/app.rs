@@ -4,12 +4,13 @@
 use std::sync::Arc;
 
 use worker::Env;
-use workers_outbox::database::d1::D1Database;
-use workers_outbox::drain::{DrainLimits, Drainer};
 use workers_outbox::http::HttpDeliverer;
 use workers_outbox::queue::{FanOut, QueueDeliverer};
 use workers_outbox::topic::Router;
-use workers_outbox::{Database, Error, Inbox, Outbox, Result, RetryPolicy, worker_vars};
+use workers_outbox::{
+    D1Database, Database, DrainLimits, Drainer, Error, Inbox, Outbox, Result, RetryPolicy,
+    worker_vars,
+};
 
 use crate::signup::Mail;
 

@@ -80,7 +80,7 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
         }
     }
     // What the relay used is not the mail drain's.
-    let mail_limits = workers_outbox::drain::DrainLimits {
+    let mail_limits = workers_outbox::DrainLimits {
         deadline: app.scheduled.deadline.saturating_sub(relay_limits.deadline),
         max_queries: app
             .scheduled

@@ -3,8 +3,10 @@
 use serde::{Deserialize, Serialize};
 use worker::{Context, Request, Response};
 use workers_outbox::defer::WaitUntil;
-use workers_outbox::{Batch, Clock, Error, FastRandom, Message, RandomSource, Result, Statement};
-use workers_outbox::{SystemClock, Timestamp, Topic};
+use workers_outbox::{
+    Batch, Clock, Error, FastRandom, Message, RandomSource, Result, Statement, SystemClock,
+    Timestamp, Topic,
+};
 
 use crate::app::App;
 use crate::{error_response, json, json_error};

@@ -7,12 +7,12 @@ use std::time::Duration;
 use serde::Deserialize;
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 use workers_outbox::conformance::{Capabilities, cases};
-use workers_outbox::database::durable_object::DurableObjectDatabase;
-use workers_outbox::drain::{Deliver, DrainLimits, Drainer};
+use workers_outbox::drain::Deliver;
 use workers_outbox::future::BoxFuture;
+use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::{
-    Backoff, Batch, ClaimedMessage, Clock, Database, Delivery, Message, Outbox, RandomSource,
-    RetryPolicy, Statement, SystemClock,
+    Backoff, Batch, Clock, Database, Delivery, DrainLimits, Drainer, DurableObjectDatabase,
+    Message, Outbox, RandomSource, RetryPolicy, Statement, SystemClock,
 };
 
 use crate::{case_response, internal};

@@ -21,9 +21,8 @@ mod durable;
 mod relay;
 
 use worker::{Context, Env, Method, Request, Response, Result, event};
-use workers_outbox::HyperdriveDatabase;
 use workers_outbox::conformance::{Capabilities, CaseResult, cases};
-use workers_outbox::database::d1::D1Database;
+use workers_outbox::{D1Database, HyperdriveDatabase};
 
 pub use durable::{AlarmedOutbox, ConformanceObject};
 

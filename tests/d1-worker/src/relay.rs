@@ -17,13 +17,13 @@ use std::time::Duration;
 use std::cell::Cell;
 
 use worker::{Env, MessageBatch, Request, Response, Result};
-use workers_outbox::Outcome;
-use workers_outbox::database::d1::D1Database;
-use workers_outbox::drain::{BatchLimits, DeliverBatch, DrainLimits, Drainer};
+use workers_outbox::database::Outcome;
+use workers_outbox::drain::{BatchLimits, DeliverBatch};
 use workers_outbox::future::BoxFuture;
+use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::queue::{Consumed, Envelope, QueueConsumer, QueueDeliverer};
 use workers_outbox::{
-    Batch, ClaimedMessage, Database, Delivery, Inbox, Message, Outbox, Statement,
+    Batch, D1Database, Database, Delivery, DrainLimits, Drainer, Inbox, Message, Outbox, Statement,
 };
 
 use crate::internal;

@@ -29,10 +29,11 @@ mod native {
     use std::time::{Duration, Instant};
 
     use serde_json::{Value as Json, json};
-    use workers_outbox::drain::{DrainLimits, DrainReport, Drainer, deliver_fn};
+    use workers_outbox::drain::{DrainReport, deliver_fn};
+    use workers_outbox::outbox::ClaimedMessage;
     use workers_outbox::testing::CountingDatabase;
     use workers_outbox::{
-        ClaimedMessage, Database, Delivery, Error, Message, Outbox, PostgresDatabase, Result,
+        Database, Delivery, DrainLimits, Drainer, Error, Message, Outbox, PostgresDatabase, Result,
         SqliteDatabase, Statement,
     };
 

@@ -1,49 +1,14 @@
-//! Typed topics: a payload type declares its topic once; enqueue and
-//! delivery use the type, and nobody spells a topic string or decodes JSON
-//! by hand.
+//! Delivery by topic: each message goes to the handler of its topic, its
+//! payload decoded.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-
+use super::typed::Topic;
 use crate::drain::Deliver;
-use crate::error::Result;
 use crate::future::{BoxFuture, MaybeSend, MaybeSync};
-use crate::outbox::{ClaimedMessage, Delivery, Message};
-
-/// A message payload type and the topic it travels under.
-///
-/// ```
-/// use serde::{Deserialize, Serialize};
-/// use workers_outbox::{Message, Topic};
-///
-/// #[derive(Serialize, Deserialize)]
-/// struct WelcomeMail { to: String }
-///
-/// impl Topic for WelcomeMail {
-///     const NAME: &'static str = "welcome-mail";
-/// }
-///
-/// let message = Message::of(&WelcomeMail { to: "ada@example.com".into() })?;
-/// # Ok::<(), workers_outbox::Error>(())
-/// ```
-pub trait Topic: Serialize + DeserializeOwned {
-    /// The topic's name, as stored with each message.
-    const NAME: &'static str;
-}
-
-impl Message {
-    /// A message of topic `T` carrying `payload` as JSON.
-    ///
-    /// # Errors
-    /// As [`Message::json`].
-    pub fn of<T: Topic>(payload: &T) -> Result<Message> {
-        Message::json(T::NAME, payload)
-    }
-}
+use crate::outbox::{ClaimedMessage, Delivery};
 
 /// One topic's delivery: `Send + Sync` natively, unbounded on `wasm32` (see
 /// [`crate::future`]).

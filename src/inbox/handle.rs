@@ -1,0 +1,293 @@
+//! The inbox's handle and what its calls return.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::database::{Database, Dialect, Outcome, Statement};
+use crate::erasure::{ERASED_SUBJECTS, GuardedInsert, Tombstones};
+use crate::error::{Error, Result};
+use crate::identifier::TableName;
+use crate::outbox::check_key as check;
+use crate::sql::inbox::{self as sql, KEY, SEEN_AT, SUBJECT};
+use crate::sql::{dialects, schema};
+use crate::time::{Clock, SystemClock, Timestamp};
+
+const SCHEMA_TEMPLATE: &str = include_str!("schema.sql");
+const POSTGRES_SCHEMA_TEMPLATE: &str = include_str!("schema.postgres.sql");
+
+/// First-writer-wins keys, in one table of a [`Database`].
+#[derive(Clone)]
+pub struct Inbox {
+    db: Arc<dyn Database>,
+    dialect: Dialect,
+    table: TableName,
+    tombstones: Tombstones,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbox")
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An inbox key's row, ready to join the effect's batch.
+#[derive(Debug, Clone, PartialEq)]
+#[must_use = "an inbox key protects nothing until it joins the effect's batch"]
+pub struct KeyStatement {
+    insert: GuardedInsert,
+    constraint: String,
+}
+
+impl KeyStatement {
+    /// The statements to put **first**, in this order, in the effect's
+    /// [`batch_atomic`](Database::batch_atomic): for a key with a subject,
+    /// the guard that fails the batch if the subject was erased (see
+    /// [`is_erased`](KeyStatement::is_erased)), then the key's `INSERT`.
+    pub fn statements(&self) -> &[Statement] {
+        self.insert.statements()
+    }
+
+    /// Whether `error` (from running the batch) means a guard refused a
+    /// subject of the batch (the key's, or another row's guarded by the same
+    /// tombstones): nothing of the batch was written, and running it again
+    /// fails the same way.
+    pub fn is_erased(&self, error: &Error) -> bool {
+        self.insert.is_erased(error)
+    }
+
+    /// The key's insert behind its subject's guard.
+    pub(crate) fn guarded(&self) -> &GuardedInsert {
+        &self.insert
+    }
+
+    /// The unique constraint a repeat of this key fails on.
+    pub(crate) fn constraint(&self) -> &str {
+        &self.constraint
+    }
+
+    /// Whether `error` (from running the batch) means the key was already
+    /// present: the message was processed before, and the batch changed
+    /// nothing.
+    pub fn is_duplicate(&self, error: &Error) -> bool {
+        matches!(error, Error::Conflict { constraint } if *constraint == self.constraint)
+    }
+}
+
+/// What [`Inbox::process_once`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Processed {
+    /// The key was new: the effects ran; their outcomes, in order.
+    Applied(Vec<Outcome>),
+    /// The key was already present: nothing changed.
+    AlreadyProcessed,
+}
+
+/// A stored inbox key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InboxEntry {
+    /// The message key.
+    pub key: String,
+    /// The subject it was recorded for.
+    pub subject: Option<String>,
+    /// When it was first processed.
+    pub seen_at: Timestamp,
+}
+
+impl Inbox {
+    /// An inbox in `table` of `db`, on the system clock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad table name.
+    pub fn new(db: Arc<dyn Database>, table: &str) -> Result<Self> {
+        let dialect = db.dialect();
+        Ok(Inbox {
+            tombstones: Tombstones::new(ERASED_SUBJECTS, dialect)?,
+            dialect,
+            db,
+            table: TableName::new(table)?,
+            clock: Arc::new(SystemClock),
+        })
+    }
+
+    /// The same inbox guarding subjects with the tombstones in `table`
+    /// (default: [`ERASED_SUBJECTS`]); see
+    /// [`OutboxBuilder::tombstones_table`](crate::outbox::OutboxBuilder::tombstones_table).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad table name.
+    pub fn with_tombstones_table(mut self, table: &str) -> Result<Self> {
+        self.tombstones = Tombstones::new(table, self.dialect)?;
+        Ok(self)
+    }
+
+    /// The same inbox on another clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The database's tombstones of erased subjects.
+    pub(crate) fn tombstones(&self) -> &Tombstones {
+        &self.tombstones
+    }
+
+    /// The table this inbox lives in.
+    pub fn table(&self) -> &TableName {
+        &self.table
+    }
+
+    /// The DDL of the inbox table and of the database's tombstones of
+    /// erased subjects, as a migration file holds it.
+    pub fn schema_sql(&self) -> String {
+        let mut sql = dialects::schema_sql(
+            self.dialect,
+            [SCHEMA_TEMPLATE, POSTGRES_SCHEMA_TEMPLATE],
+            &self.table,
+        );
+        sql.push_str(&self.tombstones.schema_sql());
+        sql
+    }
+
+    /// The DDL as separate statements.
+    pub fn schema_statements(&self) -> Vec<Statement> {
+        schema::statements(&self.schema_sql())
+    }
+
+    /// Creates the table and indexes if missing, atomically.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn create_schema(&self) -> Result<()> {
+        self.db
+            .batch_atomic(&self.schema_statements())
+            .await
+            .map(drop)
+    }
+
+    /// The key's statements, to put first in the batch that applies the
+    /// message's effect. If the key exists, the batch fails with an error
+    /// [`KeyStatement::is_duplicate`] recognises, and nothing in it applies;
+    /// likewise if `subject` was erased ([`KeyStatement::is_erased`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an empty key or subject, or one over 256
+    /// bytes.
+    pub fn key_statement(&self, key: &str, subject: Option<&str>) -> Result<KeyStatement> {
+        check("inbox key", Some(key))?;
+        check("subject", subject)?;
+        let now = self.clock.now();
+        let insert = sql::record(&self.table, self.dialect, key, subject, now)?;
+        Ok(KeyStatement {
+            insert: GuardedInsert::new(&self.tombstones, subject, now, insert)?,
+            constraint: format!("{}.{KEY}", self.table),
+        })
+    }
+
+    /// Runs `effects` exactly once for `key`: in one atomic batch behind the
+    /// key's insert.
+    ///
+    /// # Errors
+    /// Input errors as [`key_statement`](Inbox::key_statement);
+    /// [`Error::SubjectErased`] if `subject` was erased (nothing applied);
+    /// any database error other than the key's own conflict. A transient error
+    /// may have committed the key and effects: calling again is safe (it
+    /// then answers that the key was seen).
+    pub async fn process_once(
+        &self,
+        key: &str,
+        subject: Option<&str>,
+        effects: &[Statement],
+    ) -> Result<Processed> {
+        let claim = self.key_statement(key, subject)?;
+        let mut batch = claim.statements().to_vec();
+        let own = batch.len();
+        batch.extend_from_slice(effects);
+        match self.db.batch_atomic(&batch).await {
+            Ok(mut outcomes) => {
+                outcomes.drain(..own.min(outcomes.len()));
+                Ok(Processed::Applied(outcomes))
+            }
+            Err(error) if claim.is_duplicate(&error) => Ok(Processed::AlreadyProcessed),
+            Err(error) => Err(claim.guarded().name_refusal(self.db.as_ref(), error).await),
+        }
+    }
+
+    /// Whether `key` was processed (and not yet purged).
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn seen(&self, key: &str) -> Result<bool> {
+        let statement = sql::seen(&self.table, self.dialect, key)?;
+        Ok(!self.db.query(&statement).await?.is_empty())
+    }
+
+    /// Forgets keys first processed before `older_than`; returns how many.
+    /// A message redelivered after its key was purged is processed again:
+    /// keep keys longer than any sender retries. Also forgets the tombstones
+    /// of subjects erased more than
+    /// [`ERASURE_MEMORY`](crate::subject::ERASURE_MEMORY) ago.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn purge(&self, older_than: Timestamp) -> Result<u64> {
+        let statement = sql::purge(&self.table, self.dialect, older_than)?;
+        let forget = self.tombstones.forget(self.clock.now())?;
+        let outcomes = self.db.batch_atomic(&[statement, forget]).await?;
+        Ok(outcomes.first().map_or(0, |keys| keys.rows_affected))
+    }
+
+    /// Every key recorded for `subject`.
+    ///
+    /// # Errors
+    /// [`Error::MalformedRow`] naming an undecodable row; database errors.
+    pub async fn export_subject(&self, subject: &str) -> Result<Vec<InboxEntry>> {
+        let statement = sql::of_subject(&self.table, self.dialect, subject)?;
+        let rows = self.db.query(&statement).await?;
+        rows.iter()
+            .map(|row| {
+                let in_row = |error: Error| error.in_row(self.table.as_str(), None);
+                Ok(InboxEntry {
+                    key: row.get(KEY).map_err(in_row)?,
+                    subject: row.get(SUBJECT).map_err(in_row)?,
+                    seen_at: row.get(SEEN_AT).map_err(in_row)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Where the delete stands in
+    /// [`erase_subject_statements`](Inbox::erase_subject_statements): its
+    /// outcome counts the keys erased.
+    pub const ERASE_DELETE: usize = 1;
+
+    /// The statements of [`erase_subject`](Inbox::erase_subject), in order:
+    /// record the subject's tombstone, then delete its keys.
+    ///
+    /// # Errors
+    /// If a statement cannot be built.
+    pub fn erase_subject_statements(&self, subject: &str) -> Result<Vec<Statement>> {
+        Ok(vec![
+            self.tombstones.tombstone(subject, self.clock.now())?,
+            sql::erase_subject(&self.table, self.dialect, subject)?,
+        ])
+    }
+
+    /// Deletes every key recorded for `subject` and records its tombstone;
+    /// returns how many keys.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn erase_subject(&self, subject: &str) -> Result<u64> {
+        let outcomes = self
+            .db
+            .batch_atomic(&self.erase_subject_statements(subject)?)
+            .await?;
+        Ok(outcomes
+            .get(Self::ERASE_DELETE)
+            .map_or(0, |outcome| outcome.rows_affected))
+    }
+}
