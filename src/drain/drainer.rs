@@ -7,8 +7,6 @@ use futures_util::future::{Either, select};
 
 use super::deliver::{BatchLimits, Deliver, DeliverBatch};
 use super::limits::DrainLimits;
-use super::report::DrainReport;
-use super::run;
 use crate::verdict::Delivery;
 
 use crate::error::Result;
@@ -210,34 +208,6 @@ impl Drainer {
                 .last_sweep
                 .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
-    }
-
-    /// Drains due messages until none is left or a limit is reached, and
-    /// logs the report as one line.
-    pub async fn drain(&self) -> DrainReport {
-        let report = run::Run::new(self, Vec::new(), true).go().await;
-        log::info!("{report}");
-        report
-    }
-
-    /// Hands the immediate delivery of `message` (leased to this request by
-    /// [`Batch::enqueue_leased`](crate::batch::Batch::enqueue_leased)) to `defer`:
-    /// Workers' `wait_until`, or `tokio::spawn`. If the runtime drops it,
-    /// the message is delivered by a drain once its lease ends.
-    pub fn deliver_now(&self, defer: &dyn crate::defer::Defer, message: ClaimedMessage) {
-        let drainer = self.clone();
-        defer.defer(Box::pin(async move {
-            drainer.deliver_claimed(vec![message]).await;
-        }));
-    }
-
-    /// Delivers messages the caller already leases (from
-    /// [`Batch::enqueue_leased`](crate::batch::Batch::enqueue_leased)) and settles them: the immediate attempt
-    /// after a response, one database call for its settle.
-    pub(crate) async fn deliver_claimed(&self, messages: Vec<ClaimedMessage>) -> DrainReport {
-        let report = run::Run::new(self, messages, false).go().await;
-        log::info!("{report}");
-        report
     }
 
     /// Whether a delivery starting `now` can time out and be settled by

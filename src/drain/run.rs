@@ -714,3 +714,33 @@ impl<'a> Run<'a> {
         }
     }
 }
+
+impl Drainer {
+    /// Drains due messages until none is left or a limit is reached, and
+    /// logs the report as one line.
+    pub async fn drain(&self) -> DrainReport {
+        let report = Run::new(self, Vec::new(), true).go().await;
+        log::info!("{report}");
+        report
+    }
+
+    /// Hands the immediate delivery of `message` (leased to this request by
+    /// [`Batch::enqueue_leased`](crate::batch::Batch::enqueue_leased)) to `defer`:
+    /// Workers' `wait_until`, or `tokio::spawn`. If the runtime drops it,
+    /// the message is delivered by a drain once its lease ends.
+    pub fn deliver_now(&self, defer: &dyn crate::defer::Defer, message: ClaimedMessage) {
+        let drainer = self.clone();
+        defer.defer(Box::pin(async move {
+            drainer.deliver_claimed(vec![message]).await;
+        }));
+    }
+
+    /// Delivers messages the caller already leases (from
+    /// [`Batch::enqueue_leased`](crate::batch::Batch::enqueue_leased)) and settles them: the immediate attempt
+    /// after a response, one database call for its settle.
+    pub(crate) async fn deliver_claimed(&self, messages: Vec<ClaimedMessage>) -> DrainReport {
+        let report = Run::new(self, messages, false).go().await;
+        log::info!("{report}");
+        report
+    }
+}
