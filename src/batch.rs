@@ -228,7 +228,7 @@ impl Batch {
 
     /// Adds `message` to `outbox` already leased to this request for
     /// `lease`, to deliver it right after the commit (see
-    /// [`Drainer::deliver_now`](crate::drain::Drainer::deliver_now)); if
+    /// [`Drainer::deliver_now`](crate::Drainer::deliver_now)); if
     /// that never happens, a drain delivers it once the lease ends.
     ///
     /// # Errors

@@ -155,7 +155,8 @@ mod in_memory {
     use super::ManualClock;
     use crate::database::Database;
     use crate::database::sqlite::SqliteDatabase;
-    use crate::drain::{Deliver, DrainLimits, DrainReport, Drainer};
+    use crate::drain::drainer::Drainer;
+    use crate::drain::{Deliver, DrainLimits, DrainReport};
     use crate::error::Result;
     use crate::inbox::Inbox;
     use crate::outbox::{MessageState, Outbox, StoredMessage};

@@ -3,7 +3,8 @@
 
 use super::{CaseResult, Harness, LEASE, ensure, ensure_eq, yield_now};
 use crate::batch::Batch;
-use crate::database::{Statement, Value};
+use crate::database::Statement;
+use crate::database::value::Value;
 use crate::drain::Deliver;
 use crate::error::Error;
 use crate::outbox::{Delivery, Message};

@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::{CaseResult, Failure, Harness, enqueue_message, ensure, ensure_eq, yield_now};
-use crate::drain::{BatchLimits, CircuitBreaker, DeliverBatch, DrainLimits, Drainer};
+use crate::drain::drainer::Drainer;
+use crate::drain::{BatchLimits, CircuitBreaker, DeliverBatch, DrainLimits};
 use crate::future::BoxFuture;
 use crate::manual_clock::ManualClock;
 use crate::outbox::{ClaimedMessage, Delivery, Message, Outbox};

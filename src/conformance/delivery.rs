@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use super::{CaseResult, Harness, LEASE, enqueue, ensure, ensure_eq, yield_now};
 use crate::database::{Database, Outcome, Statement};
-use crate::drain::{Deliver, DrainLimits, DrainReport, Drainer};
+use crate::drain::drainer::Drainer;
+use crate::drain::{Deliver, DrainLimits, DrainReport};
 use crate::error::{Error, Result, RetryAdvice};
 use crate::future::BoxFuture;
 use crate::manual_clock::ManualClock;

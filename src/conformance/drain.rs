@@ -7,7 +7,8 @@ use std::time::Duration;
 use futures_util::future::join;
 
 use super::{CaseResult, Failure, Harness, LEASE, enqueue, ensure, ensure_eq, yield_now};
-use crate::drain::{CircuitBreaker, Deliver, DrainLimits, Drainer, StopReason, deliver_fn};
+use crate::drain::drainer::Drainer;
+use crate::drain::{CircuitBreaker, Deliver, DrainLimits, StopReason, deliver_fn};
 use crate::manual_clock::ManualClock;
 use crate::outbox::{ClaimedMessage, Delivery, Message, Outbox};
 

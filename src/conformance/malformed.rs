@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{CaseResult, Failure, Harness, LEASE, enqueue, ensure, ensure_eq};
-use crate::database::Value;
+use crate::database::value::Value;
 use crate::error::Error;
 use crate::outbox::{Delivery, Message, Outbox};
 use crate::time::Timestamp;

@@ -354,7 +354,7 @@ impl Harness {
     pub async fn sql(
         &self,
         sql: &str,
-        values: Vec<crate::database::Value>,
+        values: Vec<crate::database::value::Value>,
     ) -> Result<Rows, Failure> {
         Ok(self.db.query(&self.statement(sql, values)).await?)
     }
@@ -364,7 +364,7 @@ impl Harness {
     /// SQLite types become Postgres ones (`INTEGER` → `BIGINT`, an
     /// `INTEGER PRIMARY KEY` numbered by default as in SQLite, `REAL` →
     /// `DOUBLE PRECISION`, `BLOB` → `BYTEA`, no `WITHOUT ROWID`).
-    pub fn statement(&self, sql: &str, values: Vec<crate::database::Value>) -> Statement {
+    pub fn statement(&self, sql: &str, values: Vec<crate::database::value::Value>) -> Statement {
         let dialect = self.db.dialect();
         let mut sql = dialect.number_placeholders(sql);
         if dialect == crate::database::Dialect::Postgres && sql.starts_with("CREATE TABLE") {

@@ -1,7 +1,8 @@
 //! The `Database` contract itself.
 
 use super::{CaseResult, Harness, ensure, ensure_eq};
-use crate::database::{Statement, Value};
+use crate::database::Statement;
+use crate::database::value::Value;
 use crate::error::{Error, RetryAdvice};
 
 pub(crate) async fn batch_is_all_or_nothing(h: Harness) -> CaseResult {

@@ -8,9 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::{CaseResult, Failure, Harness, enqueue_message, ensure, ensure_eq};
-use crate::drain::{
-    BatchLimits, CircuitBreaker, Deliver, DeliverBatch, DrainLimits, DrainReport, Drainer,
-};
+use crate::drain::drainer::Drainer;
+use crate::drain::{BatchLimits, CircuitBreaker, Deliver, DeliverBatch, DrainLimits, DrainReport};
 use crate::future::BoxFuture;
 use crate::manual_clock::ManualClock;
 use crate::outbox::{ClaimedMessage, Delivery, Message, Outbox};

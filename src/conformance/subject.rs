@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use super::{CaseResult, Failure, Harness, LEASE, enqueue_message, ensure, ensure_eq};
 use crate::batch::Batch;
-use crate::database::Value;
-use crate::drain::{DrainLimits, Drainer, deliver_fn};
+use crate::database::value::Value;
+use crate::drain::drainer::Drainer;
+use crate::drain::{DrainLimits, deliver_fn};
 use crate::error::Error;
 use crate::outbox::{Delivery, Message, MessageState};
 use crate::subject::{ERASURE_MEMORY, Erased, erase_subject, export_subject};

@@ -29,7 +29,7 @@ impl Dialect {
     ///
     /// # Errors
     /// [`Error::InvalidInput`](crate::error::Error::InvalidInput) if a value cannot be stored exactly (see
-    /// [`Value`](super::Value)), or for Postgres in a build without the
+    /// [`Value`](crate::Value)), or for Postgres in a build without the
     /// `postgres` or `hyperdrive` feature (which brings its renderer).
     pub fn render(self, query: &impl QueryStatementBuilder) -> Result<Statement> {
         let (sql, values) = match self {
@@ -83,7 +83,7 @@ impl Dialect {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::database::Value;
+    use crate::database::value::Value;
     use sea_query::{Expr, ExprTrait, Query};
 
     #[test]

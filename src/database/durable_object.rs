@@ -16,7 +16,8 @@ use worker::worker_sys::DurableObjectStorage;
 use worker::worker_sys::types::SqlStorage;
 
 use crate::database::js_values::{cell, from_js, js_error, to_js};
-use crate::database::{Database, Dialect, Outcome, Rows, Statement, Value};
+use crate::database::value::Value;
+use crate::database::{Database, Dialect, Outcome, Rows, Statement};
 use crate::error::{Error, Result};
 use crate::future::BoxFuture;
 use crate::time::Timestamp;

@@ -8,8 +8,8 @@
 use js_sys::{Array, ArrayBuffer, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
 
-use crate::database::Value;
 use crate::database::d1::classify::classify_message;
+use crate::database::value::Value;
 use crate::error::{Error, Result};
 
 /// The largest integer a double holds exactly: 2^53 - 1.

@@ -1,5 +1,5 @@
 //! The `Database` port: the only way this crate touches storage. The port
-//! ([`Database`], [`Statement`], [`Value`], [`Dialect`]) and the adapters
+//! ([`Database`], [`Statement`], [`Value`](crate::Value), [`Dialect`]) and the adapters
 //! (`D1Database`, `DurableObjectDatabase`, `SqliteDatabase`,
 //! `PostgresDatabase`, `HyperdriveDatabase`) are at the crate's root; this
 //! module holds what a call returns.
@@ -34,4 +34,3 @@ pub use port::Outcome;
 pub use rows::{FromValue, Row, Rows};
 pub(crate) use statement::Statement;
 pub(crate) use statement::query_error;
-pub(crate) use value::Value;

@@ -8,7 +8,8 @@ use rusqlite::types::{Value as SqliteValue, ValueRef};
 use rusqlite::{Connection, ErrorCode};
 
 use super::d1::classify_message;
-use super::{Database, Dialect, Outcome, Rows, Statement, Value};
+use super::value::Value;
+use super::{Database, Dialect, Outcome, Rows, Statement};
 use crate::error::{Error, Result, RetryAdvice};
 use crate::future::BoxFuture;
 

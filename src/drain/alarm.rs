@@ -1,6 +1,7 @@
 //! A Durable Object's alarm driving its outbox's drain.
 
-use super::{DrainReport, Drainer, StopReason};
+use super::drainer::Drainer;
+use super::{DrainReport, StopReason};
 use crate::database::durable_object::DurableObjectDatabase;
 use crate::error::Result;
 

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::outbox::Outbox;
 
 /// Bounds on one drain. Pick a preset and adjust fields as needed; the
-/// [`Drainer`](super::Drainer) checks them with [`validate`](DrainLimits::validate).
+/// [`Drainer`](crate::Drainer) checks them with [`validate`](DrainLimits::validate).
 ///
 /// # Guarantees
 /// - **The deliverer is never called with less than `delivery_timeout +

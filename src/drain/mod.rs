@@ -34,8 +34,6 @@ mod report;
 mod run;
 
 pub use deliver::{BatchLimits, Deliver, DeliverBatch, DeliverFn, deliver_fn};
-#[cfg(any(test, feature = "testing", feature = "conformance"))]
-pub(crate) use drainer::Drainer;
 pub use drainer::DrainerBuilder;
 pub use limits::CircuitBreaker;
 pub(crate) use limits::DrainLimits;

@@ -10,7 +10,7 @@ use super::envelope::{Envelope, MAX_BATCH_BYTES, MAX_BATCH_MESSAGES};
 /// Relays outbox messages into a Cloudflare Queue: each drain call is one
 /// `send_batch` (one subrequest) of up to 100 messages and 256 KB, each
 /// message an [`Envelope`]. Give it to
-/// [`Drainer::batch_builder`](crate::drain::Drainer::batch_builder).
+/// [`Drainer::batch_builder`](crate::Drainer::batch_builder).
 ///
 /// Verdicts: all of a call's messages are delivered once `send_batch`
 /// succeeds (the Queue then owns them). A message over the Queue's 128 KB

@@ -5,7 +5,8 @@ use super::claim::{ClaimSpec, claim, isolate, recovery};
 use super::enqueue::{NewRow, insert};
 use super::settle::{Retry, bury, complete, promote_all_heads, promote_next, release, retry};
 use super::*;
-use crate::database::{Dialect, Statement, Value};
+use crate::database::value::Value;
+use crate::database::{Dialect, Statement};
 use crate::identifier::TableName;
 
 fn at(millis: i64) -> Timestamp {

@@ -9,7 +9,8 @@ use wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::{D1Database as D1Sys, D1PreparedStatement, D1Result};
 
 use crate::database::js_values::{cell, js_error, to_js};
-use crate::database::{Database, Dialect, Outcome, Rows, Statement, Value};
+use crate::database::value::Value;
+use crate::database::{Database, Dialect, Outcome, Rows, Statement};
 use crate::error::Result;
 use crate::future::BoxFuture;
 
