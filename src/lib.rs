@@ -102,6 +102,7 @@ pub use drain::limits::DrainLimits;
 pub use error::{Cause, Error, Result, RetryAdvice};
 pub use identifier::TableName;
 pub use inbox::handle::Inbox;
+pub use outbox::claim::ClaimedMessage;
 pub use outbox::handle::Outbox;
 pub use outbox::message::Message;
 pub use random::{FastRandom, RandomSource};

@@ -11,11 +11,10 @@ use std::time::Duration;
 
 use workers_outbox::database::Rows;
 use workers_outbox::drain::{CircuitBreaker, deliver_fn};
-use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::testing::ManualClock;
 use workers_outbox::{
-    Database, Delivery, DrainLimits, Drainer, Error, ExponentialBackoff, Inbox, Message, Outbox,
-    RetryPolicy, SqliteDatabase, Statement, Timestamp, TokioTimer, Value,
+    ClaimedMessage, Database, Delivery, DrainLimits, Drainer, Error, ExponentialBackoff, Inbox,
+    Message, Outbox, RetryPolicy, SqliteDatabase, Statement, Timestamp, TokioTimer, Value,
 };
 
 const LEASE: Duration = Duration::from_secs(30);

@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use workers_outbox::drain::Deliver;
 use workers_outbox::future::BoxFuture;
-use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::{
-    Clock, Database, Delivery, DrainLimits, Drainer, Message, Outbox, SqliteDatabase, SystemClock,
-    TokioTimer,
+    ClaimedMessage, Clock, Database, Delivery, DrainLimits, Drainer, Message, Outbox,
+    SqliteDatabase, SystemClock, TokioTimer,
 };
 
 struct BlocksOnce {

@@ -7,9 +7,9 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use workers_outbox::defer::TokioDefer;
 use workers_outbox::drain::deliver_fn;
-use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::{
-    Batch, Database, Delivery, DrainLimits, Drainer, Message, Outbox, SqliteDatabase,
+    Batch, ClaimedMessage, Database, Delivery, DrainLimits, Drainer, Message, Outbox,
+    SqliteDatabase,
 };
 
 #[tokio::test]

@@ -224,7 +224,7 @@ async fn concurrent_drainers_share_the_work_and_never_overlap() {
     let drainers: Vec<_> = (0..4)
         .map(|_| {
             let ledger = ledger.clone();
-            let deliver = deliver_fn(move |message: workers_outbox::outbox::ClaimedMessage| {
+            let deliver = deliver_fn(move |message: workers_outbox::ClaimedMessage| {
                 let ledger = ledger.clone();
                 async move {
                     {
@@ -294,7 +294,7 @@ async fn an_erasure_racing_a_completion_of_its_key_strands_nothing() {
         // a drainer sweeps at most once a minute.
         let drainer = Drainer::builder(
             outbox.clone(),
-            deliver_fn(|_: workers_outbox::outbox::ClaimedMessage| async { Delivery::Delivered }),
+            deliver_fn(|_: workers_outbox::ClaimedMessage| async { Delivery::Delivered }),
         )
         .build()
         .unwrap();

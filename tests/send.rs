@@ -10,11 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use workers_outbox::drain::deliver_fn;
-use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::subject::{erase_subject, export_subject};
 use workers_outbox::{
-    Database, Delivery, DrainLimits, Drainer, Inbox, Message, Outbox, PostgresDatabase,
-    SqliteDatabase, Statement, Timestamp, TokioTimer, Topic,
+    ClaimedMessage, Database, Delivery, DrainLimits, Drainer, Inbox, Message, Outbox,
+    PostgresDatabase, SqliteDatabase, Statement, Timestamp, TokioTimer, Topic,
 };
 
 #[derive(serde::Serialize, serde::Deserialize)]

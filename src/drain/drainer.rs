@@ -7,11 +7,10 @@ use futures_util::future::{Either, select};
 
 use super::deliver::{BatchLimits, Deliver, DeliverBatch};
 use super::limits::DrainLimits;
-use crate::verdict::Delivery;
-
 use crate::error::Result;
 use crate::outbox::{ClaimedMessage, Outbox};
 use crate::time::{Timer, Timestamp};
+use crate::verdict::Delivery;
 
 /// Delivers an outbox's messages through a [`Deliver`] (one message a
 /// call) or a [`DeliverBatch`] (many). Cheap to clone, so it can move into

@@ -48,9 +48,17 @@ impl Enqueue {
         &self.insert
     }
 
-    fn new(outbox: &Outbox, id: String, message: &Message, insert: Statement) -> Result<Self> {
+    /// `insert` behind the guard of the message's subject, both at `now`
+    /// (one reading of the clock).
+    fn new(
+        outbox: &Outbox,
+        id: String,
+        message: &Message,
+        insert: Statement,
+        now: Timestamp,
+    ) -> Result<Self> {
         let subject = message.subject.as_deref();
-        let insert = GuardedInsert::new(outbox.tombstones(), subject, outbox.now(), insert)?;
+        let insert = GuardedInsert::new(outbox.tombstones(), subject, now, insert)?;
         Ok(Enqueue { id, insert })
     }
 }
@@ -112,7 +120,7 @@ impl Outbox {
         };
         let due_at = message.not_before.map_or(now, |at| at.max(now));
         let insert = self.insert_statement(&message, &id, due_at, None, now)?;
-        Enqueue::new(self, id, &message, insert)
+        Enqueue::new(self, id, &message, insert, now)
     }
 
     /// Like [`enqueue`](Outbox::enqueue), but the row is written leased to
@@ -150,7 +158,7 @@ impl Outbox {
         let until = now.checked_add(lease)?;
         let token = self.new_ulid(now);
         let insert = self.insert_statement(&message, &id, until, Some(&token), now)?;
-        let enqueue = Enqueue::new(self, id.clone(), &message, insert)?;
+        let enqueue = Enqueue::new(self, id.clone(), &message, insert, now)?;
         let claimed = ClaimedMessage {
             id: id.clone(),
             topic: message.topic,

@@ -37,7 +37,7 @@
 //! timeout, expired lease) is repeated. Receivers should be idempotent, e.g.
 //! with an [`Inbox`](crate::inbox::Inbox) key or the message id as idempotency key.
 
-mod claim;
+pub(crate) mod claim;
 mod dead_letters;
 mod enqueue;
 pub(crate) mod handle;
@@ -52,8 +52,9 @@ mod topics;
 
 pub(crate) use crate::verdict::Delivery;
 pub(crate) use claim::ClaimStatement;
+pub(crate) use claim::ClaimedMessage;
 pub(crate) use claim::check_lease;
-pub use claim::{Claim, ClaimedMessage, LeaseHandle, MalformedMessage};
+pub use claim::{Claim, LeaseHandle, MalformedMessage};
 pub use enqueue::{Enqueue, Enqueued};
 pub(crate) use handle::Outbox;
 pub use handle::OutboxBuilder;

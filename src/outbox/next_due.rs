@@ -12,7 +12,7 @@ use crate::identifier::TableName;
 impl Outbox {
     /// What keeps a Durable Object's alarm at the next due time of the
     /// outbox in `table`, for
-    /// [`DurableObjectDatabase::wake_for`](crate::database::durable_object::DurableObjectDatabase::wake_for).
+    /// [`DurableObjectDatabase::wake_for`](crate::DurableObjectDatabase::wake_for).
     ///
     /// # Errors
     /// [`Error::InvalidInput`](crate::error::Error::InvalidInput) for a bad table

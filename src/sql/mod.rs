@@ -1,12 +1,15 @@
-//! The outbox's and inbox's SQL: pure functions of a table, a dialect,
-//! their inputs, "now" and the tokens to write.
+//! The outbox's write path (claim, settle, enqueue, the erasure guard) and
+//! the inbox's statements: pure functions of a table, a dialect, their
+//! inputs, "now" and the tokens to write.
 //!
 //! Nothing here reads a clock, draws randomness or touches a database; the
-//! façades ([`Outbox`](crate::outbox::Outbox), [`Inbox`](crate::inbox::Inbox))
-//! take the time and tokens, call these, and send what they return through
-//! the [`Database`](crate::database::Database) port. Every place where the
-//! statements differ between SQLite and Postgres is in [`dialects`]; the
-//! tests below pin the exact SQL of each statement in both.
+//! façades ([`Outbox`](crate::Outbox), [`Inbox`](crate::Inbox)) take the
+//! time and tokens, call these, and send what they return through the
+//! [`Database`](crate::Database) port. Every place where a statement's text
+//! differs between SQLite and Postgres is in [`dialects`]; the tests pin the
+//! exact SQL of each statement here in both. (The operators' reads, such as
+//! stats, dead letters, a subject's export and the topic streaks, still
+//! build their SQL in the outbox's files, in text both dialects share.)
 
 pub(crate) mod claim;
 pub(crate) mod dialects;

@@ -31,12 +31,11 @@ use futures_util::task::LocalSpawnExt;
 use workers_outbox::conformance::yield_now;
 use workers_outbox::drain::Deliver;
 use workers_outbox::future::BoxFuture;
-use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::testing::{ManualClock, UnlessCrashed};
 use workers_outbox::{
-    Clock, Database, Delivery, Dialect, DrainLimits, Drainer, Error, ExponentialBackoff,
-    FastRandom, Inbox, Message, Outbox, RetryPolicy, SqliteDatabase, Statement, Timer, Timestamp,
-    Value,
+    ClaimedMessage, Clock, Database, Delivery, Dialect, DrainLimits, Drainer, Error,
+    ExponentialBackoff, FastRandom, Inbox, Message, Outbox, RetryPolicy, SqliteDatabase, Statement,
+    Timer, Timestamp, Value,
 };
 
 use crate::faults::FaultyDatabase;

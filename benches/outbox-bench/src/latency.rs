@@ -10,10 +10,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::Serialize;
-use workers_outbox::Delivery;
 use workers_outbox::drain::Deliver;
 use workers_outbox::future::BoxFuture;
-use workers_outbox::outbox::ClaimedMessage;
+use workers_outbox::{ClaimedMessage, Delivery};
 
 /// The median delivery time, unscaled.
 const MEDIAN_MS: f64 = 150.0;

@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 use workers_outbox::drain::{Deliver, DrainReport, StopReason, deliver_fn};
-use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::{
-    Batch, Clock, Database, Delivery, DrainLimits, Drainer, Message, Outbox, Result, Statement,
-    SystemClock, Timer, Value,
+    Batch, ClaimedMessage, Clock, Database, Delivery, DrainLimits, Drainer, Message, Outbox,
+    Result, Statement, SystemClock, Timer, Value,
 };
 
 use crate::baseline::{self, Baseline};

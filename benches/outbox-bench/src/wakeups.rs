@@ -20,10 +20,9 @@ use serde::Deserialize;
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 use workers_outbox::drain::Deliver;
 use workers_outbox::future::BoxFuture;
-use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::{
-    Batch, Clock, Database, Delivery, DrainLimits, Drainer, DurableObjectDatabase, Message, Outbox,
-    Statement, SystemClock, Timestamp,
+    Batch, ClaimedMessage, Clock, Database, Delivery, DrainLimits, Drainer, DurableObjectDatabase,
+    Message, Outbox, Statement, SystemClock, Timestamp,
 };
 
 use crate::latency::Sink;

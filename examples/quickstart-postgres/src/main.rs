@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use workers_outbox::drain::deliver_fn;
-use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::{
-    Batch, Database, Delivery, Drainer, Message, Outbox, PostgresDatabase, Result, Statement, Topic,
+    Batch, ClaimedMessage, Database, Delivery, Drainer, Message, Outbox, PostgresDatabase, Result,
+    Statement, Topic,
 };
 
 #[derive(Serialize, Deserialize)]

@@ -22,9 +22,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Client, IsolationLevel, RowStream};
 
-use super::{Outcome, Rows, Statement};
-
 use super::value::Value;
+use super::{Outcome, Rows, Statement};
 use crate::error::{Error, Result, RetryAdvice};
 
 /// A value bound to a placeholder. Its Postgres type is declared with the

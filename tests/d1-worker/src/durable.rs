@@ -9,10 +9,9 @@ use worker::{DurableObject, Env, Request, Response, Result, State, durable_objec
 use workers_outbox::conformance::{Capabilities, cases};
 use workers_outbox::drain::Deliver;
 use workers_outbox::future::BoxFuture;
-use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::{
-    Backoff, Batch, Clock, Database, Delivery, DrainLimits, Drainer, DurableObjectDatabase,
-    Message, Outbox, RandomSource, RetryPolicy, Statement, SystemClock,
+    Backoff, Batch, ClaimedMessage, Clock, Database, Delivery, DrainLimits, Drainer,
+    DurableObjectDatabase, Message, Outbox, RandomSource, RetryPolicy, Statement, SystemClock,
 };
 
 use crate::{case_response, internal};

@@ -20,10 +20,10 @@ use worker::{Env, MessageBatch, Request, Response, Result};
 use workers_outbox::database::Outcome;
 use workers_outbox::drain::{BatchLimits, DeliverBatch};
 use workers_outbox::future::BoxFuture;
-use workers_outbox::outbox::ClaimedMessage;
 use workers_outbox::queue::{Consumed, Envelope, QueueConsumer, QueueDeliverer};
 use workers_outbox::{
-    Batch, D1Database, Database, Delivery, DrainLimits, Drainer, Inbox, Message, Outbox, Statement,
+    Batch, ClaimedMessage, D1Database, Database, Delivery, DrainLimits, Drainer, Inbox, Message,
+    Outbox, Statement,
 };
 
 use crate::internal;

@@ -30,11 +30,10 @@ mod native {
 
     use serde_json::{Value as Json, json};
     use workers_outbox::drain::{DrainReport, deliver_fn};
-    use workers_outbox::outbox::ClaimedMessage;
     use workers_outbox::testing::CountingDatabase;
     use workers_outbox::{
-        Database, Delivery, DrainLimits, Drainer, Error, Message, Outbox, PostgresDatabase, Result,
-        SqliteDatabase, Statement,
+        ClaimedMessage, Database, Delivery, DrainLimits, Drainer, Error, Message, Outbox,
+        PostgresDatabase, Result, SqliteDatabase, Statement,
     };
 
     /// Who delivered what: a message delivered while it was already in
