@@ -14,6 +14,11 @@ if [[ ! -f $example/.dev.vars ]]; then
   printf 'ADMIN_TOKEN=dev-admin-token\nWEBHOOK_URL=http://127.0.0.1:8788/hooks\n' > "$example/.dev.vars"
   echo "==> wrote $example/.dev.vars (ADMIN_TOKEN=dev-admin-token, WEBHOOK_URL: this Worker's /hooks)"
 fi
+# The webhooks are signed and verified with WEBHOOK_SECRET (added to an older .dev.vars too).
+if ! grep -q '^WEBHOOK_SECRET=' "$example/.dev.vars"; then
+  printf 'WEBHOOK_SECRET=whsec_%s\n' "$(head -c 24 /dev/urandom | base64)" >> "$example/.dev.vars"
+  echo "==> added a random WEBHOOK_SECRET to $example/.dev.vars"
+fi
 
 # RECEIVER_STATUS=500 (or any status) makes the receiving route refuse every webhook, to watch
 # retries and dead letters; the retry policy's variables shorten the wait.

@@ -102,6 +102,18 @@ pub enum Error {
         cause: Option<Cause>,
     },
 
+    /// A signed request did not verify (see the `webhook` module): its
+    /// `source()` is the `webhook::Rejected` saying which check failed.
+    /// Sending it again fails the same way.
+    #[error("unauthenticated: {reason}")]
+    Unauthenticated {
+        /// Which check failed; never a secret.
+        reason: String,
+        /// The typed reason.
+        #[source]
+        cause: Option<Cause>,
+    },
+
     /// The library broke one of its own invariants: a bug in
     /// workers-outbox, whatever the input. Please report it.
     #[error("internal error in workers-outbox (a bug, please report it): {message}")]
@@ -163,6 +175,7 @@ impl Error {
             | Error::LeaseLost { .. }
             | Error::Conflict { .. }
             | Error::SubjectErased { .. }
+            | Error::Unauthenticated { .. }
             | Error::MalformedRow { .. }
             | Error::Database { .. }
             | Error::Internal { .. } => RetryAdvice::Never,
@@ -175,6 +188,7 @@ impl Error {
     pub fn http_status(&self) -> u16 {
         match self {
             Error::InvalidInput { .. } => 400,
+            Error::Unauthenticated { .. } => 401,
             Error::NotFound { .. } => 404,
             Error::Conflict { .. } | Error::LeaseLost { .. } => 409,
             Error::SubjectErased { .. } => 410,
@@ -206,16 +220,25 @@ impl Error {
     }
 
     /// The same error, its `source()` being `cause` (for
-    /// [`Error::Database`] and [`Error::Unavailable`]; others are
+    /// [`Error::Database`], [`Error::Unavailable`] and
+    /// [`Error::Unauthenticated`]; others are
     /// unchanged).
     #[must_use]
     pub fn caused_by(mut self, cause: impl std::error::Error + Send + Sync + 'static) -> Self {
-        if let Error::Database { cause: slot, .. } | Error::Unavailable { cause: slot, .. } =
-            &mut self
+        if let Error::Database { cause: slot, .. }
+        | Error::Unavailable { cause: slot, .. }
+        | Error::Unauthenticated { cause: slot, .. } = &mut self
         {
             *slot = Some(Cause(Arc::new(cause)));
         }
         self
+    }
+
+    pub(crate) fn unauthenticated(reason: impl Into<String>) -> Self {
+        Error::Unauthenticated {
+            reason: reason.into(),
+            cause: None,
+        }
     }
 
     pub(crate) fn internal(message: impl Into<String>) -> Self {

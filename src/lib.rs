@@ -79,6 +79,7 @@ mod time;
 pub mod topic;
 mod vars;
 mod verdict;
+pub mod webhook;
 
 pub use batch::{
     Batch, Committed, InboxKey, OfErasure, OfLeasedMessage, OfMessage, OfStatement, Ticket,

@@ -90,6 +90,13 @@ async fn every_public_future_can_be_spawned() {
         let inbox = i();
         async move {
             inbox.process_once("k", Some("s2"), &[]).await.unwrap();
+            let secrets = workers_outbox::webhook::secrets("whsec_c2VjcmV0").unwrap();
+            let verifier = workers_outbox::webhook::Verifier::new(secrets).unwrap();
+            let unsigned = |_: &str| None;
+            let refused = inbox
+                .process_webhook(&verifier, &unsigned, b"{}", None, |_| Ok(Vec::new()))
+                .await;
+            assert!(refused.is_err());
             inbox.seen("k").await.unwrap();
             inbox.export_subject("s2").await.unwrap();
             inbox.purge(Timestamp::EPOCH).await.unwrap();

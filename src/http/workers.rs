@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::future::BoxFuture;
 use crate::outbox::{ClaimedMessage, Delivery};
 use crate::time::{Clock, SystemClock};
+use crate::webhook::{Signer, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 
 /// POSTs each message's payload as JSON to one URL, with
 /// `Idempotency-Key: <message id>`; see [the module](super).
@@ -33,6 +34,7 @@ pub struct HttpDeliverer {
     headers: Vec<(String, String)>,
     timeout: Duration,
     statuses: StatusMapping,
+    signer: Option<Signer>,
 }
 
 /// Header values and a URL's credentials or query may be secrets: only
@@ -49,6 +51,7 @@ impl fmt::Debug for HttpDeliverer {
             .field("headers", &names)
             .field("timeout", &self.timeout)
             .field("statuses", &self.statuses)
+            .field("signed", &self.signer.is_some())
             .finish()
     }
 }
@@ -88,6 +91,7 @@ impl HttpDeliverer {
             headers: Vec::new(),
             timeout: Self::DEFAULT_TIMEOUT,
             statuses: StatusMapping::default(),
+            signer: None,
         })
     }
 
@@ -95,10 +99,14 @@ impl HttpDeliverer {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a header name or value HTTP refuses, or
-    /// one this deliverer sets itself (`content-type`, `idempotency-key`).
+    /// one this deliverer sets itself (`content-type`, `idempotency-key`,
+    /// and the `webhook-*` headers of [`signed`](HttpDeliverer::signed)).
     pub fn header(mut self, name: &str, value: &str) -> Result<Self> {
         let lower = name.to_ascii_lowercase();
-        if matches!(lower.as_str(), "content-type" | "idempotency-key") {
+        if matches!(
+            lower.as_str(),
+            "content-type" | "idempotency-key" | WEBHOOK_ID | WEBHOOK_TIMESTAMP | WEBHOOK_SIGNATURE
+        ) {
             return Err(Error::invalid(
                 "header",
                 format!("{name} is set by the deliverer"),
@@ -125,6 +133,16 @@ impl HttpDeliverer {
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Signs every request the [Standard Webhooks](crate::webhook) way:
+    /// `webhook-id` (the message id, the same on every retry),
+    /// `webhook-timestamp` (now, in Unix seconds) and `webhook-signature`
+    /// (one `v1` signature of the body per secret of `signer`).
+    #[must_use]
+    pub fn signed(mut self, signer: Signer) -> Self {
+        self.signer = Some(signer);
         self
     }
 
@@ -184,6 +202,12 @@ impl HttpDeliverer {
         headers.set("idempotency-key", &message.id)?;
         for (name, value) in &self.headers {
             headers.set(name, value)?;
+        }
+        if let Some(signer) = &self.signer {
+            let signed = signer.sign(&message.id, SystemClock.now(), message.payload.as_bytes());
+            for (name, value) in signed.headers() {
+                headers.set(name, &value)?;
+            }
         }
         let mut init = RequestInit::new();
         init.with_method(Method::Post)

@@ -12,6 +12,7 @@ use crate::outbox::check_key as check;
 use crate::sql::inbox::{self as sql, KEY, SEEN_AT, SUBJECT};
 use crate::sql::{dialects, schema};
 use crate::time::{Clock, SystemClock, Timestamp};
+use crate::webhook::{HeaderSource, Verified, Verifier};
 
 const SCHEMA_TEMPLATE: &str = include_str!("schema.sql");
 const POSTGRES_SCHEMA_TEMPLATE: &str = include_str!("schema.postgres.sql");
@@ -214,6 +215,44 @@ impl Inbox {
             Err(error) if claim.is_duplicate(&error) => Ok(Processed::AlreadyProcessed),
             Err(error) => Err(claim.guarded().name_refusal(self.db.as_ref(), error).await),
         }
+    }
+
+    /// Verifies a signed webhook (see [`webhook`](crate::webhook)) at the
+    /// inbox's "now".
+    ///
+    /// # Errors
+    /// [`Error::Unauthenticated`], its `source()` the
+    /// [`Rejected`](crate::webhook::Rejected) reason.
+    pub fn verify_webhook(
+        &self,
+        verifier: &Verifier,
+        headers: &dyn HeaderSource,
+        body: &[u8],
+    ) -> Result<Verified> {
+        Ok(verifier.verify(headers, body, self.clock.now())?)
+    }
+
+    /// Verifies a signed webhook, then runs the effects `effects` builds
+    /// for it exactly once, keyed by its `webhook-id` (in one atomic batch
+    /// behind the key, as [`process_once`](Inbox::process_once)). Nothing is
+    /// written for a request that does not verify.
+    ///
+    /// # Errors
+    /// [`Error::Unauthenticated`] for a request that does not verify;
+    /// `effects`' own error; otherwise as
+    /// [`process_once`](Inbox::process_once).
+    pub async fn process_webhook(
+        &self,
+        verifier: &Verifier,
+        headers: &dyn HeaderSource,
+        body: &[u8],
+        subject: Option<&str>,
+        effects: impl FnOnce(&Verified) -> Result<Vec<Statement>>,
+    ) -> Result<(Verified, Processed)> {
+        let verified = self.verify_webhook(verifier, headers, body)?;
+        let effects = effects(&verified)?;
+        let processed = self.process_once(&verified.id, subject, &effects).await?;
+        Ok((verified, processed))
     }
 
     /// Whether `key` was processed (and not yet purged).

@@ -3,9 +3,12 @@
 // alarms through the HTTP deliverer, applied once by the receiving inbox
 // although every first acknowledgement is lost, in order per customer; a
 // refused webhook dead-lettered and replayed through the admin routes; a
-// webhook that always fails, alone in its object, dead after its attempts.
+// webhook that always fails, alone in its object, dead after its attempts;
+// every webhook signed (Standard Webhooks) and verified by the receiver,
+// which refuses an unsigned, tampered or stale one and applies nothing.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
 import { createServer } from "node:http";
 import path from "node:path";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
@@ -14,6 +17,15 @@ import { eventually, root, start } from "./harness.mjs";
 const TOKEN = "test-admin-token";
 const MAX_ATTEMPTS = 4;
 const admin = { authorization: `Bearer ${TOKEN}` };
+const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const SIGNED = ["webhook-id", "webhook-timestamp", "webhook-signature"];
+
+/** Standard Webhooks' signature, computed apart from the library (node's HMAC). */
+const signature = (id, timestamp, body, secret = SECRET) =>
+  "v1," +
+  createHmac("sha256", Buffer.from(secret.slice("whsec_".length), "base64"))
+    .update(`${id}.${timestamp}.${body}`)
+    .digest("base64");
 
 /**
  * Stands between the objects and the receiving route: the first delivery of
@@ -27,13 +39,14 @@ async function lossyLink(forward) {
     let body = "";
     request.on("data", (chunk) => (body += chunk));
     request.on("end", async () => {
-      const key = request.headers["idempotency-key"];
+      const key = request.headers["webhook-id"];
+      const signed = Object.fromEntries(SIGNED.map((name) => [name, request.headers[name]]));
       const hook = JSON.parse(body);
       state.seen.set(key, (state.seen.get(key) ?? 0) + 1);
       if (hook.type === "refused" && !state.accept) return response.writeHead(400).end("refused");
       if (hook.type === "failing") return response.writeHead(500).end("this webhook always fails");
       // After the suite, the Worker may be gone while an alarm still delivers.
-      const answer = await forward(key, body).catch(() => null);
+      const answer = await forward(signed, body).catch(() => null);
       if (!answer) return response.writeHead(503).end("receiver gone");
       if (state.seen.get(key) === 1) return response.writeHead(500).end("lost");
       response.writeHead(answer.status).end(await answer.text());
@@ -46,10 +59,10 @@ async function lossyLink(forward) {
 }
 
 let mf;
-const link = await lossyLink((key, body) =>
+const link = await lossyLink((signed, body) =>
   mf.dispatchFetch("http://example.test/hooks", {
     method: "POST",
-    headers: { "idempotency-key": key, "content-type": "application/json" },
+    headers: { ...signed, "content-type": "application/json" },
     body,
   }),
 );
@@ -57,6 +70,7 @@ mf = await start("examples/durable-webhooks", {
   migrate: false,
   bindings: {
     WEBHOOK_URL: link.url,
+    WEBHOOK_SECRET: SECRET,
     ADMIN_TOKEN: TOKEN,
     BACKOFF_BASE_MS: "100",
     BACKOFF_CAP_MS: "200",
@@ -108,6 +122,37 @@ describe("durable-webhooks example", () => {
     }
     // Every webhook was delivered at least twice: the first answer was lost.
     for (const key of [...sent.ada, ...sent.bob]) assert.ok(link.seen.get(key) >= 2, key);
+  });
+
+  it("verifies a webhook's signature and refuses an unsigned, tampered, stale or missigned one", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const body = JSON.stringify({ customer: "dora", type: "signed-by-hand" });
+    const post = (headers, text = body) =>
+      call("/hooks", { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: text });
+    const headers = (id, timestamp, text = body, secret = SECRET) => ({
+      "webhook-id": id,
+      "webhook-timestamp": String(timestamp),
+      "webhook-signature": signature(id, timestamp, text, secret),
+    });
+    // Signed apart from the library, with the shared secret: verified, applied once.
+    const good = await post(headers("msg_by_hand", now));
+    assert.equal(good.status, 201, JSON.stringify(good.body));
+    assert.equal((await post(headers("msg_by_hand", now))).status, 200);
+    const refusals = [
+      ["unsigned", {}, body, 401],
+      ["tampered body", headers("msg_tampered", now), body.replace("dora", "eve"), 401],
+      ["another secret", headers("msg_stranger", now, body, "whsec_c3RyYW5nZXI="), body, 401],
+      ["stale", headers("msg_stale", now - 600), body, 401],
+      ["from the future", headers("msg_future", now + 600), body, 401],
+    ];
+    for (const [what, sent, text, status] of refusals) {
+      const refused = await post(sent, text);
+      assert.equal(refused.status, status, `${what}: ${JSON.stringify(refused.body)}`);
+    }
+    // Nothing of a refused webhook was applied.
+    const keys = (await call("/hooks")).body.map((r) => r.key);
+    assert.ok(keys.includes("msg_by_hand"));
+    for (const id of ["msg_tampered", "msg_stranger", "msg_stale", "msg_future"]) assert.ok(!keys.includes(id), id);
   });
 
   it("dead-letters a refused webhook, shows it per object, and replays it", async () => {

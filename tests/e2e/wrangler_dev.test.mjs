@@ -1,7 +1,7 @@
 // The Durable Object example under `wrangler dev`, as a newcomer runs it
 // (`npm run dev:durable`), fed the bad requests a real client sends: an
 // oversized event (declared, and streamed without a length), a webhook
-// without its Idempotency-Key, a lower-case bearer scheme. Each gets its
+// without its signature, a lower-case bearer scheme. Each gets its
 // answer, and the request after it is served and recorded: no request
 // leaves the isolate to be restarted. (Under Miniflare's dispatchFetch the
 // unread forwarded body never broke the next request; under wrangler dev it
@@ -48,6 +48,7 @@ describe("the Durable Object example under wrangler dev", () => {
         "--persist-to", state,
         "--var", `ADMIN_TOKEN:${TOKEN}`,
         "--var", `WEBHOOK_URL:${base}/hooks`,
+        "--var", "WEBHOOK_SECRET:whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
         "--show-interactive-dev-session=false",
       ],
       {
@@ -118,12 +119,12 @@ describe("the Durable Object example under wrangler dev", () => {
     assert.ok(!broke(mark), log.slice(mark));
   });
 
-  it("answers a webhook without its Idempotency-Key 400 and serves the next request", async () => {
+  it("answers an unsigned webhook 401 and serves the next request", async () => {
     const mark = log.length;
     const response = await post("/hooks", JSON.stringify({ customer: "ada", type: "x" }));
-    assert.equal(response.status, 400);
-    assert.match((await response.json()).error, /Idempotency-Key/);
-    await valid("ada", "after-keyless-hook");
+    assert.equal(response.status, 401);
+    assert.match((await response.json()).error, /webhook-signature/);
+    await valid("ada", "after-unsigned-hook");
     assert.ok(!broke(mark), log.slice(mark));
   });
 

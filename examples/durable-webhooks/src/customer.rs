@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use worker::{DurableObject, Env, Method, Request, Response, Result, State, durable_object};
 use workers_outbox::http::HttpDeliverer;
+use workers_outbox::webhook::{self, Signer};
 use workers_outbox::{
     Batch, Clock, Database, DrainLimits, Drainer, DurableObjectDatabase, Message, Outbox,
     RetryPolicy, Statement, SystemClock, Topic, Value, worker_vars,
@@ -44,6 +45,9 @@ impl Parts {
         let Some(url) = vars("WEBHOOK_URL") else {
             return Err("WEBHOOK_URL is not set: where should the webhooks go?".into());
         };
+        let Some(secrets) = vars("WEBHOOK_SECRET") else {
+            return Err("WEBHOOK_SECRET is not set: which secret signs the webhooks?".into());
+        };
         let parts = || -> workers_outbox::Result<Parts> {
             let db = DurableObjectDatabase::new(state)
                 .wake_for(Outbox::next_due("outbox")?)?
@@ -51,7 +55,10 @@ impl Parts {
             let outbox = Outbox::builder(db.clone(), "outbox")
                 .retry_policy(RetryPolicy::from_vars(&vars)?)
                 .build()?;
-            let drainer = Drainer::builder(outbox.clone(), HttpDeliverer::new(&url)?)
+            // Signed with every secret of the list: the receiver accepts any one.
+            let signer = Signer::new(webhook::secrets(&secrets)?)?;
+            let deliver = HttpDeliverer::new(&url)?.signed(signer);
+            let drainer = Drainer::builder(outbox.clone(), deliver)
                 .limits(DrainLimits::from_vars(DrainLimits::alarm(), &vars)?)
                 .build()?;
             Ok(Parts {

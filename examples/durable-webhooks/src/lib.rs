@@ -3,11 +3,13 @@
 //! - `POST /customers/<id>/events {"type": …, "data": …}`: the customer's
 //!   object records the event and, in the same atomic write, enqueues its
 //!   webhook and sets its alarm; the alarm delivers it through the library's
-//!   HTTP deliverer, in order per customer, with retries and dead letters.
+//!   HTTP deliverer, signed with `WEBHOOK_SECRET` (Standard Webhooks), in
+//!   order per customer, with retries and dead letters.
 //! - `GET /customers/<id>/events`: the customer's events.
-//! - `POST /hooks`: the receiving side, here for the demo: it applies each
-//!   webhook once, whatever the redeliveries, with an inbox keyed by the
-//!   `Idempotency-Key`; `GET /hooks` lists what it received.
+//! - `POST /hooks`: the receiving side, here for the demo: it verifies each
+//!   webhook's signature (401 if it does not verify) and applies it once,
+//!   whatever the redeliveries, with an inbox keyed by its `webhook-id`;
+//!   `GET /hooks` lists what it received.
 //! - `/admin/customers/<id>/outbox` (stats), `…/outbox/dead` (dead letters),
 //!   `POST …/outbox/dead/<message id>/replay`, `POST …/outbox/dead/purge`:
 //!   bearer `ADMIN_TOKEN`.
@@ -28,6 +30,7 @@ use futures_util::StreamExt;
 use serde::Serialize;
 use subtle::ConstantTimeEq;
 use worker::{Context, Env, Method, Request, Response, Result};
+use workers_outbox::webhook;
 
 pub use customer::Customer;
 pub use receiver::WebhookReceiver;
@@ -59,8 +62,8 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
             forward(&env, "CUSTOMERS", id, request).await
         }
         (Method::Post, ["hooks"]) => {
-            if request.headers().get("idempotency-key")?.is_none() {
-                return json_error(400, receiver::KEY_REQUIRED);
+            if request.headers().get(webhook::WEBHOOK_SIGNATURE)?.is_none() {
+                return json_error(401, receiver::SIGNATURE_REQUIRED);
             }
             if declared_over(&request, receiver::HOOK_BODY_LIMIT)? {
                 return json_error(413, "the body is over 64 KiB");

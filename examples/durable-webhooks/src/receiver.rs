@@ -1,27 +1,31 @@
-//! The receiving side of the webhooks: each one applied once, however often
-//! it is delivered, by an inbox keyed by its `Idempotency-Key`.
+//! The receiving side of the webhooks: each one verified (Standard Webhooks,
+//! signed by the customers' outboxes with `WEBHOOK_SECRET`) and applied
+//! once, however often it is delivered, by an inbox keyed by its
+//! `webhook-id`.
 
 use std::sync::Arc;
 
 use serde::Deserialize;
 use worker::{DurableObject, Env, Method, Request, Response, Result, State, durable_object};
+use workers_outbox::webhook::{self, Verifier};
 use workers_outbox::{
     Batch, Clock, Database, DurableObjectDatabase, Inbox, Statement, SystemClock, Value,
+    worker_vars,
 };
 
 use crate::{Body, error_response, json, json_error, read_body};
 
 /// The largest webhook body the receiver takes.
 pub(crate) const HOOK_BODY_LIMIT: usize = 64 * 1024;
-/// The answer to a webhook without its key.
-pub(crate) const KEY_REQUIRED: &str = "an Idempotency-Key header is required";
+/// The answer to a webhook without its signature.
+pub(crate) const SIGNATURE_REQUIRED: &str = "a signed webhook is required (webhook-signature)";
 
 const RECEIVED_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS received (
     key TEXT PRIMARY KEY, customer TEXT NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL,
     at INTEGER NOT NULL)";
 
-/// `POST /hooks` applies a webhook once; `GET /hooks` lists them. (No
-/// authentication: a real receiver checks a signature or token first.)
+/// `POST /hooks` verifies a webhook and applies it once; `GET /hooks` lists
+/// them.
 ///
 /// With `RECEIVER_STATUS` set (`RECEIVER_STATUS=500 npm run dev:durable`),
 /// it answers every webhook with that status instead, applying nothing: to
@@ -30,7 +34,19 @@ const RECEIVED_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS received (
 pub struct WebhookReceiver {
     db: Arc<DurableObjectDatabase>,
     inbox: std::result::Result<Inbox, String>,
+    verifier: std::result::Result<Verifier, String>,
     refuse_with: std::result::Result<Option<u16>, String>,
+}
+
+/// The verifier of `WEBHOOK_SECRET` (one secret, or several during a
+/// rotation).
+fn verifier(env: &Env) -> std::result::Result<Verifier, String> {
+    let Some(secrets) = worker_vars(env)("WEBHOOK_SECRET") else {
+        return Err("WEBHOOK_SECRET is not set: which secret signs the webhooks?".into());
+    };
+    webhook::secrets(&secrets)
+        .and_then(Verifier::new)
+        .map_err(|error| format!("WEBHOOK_SECRET: {error}"))
 }
 
 /// The status `RECEIVER_STATUS` asks every webhook to be answered with.
@@ -71,6 +87,7 @@ impl DurableObject for WebhookReceiver {
         WebhookReceiver {
             db,
             inbox,
+            verifier: verifier(&env),
             refuse_with: refusal(&env),
         }
     }
@@ -85,8 +102,9 @@ impl DurableObject for WebhookReceiver {
         if request.method() == Method::Get {
             return self.list().await;
         }
-        let Some(key) = request.headers().get("idempotency-key")? else {
-            return json_error(400, KEY_REQUIRED);
+        let verifier = match &self.verifier {
+            Ok(verifier) => verifier,
+            Err(problem) => return json_error(500, &format!("configuration error: {problem}")),
         };
         let Body::Within(body) = body else {
             return json_error(413, "the body is over 64 KiB");
@@ -98,15 +116,22 @@ impl DurableObject for WebhookReceiver {
             }
             Err(problem) => return json_error(500, &format!("configuration error: {problem}")),
         }
-        let body = String::from_utf8_lossy(&body).into_owned();
-        let Ok(hook) = serde_json::from_str::<Hook>(&body) else {
+        // Verified first: nothing of an unsigned or tampered request is read.
+        let webhook = match inbox.verify_webhook(verifier, request.headers(), &body) {
+            Ok(webhook) => webhook,
+            Err(error) => return error_response(&error),
+        };
+        let Ok(hook) = serde_json::from_slice::<Hook>(&body) else {
             // Permanent: the sender's outbox dead-letters it instead of retrying.
             return json_error(422, "the body is not a customer event");
         };
+        let body = String::from_utf8_lossy(&body).into_owned();
+        let key = webhook.id;
         let mut batch = Batch::new(self.db.clone());
+        // Keyed by `webhook-id`: a redelivery changes nothing twice.
         let seen = match batch.inbox_key(inbox, &key, Some(&hook.customer)) {
             Ok(seen) => seen,
-            // A key the inbox refuses (too long, empty) never will pass.
+            // A key the inbox refuses (too long) never will pass.
             Err(error) => return json_error(400, &error.to_string()),
         };
         batch.push(Statement::new(

@@ -1,0 +1,88 @@
+//! A signing secret: `whsec_` and the key's bytes in base64.
+
+use std::fmt;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+
+use crate::error::{Error, Result};
+
+/// A webhook signing key. Never shown: `Debug` prints `Secret(…)`, and no
+/// error quotes it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret {
+    key: Vec<u8>,
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(…)")
+    }
+}
+
+impl Secret {
+    /// The prefix of a secret's text.
+    pub const PREFIX: &'static str = "whsec_";
+
+    /// Parses `whsec_<base64>` (surrounding whitespace ignored).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if the prefix is missing, the rest is not
+    /// base64, or the key is empty. The error never quotes the text.
+    pub fn parse(text: &str) -> Result<Secret> {
+        let Some(encoded) = text.trim().strip_prefix(Self::PREFIX) else {
+            return Err(Error::invalid(
+                "webhook secret",
+                "it does not start with whsec_",
+            ));
+        };
+        let key = STANDARD
+            .decode(encoded)
+            .map_err(|_| Error::invalid("webhook secret", "after whsec_ it is not base64"))?;
+        Secret::from_bytes(key)
+    }
+
+    /// A secret of raw key bytes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an empty key.
+    pub fn from_bytes(key: impl Into<Vec<u8>>) -> Result<Secret> {
+        let key = key.into();
+        if key.is_empty() {
+            return Err(Error::invalid("webhook secret", "the key is empty"));
+        }
+        Ok(Secret { key })
+    }
+
+    pub(super) fn key(&self) -> &[u8] {
+        &self.key
+    }
+}
+
+/// Parses a list of secrets separated by whitespace (or commas), as one
+/// Worker secret or environment variable holds them during a rotation: the
+/// new secret and the old one.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for an empty list, or naming the position of a
+/// secret that does not parse (never its text).
+pub fn secrets(text: &str) -> Result<Vec<Secret>> {
+    let secrets = text
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|part| !part.is_empty())
+        .enumerate()
+        .map(|(index, part)| {
+            Secret::parse(part).map_err(|error| match error {
+                Error::InvalidInput { reason, .. } => Error::invalid(
+                    "webhook secret",
+                    format!("secret {} of the list: {reason}", index + 1),
+                ),
+                other => other,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if secrets.is_empty() {
+        return Err(Error::invalid("webhook secret", "no secret given"));
+    }
+    Ok(secrets)
+}
