@@ -107,7 +107,7 @@ pub use outbox::claim::ClaimedMessage;
 pub use outbox::handle::Outbox;
 pub use outbox::message::Message;
 pub use random::{FastRandom, RandomSource};
-pub use retry::{Backoff, ExponentialBackoff, RetryPolicy};
+pub use retry::{Backoff, ExponentialBackoff, RetryPolicy, ScheduledBackoff};
 #[cfg(all(feature = "tokio", not(target_arch = "wasm32")))]
 pub use time::TokioTimer;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]

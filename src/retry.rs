@@ -56,6 +56,45 @@ impl Backoff for ExponentialBackoff {
     }
 }
 
+/// A fixed schedule of waits, each spread by ±20% of jitter: after failed
+/// attempt `n`, about `delays[n - 1]` (the last one again past the end).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduledBackoff {
+    delays: Vec<Duration>,
+}
+
+impl ScheduledBackoff {
+    /// The schedule of `delays`, the first after the first failed attempt.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an empty schedule.
+    pub fn new(delays: Vec<Duration>) -> Result<Self> {
+        if delays.is_empty() {
+            return Err(Error::invalid("backoff schedule", "it has no delay"));
+        }
+        Ok(ScheduledBackoff { delays })
+    }
+
+    /// The wait after `attempt`, before jitter.
+    pub fn nominal(&self, attempt: u32) -> Duration {
+        let index = usize::try_from(attempt.saturating_sub(1)).unwrap_or(usize::MAX);
+        self.delays
+            .get(index)
+            .or(self.delays.last())
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
+impl Backoff for ScheduledBackoff {
+    fn delay(&self, attempt: u32, random: &dyn RandomSource) -> Duration {
+        let nominal = u64::try_from(self.nominal(attempt).as_millis()).unwrap_or(u64::MAX);
+        let spread = nominal / 5;
+        let low = nominal - spread;
+        Duration::from_millis(low.saturating_add(random.below_or_equal(spread.saturating_mul(2))))
+    }
+}
+
 /// How many attempts a message gets, the backoff between them, and how long
 /// a message may be deferred without spending attempts.
 #[derive(Debug, Clone)]
@@ -115,6 +154,31 @@ impl RetryPolicy {
     /// The most delivery attempts a message gets before it is dead.
     pub fn max_attempts(&self) -> u32 {
         self.max_attempts
+    }
+
+    /// The schedule webhook receivers know (Svix's, which the Standard
+    /// Webhooks guidance follows): the first attempt at once, then retries
+    /// after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h, each ±20%: 8
+    /// attempts over about 28 hours.
+    pub fn webhooks() -> Self {
+        let minute = 60;
+        let hour = 3600;
+        let delays = [
+            5,
+            5 * minute,
+            30 * minute,
+            2 * hour,
+            5 * hour,
+            10 * hour,
+            10 * hour,
+        ]
+        .map(Duration::from_secs)
+        .to_vec();
+        RetryPolicy {
+            max_attempts: 8,
+            backoff: Arc::new(ScheduledBackoff { delays }),
+            defer_limit: Self::DEFAULT_DEFER_LIMIT,
+        }
     }
 
     /// The wait after failed attempt `attempt`.
@@ -179,5 +243,24 @@ mod tests {
                 .max_attempts(),
             3
         );
+    }
+
+    #[test]
+    fn the_webhook_schedule_is_the_one_receivers_know() {
+        let policy = RetryPolicy::webhooks();
+        assert_eq!(policy.max_attempts(), 8);
+        let random = FastRandom::seeded(7);
+        let expected = [5, 300, 1_800, 7_200, 18_000, 36_000, 36_000, 36_000];
+        for (attempt, seconds) in (1..).zip(expected) {
+            let nominal = Duration::from_secs(seconds);
+            for _ in 0..100 {
+                let delay = policy.delay(attempt, &random);
+                assert!(
+                    delay >= nominal * 4 / 5 && delay <= nominal * 6 / 5,
+                    "{attempt}: {delay:?}"
+                );
+            }
+        }
+        assert!(ScheduledBackoff::new(Vec::new()).is_err());
     }
 }

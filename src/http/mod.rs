@@ -6,6 +6,11 @@
 //! - The answer becomes a [`Delivery`](crate::verdict::Delivery) through a
 //!   configurable [`StatusMapping`]; `Retry-After` (seconds or an HTTP date)
 //!   is honoured.
+//! - Redirects are **never followed**: a 3xx is the receiver's answer, a
+//!   failure (permanent unless the mapping says otherwise), as Standard
+//!   Webhooks senders treat it.
+//! - Optionally **signed** the Standard Webhooks way
+//!   (`HttpDeliverer::signed`, see [`webhook`](crate::webhook)).
 //! - A request that runs past its timeout is **aborted** (`AbortController`),
 //!   and so is one whose delivery the drainer drops: a hung receiver does not
 //!   keep holding one of the invocation's connections.

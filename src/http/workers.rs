@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use futures_util::future::{Either, select};
 use wasm_bindgen::JsValue;
-use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
+use worker::{
+    AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect,
+};
 
 use super::status::StatusMapping;
 use crate::drain::Deliver;
@@ -210,7 +212,10 @@ impl HttpDeliverer {
             }
         }
         let mut init = RequestInit::new();
+        // A redirect is a failure of the receiver's configuration, never
+        // followed: the 3xx reaches the status mapping (permanent).
         init.with_method(Method::Post)
+            .with_redirect(RequestRedirect::Manual)
             .with_headers(headers)
             .with_body(Some(JsValue::from_str(&message.payload)));
         Request::new_with_init(&self.url, &init)

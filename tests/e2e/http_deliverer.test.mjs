@@ -1,7 +1,8 @@
 // The library's HTTP deliverer in workerd, against a real HTTP server on
 // loopback: a request that outlives its timeout is aborted (its connection
 // closes at the timeout), so a hung receiver cannot keep holding the
-// invocation's connections while later deliveries of the same drain go on.
+// invocation's connections while later deliveries of the same drain go on;
+// a redirect is never followed: the 3xx is the answer, and the mail is dead.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
@@ -82,6 +83,43 @@ describe("HTTP deliverer", () => {
     } finally {
       await mf.dispose();
       api.close();
+    }
+  });
+
+  it("never follows a redirect: the 3xx is the answer, and the mail is dead", async () => {
+    const hits = { send: 0, elsewhere: 0 };
+    const server = createServer((request, response) => {
+      request.resume();
+      request.on("end", () => {
+        if (request.url === "/elsewhere") {
+          hits.elsewhere += 1;
+          return response.writeHead(202).end();
+        }
+        hits.send += 1;
+        response.writeHead(302, { location: "/elsewhere" }).end();
+      });
+    });
+    await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const mf = await start("examples/signup-mail", {
+      bindings: {
+        MAIL_API_URL: `http://127.0.0.1:${server.address().port}/send`,
+        ADMIN_TOKEN: TOKEN,
+      },
+    });
+    try {
+      const call = (path, init = {}) => mf.dispatchFetch(`http://example.test${path}`, init);
+      const signup = await call("/signup", { method: "POST", body: JSON.stringify({ email: "redirected@example.com" }) });
+      assert.equal(signup.status, 201);
+      const dead = await eventually(async () => {
+        const list = await (await call("/admin/outbox/dead", { headers: admin })).json();
+        return list.length === 1 && list[0];
+      });
+      assert.match(dead.last_error, /302/);
+      assert.equal(hits.send, 1);
+      assert.equal(hits.elsewhere, 0, "the redirect was followed");
+    } finally {
+      await mf.dispose();
+      server.close();
     }
   });
 });
