@@ -16,7 +16,8 @@ if [[ ! -f $example/.dev.vars ]]; then
 fi
 # The webhooks are signed and verified with WEBHOOK_SECRET (added to an older .dev.vars too).
 if ! grep -q '^WEBHOOK_SECRET=' "$example/.dev.vars"; then
-  printf 'WEBHOOK_SECRET=whsec_%s\n' "$(head -c 24 /dev/urandom | base64)" >> "$example/.dev.vars"
+  [[ -z $(tail -c 1 "$example/.dev.vars") ]] || echo >> "$example/.dev.vars"
+  printf 'WEBHOOK_SECRET=whsec_%s\n' "$(head -c 24 /dev/urandom | base64 -w 0)" >> "$example/.dev.vars"
   echo "==> added a random WEBHOOK_SECRET to $example/.dev.vars"
 fi
 

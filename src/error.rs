@@ -183,8 +183,8 @@ impl Error {
     }
 
     /// The HTTP status that describes this error to a client of yours: the
-    /// caller's fault (400 bad input, 404 not found, 409 conflict or lost
-    /// lease, 410 an erased subject), a passing fault worth retrying (503), or the server's (500).
+    /// caller's fault (400 bad input, 401 a webhook that does not verify,
+    /// 404 not found, 409 conflict or lost lease, 410 an erased subject), a passing fault worth retrying (503), or the server's (500).
     pub fn http_status(&self) -> u16 {
         match self {
             Error::InvalidInput { .. } => 400,

@@ -156,10 +156,13 @@ impl RetryPolicy {
         self.max_attempts
     }
 
-    /// The schedule webhook receivers know (Svix's, which the Standard
-    /// Webhooks guidance follows): the first attempt at once, then retries
-    /// after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h, each ±20%: 8
-    /// attempts over about 28 hours.
+    /// The schedule webhook receivers know (Svix's): the first attempt at
+    /// once, then retries after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and
+    /// 10 h, each ±20%: 8 attempts over about 28 hours of failures. A
+    /// deferral (the receiver unavailable or throttling) also moves one step
+    /// along the schedule but spends no attempt, for at most
+    /// [`defer_limit`](RetryPolicy::defer_limit) (3 days): a receiver that is
+    /// down for days is retried every 10 h meanwhile.
     pub fn webhooks() -> Self {
         let minute = 60;
         let hour = 3600;

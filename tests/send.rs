@@ -94,7 +94,7 @@ async fn every_public_future_can_be_spawned() {
             let verifier = workers_outbox::webhook::Verifier::new(secrets).unwrap();
             let unsigned = |_: &str| None;
             let refused = inbox
-                .process_webhook(&verifier, &unsigned, b"{}", None, |_| Ok(Vec::new()))
+                .process_webhook(&verifier, &unsigned, b"{}", |_| Ok((None, Vec::new())))
                 .await;
             assert!(refused.is_err());
             inbox.seen("k").await.unwrap();

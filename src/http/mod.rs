@@ -7,8 +7,8 @@
 //!   configurable [`StatusMapping`]; `Retry-After` (seconds or an HTTP date)
 //!   is honoured.
 //! - Redirects are **never followed**: a 3xx is the receiver's answer, a
-//!   failure (permanent unless the mapping says otherwise), as Standard
-//!   Webhooks senders treat it.
+//!   failure that is retried (unless the mapping says otherwise), as
+//!   Standard Webhooks senders treat it.
 //! - Optionally **signed** the Standard Webhooks way
 //!   (`HttpDeliverer::signed`, see [`webhook`](crate::webhook)).
 //! - A request that runs past its timeout is **aborted** (`AbortController`),

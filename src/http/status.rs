@@ -28,7 +28,8 @@ pub enum Treat {
 /// | 2xx | delivered |
 /// | 429, 502, 503, 504, 520–530 | unavailable (throttling, down, unreachable): no attempt spent |
 /// | 408, 409 (still in progress), 425, other 5xx | retry |
-/// | other 4xx, 1xx, 3xx | permanent |
+/// | 3xx (never followed) | retry: a failure, as Standard Webhooks senders treat it |
+/// | other 4xx, 1xx | permanent |
 ///
 /// Override single statuses with [`treat`](StatusMapping::treat).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -52,7 +53,7 @@ impl StatusMapping {
         match status {
             200..=299 => Treat::Delivered,
             429 | 502..=504 | 520..=530 => Treat::Unavailable,
-            408 | 409 | 425 | 500..=599 => Treat::Retry,
+            300..=399 | 408 | 409 | 425 | 500..=599 => Treat::Retry,
             _ => Treat::Permanent,
         }
     }
@@ -131,7 +132,8 @@ mod tests {
             (401, Treat::Permanent),
             (404, Treat::Permanent),
             (422, Treat::Permanent),
-            (301, Treat::Permanent),
+            (301, Treat::Retry),
+            (302, Treat::Retry),
         ];
         for (status, treat) in cases {
             assert_eq!(mapping.classify(status), treat, "{status}");

@@ -206,6 +206,12 @@ impl HttpDeliverer {
             headers.set(name, value)?;
         }
         if let Some(signer) = &self.signer {
+            if message.id.contains('.') {
+                return Err(worker::Error::RustError(
+                    "a signed webhook's id cannot contain '.' (it separates the signed parts)"
+                        .into(),
+                ));
+            }
             let signed = signer.sign(&message.id, SystemClock.now(), message.payload.as_bytes());
             for (name, value) in signed.headers() {
                 headers.set(name, &value)?;

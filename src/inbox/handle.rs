@@ -234,8 +234,11 @@ impl Inbox {
 
     /// Verifies a signed webhook, then runs the effects `effects` builds
     /// for it exactly once, keyed by its `webhook-id` (in one atomic batch
-    /// behind the key, as [`process_once`](Inbox::process_once)). Nothing is
-    /// written for a request that does not verify.
+    /// behind the key, as [`process_once`](Inbox::process_once)). `effects`
+    /// is called only for a request that verified, so it may read the body;
+    /// it returns the subject the effects are about (if any, for erasure)
+    /// and the statements. Nothing is written for a request that does not
+    /// verify.
     ///
     /// # Errors
     /// [`Error::Unauthenticated`] for a request that does not verify;
@@ -246,12 +249,13 @@ impl Inbox {
         verifier: &Verifier,
         headers: &dyn HeaderSource,
         body: &[u8],
-        subject: Option<&str>,
-        effects: impl FnOnce(&Verified) -> Result<Vec<Statement>>,
+        effects: impl FnOnce(&Verified) -> Result<(Option<String>, Vec<Statement>)>,
     ) -> Result<(Verified, Processed)> {
         let verified = self.verify_webhook(verifier, headers, body)?;
-        let effects = effects(&verified)?;
-        let processed = self.process_once(&verified.id, subject, &effects).await?;
+        let (subject, effects) = effects(&verified)?;
+        let processed = self
+            .process_once(&verified.id, subject.as_deref(), &effects)
+            .await?;
         Ok((verified, processed))
     }
 

@@ -57,15 +57,17 @@
 //! let request = |name: &str| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone());
 //!
 //! let verifier = Verifier::new(keys)?;
+//! // Called only once the request verified: the body may be read.
 //! let apply = |hook: &Verified| {
 //!     let text = String::from_utf8_lossy(body).into_owned();
-//!     Ok(vec![Statement::new("INSERT INTO received VALUES (?, ?)", vec![hook.id.as_str().into(), text.into()])])
+//!     let insert = Statement::new("INSERT INTO received VALUES (?, ?)", vec![hook.id.as_str().into(), text.into()]);
+//!     Ok((None, vec![insert])) // no subject
 //! };
-//! let (_, first) = inbox.process_webhook(&verifier, &request, body, None, apply).await?;
+//! let (_, first) = inbox.process_webhook(&verifier, &request, body, apply).await?;
 //! assert!(matches!(first, Processed::Applied(_)));
-//! let (_, again) = inbox.process_webhook(&verifier, &request, body, None, apply).await?;
+//! let (_, again) = inbox.process_webhook(&verifier, &request, body, apply).await?;
 //! assert!(matches!(again, Processed::AlreadyProcessed)); // a redelivery changes nothing
-//! let tampered = inbox.process_webhook(&verifier, &request, b"{}", None, apply).await;
+//! let tampered = inbox.process_webhook(&verifier, &request, b"{}", apply).await;
 //! assert_eq!(tampered.unwrap_err().http_status(), 401);
 //! # Ok(()) }).expect("SQLite futures complete at once")
 //! # }

@@ -4,14 +4,18 @@ use std::fmt;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use hmac::{Hmac, KeyInit};
+use sha2::Sha256;
 
 use crate::error::{Error, Result};
 
-/// A webhook signing key. Never shown: `Debug` prints `Secret(…)`, and no
-/// error quotes it.
-#[derive(Clone, PartialEq, Eq)]
+/// A webhook signing key, keyed into its HMAC once. Never shown: `Debug`
+/// prints `Secret(…)`, no error quotes it, and it has no equality (which
+/// would compare keys in variable time).
+#[derive(Clone)]
 pub struct Secret {
-    key: Vec<u8>,
+    mac: Hmac<Sha256>,
+    len: usize,
 }
 
 impl fmt::Debug for Secret {
@@ -42,6 +46,11 @@ impl Secret {
         Secret::from_bytes(key)
     }
 
+    /// The fewest key bytes a [`Signer`](super::Signer) signs with, as the
+    /// scheme asks of symmetric secrets (a verifier accepts shorter keys,
+    /// which other senders may use).
+    pub const MIN_SIGNING_BYTES: usize = 24;
+
     /// A secret of raw key bytes.
     ///
     /// # Errors
@@ -51,11 +60,27 @@ impl Secret {
         if key.is_empty() {
             return Err(Error::invalid("webhook secret", "the key is empty"));
         }
-        Ok(Secret { key })
+        let mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&key)
+            .map_err(|_| Error::invalid("webhook secret", "HMAC refused the key's length"))?;
+        Ok(Secret {
+            mac,
+            len: key.len(),
+        })
     }
 
-    pub(super) fn key(&self) -> &[u8] {
-        &self.key
+    /// How many bytes the key has.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never: a secret has at least one byte.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The HMAC, keyed, with nothing fed yet.
+    pub(super) fn mac(&self) -> Hmac<Sha256> {
+        self.mac.clone()
     }
 }
 

@@ -2,7 +2,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use hmac::{Hmac, KeyInit, Mac};
+use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::secret::Secret;
@@ -12,8 +12,7 @@ use crate::time::Timestamp;
 
 /// The MAC of one signed content under one key.
 pub(super) fn mac(key: &Secret, id: &str, timestamp: i64, body: &[u8]) -> Hmac<Sha256> {
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key.key())
-        .unwrap_or_else(|_| unreachable!("HMAC accepts keys of every length"));
+    let mut mac = key.mac();
     mac.update(id.as_bytes());
     mac.update(b".");
     mac.update(timestamp.to_string().as_bytes());
@@ -31,6 +30,7 @@ pub struct Signer {
 
 /// The three headers of a signed request.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SignedHeaders {
     /// `webhook-id`.
     pub id: String,
@@ -55,16 +55,32 @@ impl Signer {
     /// A signer with `secrets`, signing with each.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] without a secret.
+    /// [`Error::InvalidInput`] without a secret, or for one shorter than
+    /// [`Secret::MIN_SIGNING_BYTES`].
     pub fn new(secrets: Vec<Secret>) -> Result<Signer> {
         if secrets.is_empty() {
             return Err(Error::invalid("webhook secret", "no secret given"));
+        }
+        if let Some(position) = secrets
+            .iter()
+            .position(|secret| secret.len() < Secret::MIN_SIGNING_BYTES)
+        {
+            return Err(Error::invalid(
+                "webhook secret",
+                format!(
+                    "secret {} has fewer than {} bytes: too short to sign with",
+                    position + 1,
+                    Secret::MIN_SIGNING_BYTES
+                ),
+            ));
         }
         Ok(Signer { secrets })
     }
 
     /// The headers that sign `body` as message `id`, sent at `at` (its
-    /// whole seconds).
+    /// whole seconds). The scheme's ids contain no `.` (it separates the
+    /// signed parts); a verifier refuses one that does, so do not sign
+    /// such an id (`HttpDeliverer` refuses to).
     pub fn sign(&self, id: &str, at: Timestamp, body: &[u8]) -> SignedHeaders {
         let timestamp = at.as_unix_millis().div_euclid(1000);
         let signature = self

@@ -80,7 +80,10 @@ fn verifies_the_specifications_test_vector() {
 
 #[test]
 fn signs_with_every_secret_and_accepts_any_one() {
-    let (new, old) = (secret("whsec_bmV3LXNlY3JldC1rZXk="), secret(VECTOR_SECRET));
+    let (new, old) = (
+        secret("whsec_bmV3LXNlY3JldC1rZXktb2YtMjQtYnl0ZXM="),
+        secret(VECTOR_SECRET),
+    );
     let signed = Signer::new(vec![new.clone(), old.clone()]).unwrap().sign(
         VECTOR_ID,
         at(VECTOR_TIMESTAMP),
@@ -170,6 +173,9 @@ fn missing_and_malformed_headers_are_named() {
     }
     for (name, value) in [
         (WEBHOOK_ID, ""),
+        (WEBHOOK_ID, "msg.1614265330"),
+        (WEBHOOK_TIMESTAMP, "+1614265330"),
+        (WEBHOOK_TIMESTAMP, "01614265330"),
         (WEBHOOK_TIMESTAMP, "yesterday"),
         (WEBHOOK_TIMESTAMP, "1614265330.5"),
         (
@@ -236,17 +242,27 @@ fn secrets_parse_and_are_never_shown() {
     let signer = format!("{:?}", Signer::new(vec![secret(VECTOR_SECRET)]).unwrap());
     assert!(!signer.contains("MfKQ"), "{signer}");
 
-    let rotated =
-        secrets("whsec_bmV3LXNlY3JldC1rZXk= whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
-    assert_eq!(
-        rotated,
-        vec![secret("whsec_bmV3LXNlY3JldC1rZXk="), secret(VECTOR_SECRET)]
-    );
-    assert_eq!(
-        secrets("whsec_bmV3LXNlY3JldC1rZXk=,whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap(),
-        rotated
-    );
-    let second_bad = secrets("whsec_bmV3LXNlY3JldC1rZXk= whsec_!!secret!!").unwrap_err();
+    let rotated = secrets(&format!(
+        "whsec_bmV3LXNlY3JldC1rZXktb2YtMjQtYnl0ZXM= {VECTOR_SECRET}"
+    ))
+    .unwrap();
+    let commas = secrets(&format!(
+        "whsec_bmV3LXNlY3JldC1rZXktb2YtMjQtYnl0ZXM=,{VECTOR_SECRET}"
+    ))
+    .unwrap();
+    let pair = vec![
+        secret("whsec_bmV3LXNlY3JldC1rZXktb2YtMjQtYnl0ZXM="),
+        secret(VECTOR_SECRET),
+    ];
+    let sign = |keys: Vec<Secret>| {
+        Signer::new(keys)
+            .unwrap()
+            .sign(VECTOR_ID, at(VECTOR_TIMESTAMP), VECTOR_BODY)
+    };
+    assert_eq!(sign(rotated), sign(pair.clone()));
+    assert_eq!(sign(commas), sign(pair));
+    let second_bad =
+        secrets("whsec_bmV3LXNlY3JldC1rZXktb2YtMjQtYnl0ZXM= whsec_!!secret!!").unwrap_err();
     assert!(
         second_bad.to_string().contains("secret 2 of the list"),
         "{second_bad}"
@@ -257,6 +273,15 @@ fn secrets_parse_and_are_never_shown() {
     );
     assert!(secrets("  ").is_err());
     assert!(Signer::new(Vec::new()).is_err());
+    // Too short to sign with (the scheme asks 24 bytes), fine to verify with.
+    let short = secret("whsec_c3RyYW5nZXI=");
+    assert_eq!(short.len(), 8);
+    let refused = Signer::new(vec![short.clone()]).unwrap_err();
+    assert!(
+        refused.to_string().contains("fewer than 24 bytes"),
+        "{refused}"
+    );
+    assert!(Verifier::new(vec![short]).is_ok());
     assert!(Verifier::new(Vec::new()).is_err());
 }
 

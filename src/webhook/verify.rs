@@ -20,9 +20,9 @@ use crate::time::Timestamp;
 pub enum Rejected {
     /// A header of the scheme is absent.
     MissingHeader(&'static str),
-    /// A header is present but not in the scheme's form (an empty id, a
-    /// timestamp that is not an integer, a signature list with no `v1`
-    /// entry).
+    /// A header is present but not in the scheme's form (an empty id or
+    /// one with a `.`, a timestamp that is not a plain integer, a signature
+    /// list with no `v1` entry).
     MalformedHeader(&'static str),
     /// No signature matches the body under any of the secrets: tampered
     /// with, or signed with another secret.
@@ -66,6 +66,7 @@ impl From<Rejected> for Error {
 
 /// A request that verified.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Verified {
     /// `webhook-id`: the message's id, the same on every retry. Use it as
     /// the idempotency key (`Inbox::process_webhook` does).
@@ -122,13 +123,19 @@ impl Verifier {
         now: Timestamp,
     ) -> std::result::Result<Verified, Rejected> {
         let id = required(headers, WEBHOOK_ID)?;
-        if id.is_empty() {
+        // A `.` in the id would let signed bytes shift between the parts.
+        if id.is_empty() || id.contains('.') {
             return Err(Rejected::MalformedHeader(WEBHOOK_ID));
         }
-        let timestamp: i64 = required(headers, WEBHOOK_TIMESTAMP)?
+        // Only the canonical form (no sign, no leading zero): the signed text
+        // is exactly the header's.
+        let text = required(headers, WEBHOOK_TIMESTAMP)?;
+        let timestamp: i64 = text
             .trim()
             .parse()
-            .map_err(|_| Rejected::MalformedHeader(WEBHOOK_TIMESTAMP))?;
+            .ok()
+            .filter(|parsed: &i64| parsed.to_string() == text.trim())
+            .ok_or(Rejected::MalformedHeader(WEBHOOK_TIMESTAMP))?;
         let signatures = required(headers, WEBHOOK_SIGNATURE)?;
 
         let now = now.as_unix_millis().div_euclid(1000);

@@ -2,7 +2,7 @@
 // loopback: a request that outlives its timeout is aborted (its connection
 // closes at the timeout), so a hung receiver cannot keep holding the
 // invocation's connections while later deliveries of the same drain go on;
-// a redirect is never followed: the 3xx is the answer, and the mail is dead.
+// a redirect is never followed: the 3xx is a failure, and the mail dies of it.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
@@ -86,7 +86,7 @@ describe("HTTP deliverer", () => {
     }
   });
 
-  it("never follows a redirect: the 3xx is the answer, and the mail is dead", async () => {
+  it("never follows a redirect: the 3xx is a failure, retried until the mail is dead", async () => {
     const hits = { send: 0, elsewhere: 0 };
     const server = createServer((request, response) => {
       request.resume();
@@ -104,17 +104,21 @@ describe("HTTP deliverer", () => {
       bindings: {
         MAIL_API_URL: `http://127.0.0.1:${server.address().port}/send`,
         ADMIN_TOKEN: TOKEN,
+        MAX_ATTEMPTS: "1",
+        BREAKER_FAILURES: "0",
       },
     });
     try {
       const call = (path, init = {}) => mf.dispatchFetch(`http://example.test${path}`, init);
       const signup = await call("/signup", { method: "POST", body: JSON.stringify({ email: "redirected@example.com" }) });
       assert.equal(signup.status, 201);
+      // Without the breaker's judgement, its one attempt (right after the response) spends it.
       const dead = await eventually(async () => {
         const list = await (await call("/admin/outbox/dead", { headers: admin })).json();
         return list.length === 1 && list[0];
       });
       assert.match(dead.last_error, /302/);
+      assert.match(dead.last_error, /attempts exhausted/, "a 3xx is retried, not parked at once");
       assert.equal(hits.send, 1);
       assert.equal(hits.elsewhere, 0, "the redirect was followed");
     } finally {

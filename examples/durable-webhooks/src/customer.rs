@@ -185,7 +185,7 @@ async fn record(parts: &Parts, customer: &str, body: Body) -> Result<Response> {
         // One ordering key per customer: its webhooks arrive in order.
         let message = Message::of(&hook)?.subject(customer).ordering_key(customer);
         let ticket = batch.enqueue(&parts.outbox, message)?;
-        // The event's id is its webhook's id (the receiver's Idempotency-Key).
+        // The event's id is its webhook's id (its `webhook-id`, the receiver's inbox key).
         batch.push(Statement::new(
             "INSERT INTO events (id, type, data, at) VALUES (?, ?, ?, ?)",
             vec![
