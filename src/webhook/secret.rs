@@ -69,13 +69,8 @@ impl Secret {
     }
 
     /// How many bytes the key has.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.len
-    }
-
-    /// Never: a secret has at least one byte.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// The HMAC, keyed, with nothing fed yet.

@@ -130,11 +130,11 @@ impl Verifier {
         // Only the canonical form (no sign, no leading zero): the signed text
         // is exactly the header's.
         let text = required(headers, WEBHOOK_TIMESTAMP)?;
+        let text = text.trim();
         let timestamp: i64 = text
-            .trim()
             .parse()
             .ok()
-            .filter(|parsed: &i64| parsed.to_string() == text.trim())
+            .filter(|parsed: &i64| parsed.to_string() == text)
             .ok_or(Rejected::MalformedHeader(WEBHOOK_TIMESTAMP))?;
         let signatures = required(headers, WEBHOOK_SIGNATURE)?;
 
