@@ -87,6 +87,9 @@ struct Part {
     statements: Vec<Statement>,
     read: usize,
     claimed: Option<ClaimedMessage>,
+    /// For a leased message, the statement that gives its lease back if its
+    /// topic is paused.
+    unleased: Option<usize>,
 }
 
 impl std::fmt::Debug for Batch {
@@ -185,10 +188,12 @@ impl Batch {
         claimed: Option<ClaimedMessage>,
         id: String,
     ) -> Ticket<Kind> {
+        let unleased = claimed.is_some().then(|| statements.len() - 1);
         self.parts.push(Part {
             statements,
             read,
             claimed,
+            unleased,
         });
         Ticket {
             batch: self.id,
@@ -204,6 +209,7 @@ impl Batch {
             statements: vec![statement],
             read: 0,
             claimed: None,
+            unleased: None,
         });
     }
 
@@ -242,9 +248,10 @@ impl Batch {
         lease: Duration,
     ) -> Result<Ticket<OfLeasedMessage>> {
         let leased = outbox.enqueue_leased(message, lease)?;
-        let insert = self.carries(leased.enqueue().guarded());
+        let mut statements = self.carries(leased.enqueue().guarded());
+        statements.push(leased.unlease_if_paused().clone());
         let id = leased.id().to_owned();
-        Ok(self.part(insert, 0, Some(leased.into_claimed()), id))
+        Ok(self.part(statements, 0, Some(leased.into_claimed()), id))
     }
 
     /// Adds `key` to `inbox`, first in the batch: if the key was processed
@@ -365,8 +372,10 @@ impl Batch {
         statements.extend(self.inbox_keys);
         let mut reads = Vec::with_capacity(self.parts.len());
         let mut claimed = Vec::with_capacity(self.parts.len());
+        let mut unleased = Vec::with_capacity(self.parts.len());
         for part in self.parts {
             reads.push(statements.len() + part.read);
+            unleased.push(part.unleased.map(|at| statements.len() + at));
             statements.extend(part.statements);
             claimed.push(part.claimed);
         }
@@ -402,6 +411,7 @@ impl Batch {
             outcomes,
             reads,
             claimed,
+            unleased,
         })
     }
 }
@@ -414,6 +424,8 @@ pub struct Committed {
     /// Per part, the statement its ticket reads.
     reads: Vec<usize>,
     claimed: Vec<Option<ClaimedMessage>>,
+    /// Per part, the statement that gave a leased message's lease back.
+    unleased: Vec<Option<usize>>,
 }
 
 impl Committed {
@@ -454,14 +466,22 @@ impl Committed {
 
     /// The message leased to this request, to deliver now; `None` when a
     /// message with the same dedup key was already in the outbox (there is
-    /// nothing to deliver then).
+    /// nothing to deliver then), or when its topic is paused (it was
+    /// written unleased: a drain delivers it once the topic is resumed).
     ///
     /// # Errors
     /// As [`outcome`](Committed::outcome).
     pub fn claimed(&mut self, ticket: Ticket<OfLeasedMessage>) -> Result<Option<ClaimedMessage>> {
         let written = self.read(&ticket)?.rows_affected > 0;
+        let paused = self
+            .unleased
+            .get(ticket.part)
+            .copied()
+            .flatten()
+            .and_then(|at| self.outcomes.get(at))
+            .is_some_and(|outcome| outcome.rows_affected > 0);
         let claimed = self.claimed.get_mut(ticket.part).and_then(Option::take);
-        Ok(claimed.filter(|_| written))
+        Ok(claimed.filter(|_| written && !paused))
     }
 
     /// How many rows the erasure removed.

@@ -9,7 +9,8 @@ use std::time::Duration;
 ///
 /// Pick the variant by whom the failure blames: the message (`Retry`,
 /// `RetryAfter`, `Permanent`: attempts are spent) or the receiver as a whole
-/// (`Unavailable`: no attempt is spent).
+/// (`Unavailable`: no attempt is spent; `Gone`: its topic is paused until an
+/// operator resumes it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Delivery {
@@ -48,6 +49,15 @@ pub enum Delivery {
         /// Why (kept as `last_error`).
         error: String,
     },
+    /// The destination no longer exists (HTTP 410 Gone): the message's
+    /// **topic is paused** with `error` as the reason, and the message is
+    /// handed back without spending an attempt. No drain delivers the topic
+    /// until [`Outbox::resume_topic`](crate::Outbox::resume_topic); its
+    /// messages wait, nothing is lost.
+    Gone {
+        /// Why (stored as the pause's reason).
+        error: String,
+    },
 }
 
 impl Delivery {
@@ -73,8 +83,15 @@ impl Delivery {
         }
     }
 
-    /// Whether this is a failure that may pass (anything but `Delivered` and
-    /// `Permanent`).
+    /// A [`Delivery::Gone`].
+    pub fn gone(error: impl Into<String>) -> Self {
+        Delivery::Gone {
+            error: error.into(),
+        }
+    }
+
+    /// Whether this is a failure that may pass by itself (anything but
+    /// `Delivered`, `Permanent` and `Gone`).
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,

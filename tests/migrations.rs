@@ -130,9 +130,11 @@ async fn the_migrations_build_the_rendered_schema() {
     for table in [
         "outbox",
         "outbox_topics",
+        "outbox_paused",
         "inbox",
         "account_events",
         "account_events_topics",
+        "account_events_paused",
         "erased_subjects",
     ] {
         let expected = structure(&fresh, table).await;

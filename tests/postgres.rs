@@ -74,7 +74,13 @@ async fn the_postgres_migrations_build_the_rendered_schema() {
         .await
         .unwrap();
     let fresh_handle = fresh_database.connect(1).await;
-    for table in ["outbox", "outbox_topics", "inbox", "erased_subjects"] {
+    for table in [
+        "outbox",
+        "outbox_topics",
+        "outbox_paused",
+        "inbox",
+        "erased_subjects",
+    ] {
         let expected = structure(&fresh_handle, table).await;
         assert!(expected.len() > 3, "{table}: {expected:?}");
         assert_eq!(

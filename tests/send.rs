@@ -77,6 +77,9 @@ async fn every_public_future_can_be_spawned() {
             drop(outbox.bury(&lease, "400").await);
             drop(outbox.settle(&[(&lease, Delivery::Delivered)]).await);
             outbox.stats().await.unwrap();
+            outbox.pause_topic("mail", "maintenance").await.unwrap();
+            outbox.paused_topics().await.unwrap();
+            outbox.resume_topic("mail").await.unwrap();
             outbox.count_due(100).await.unwrap();
             outbox.list_dead(10, None).await.unwrap();
             drop(outbox.replay(&enqueued.id).await);

@@ -206,9 +206,13 @@ async fn postgres_plan(h: &Harness, statement: &Statement) -> Result<Vec<String>
         .collect())
 }
 
+/// Whether a step reads the whole of `table` (not another table whose name
+/// starts with it, such as its small `<table>_paused`).
 fn scans(plan: &[String], table: &str) -> bool {
     plan.iter().any(|step| {
-        step.starts_with(&format!("SCAN {table}"))
+        step.strip_prefix("SCAN ")
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|scanned| scanned == table)
             && !step.contains("USING INDEX")
             && !step.contains("USING COVERING INDEX")
     })
@@ -240,6 +244,7 @@ pub(crate) async fn claim_searches_and_never_scans(h: Harness) -> CaseResult {
         ("retry", Delivery::retry("e").into()),
         ("defer", Delivery::unavailable("e", None).into()),
         ("dead", Delivery::permanent("e").into()),
+        ("gone", Delivery::gone("e").into()),
         (
             "release",
             Fate::Release {

@@ -34,6 +34,14 @@ async fn loose_outbox(h: &Harness) -> Result<Outbox, Failure> {
         vec![],
     )
     .await?;
+    h.sql(
+        &format!(
+            "CREATE TABLE \"{table}_paused\" (topic TEXT NOT NULL PRIMARY KEY, reason TEXT NOT NULL, \
+             paused_at INTEGER NOT NULL)"
+        ),
+        vec![],
+    )
+    .await?;
     Ok(h.outbox_builder(h.db(), &table).build()?)
 }
 

@@ -19,6 +19,7 @@ mod enqueue;
 mod inbox;
 mod malformed;
 mod ordering;
+mod pause;
 mod port;
 mod promises;
 mod settle;
@@ -243,6 +244,10 @@ pub fn cases() -> Vec<Case> {
         subject::nothing_carrying_an_erased_subject_is_written_again,
         subject::each_erasure_records_a_tombstone,
         subject::a_tombstone_is_forgotten_after_its_memory,
+        pause::a_paused_topic_is_not_drained_and_spends_nothing,
+        pause::a_gone_destination_pauses_its_topic_without_spending,
+        pause::a_stale_holders_gone_pauses_nothing,
+        pause::a_leased_enqueue_of_a_paused_topic_is_not_delivered_at_once,
     ]
 }
 

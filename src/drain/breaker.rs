@@ -56,6 +56,9 @@ enum Topic {
     },
     /// Tripped: nothing more of this topic is delivered in this run.
     Open,
+    /// Paused (its destination is gone): nothing more of this topic is
+    /// delivered until an operator resumes it.
+    Paused,
 }
 
 impl Breaker {
@@ -86,7 +89,7 @@ impl Breaker {
     fn fails_alone(&self, topic: &str, id: &str) -> bool {
         let in_run = match self.topics.get(topic) {
             Some(Topic::Closed { failed, .. }) => failed.iter().all(|failed| failed == id),
-            Some(Topic::Open) => false,
+            Some(Topic::Open | Topic::Paused) => false,
             None => true,
         };
         in_run
@@ -134,6 +137,23 @@ impl Breaker {
     /// Whether `topic` has tripped in this run.
     pub(super) fn is_open(&self, topic: &str) -> bool {
         matches!(self.topics.get(topic), Some(Topic::Open))
+    }
+
+    /// Whether `topic` was paused in this run.
+    pub(super) fn is_paused(&self, topic: &str) -> bool {
+        matches!(self.topics.get(topic), Some(Topic::Paused))
+    }
+
+    /// The destination of `topic` is gone, and the topic paused: its held
+    /// failures spend nothing, and nothing more of it is delivered.
+    pub(super) fn paused(&mut self, topic: &str) -> Vec<Settle> {
+        match self.topics.insert(topic.to_owned(), Topic::Paused) {
+            Some(Topic::Closed { held, .. }) => held
+                .into_iter()
+                .map(|(lease, fate)| (lease, unspent(fate)))
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// The topics that tripped, in name order.
@@ -253,7 +273,7 @@ impl Breaker {
             .values()
             .filter_map(|topic| match topic {
                 Topic::Closed { held, .. } => held.iter().map(|(lease, _)| lease.until()).min(),
-                Topic::Open => None,
+                Topic::Open | Topic::Paused => None,
             })
             .min()
     }

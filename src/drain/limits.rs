@@ -98,7 +98,8 @@ impl DrainLimits {
         DrainLimits {
             batch_size: 100,
             concurrency: 6,
-            delivery_timeout: Duration::from_secs(10),
+            // Just past `HttpDeliverer`'s 15 s, which aborts the request first.
+            delivery_timeout: Duration::from_secs(16),
             lease: Duration::from_secs(60),
             settle_margin: Duration::from_secs(5),
             deadline: Duration::from_secs(45),

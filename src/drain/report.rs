@@ -101,6 +101,10 @@ pub struct DrainReport {
     pub settle_retries: u32,
     /// Topics whose circuit opened in this run.
     pub tripped: Vec<String>,
+    /// Topics this run paused because their destination is gone
+    /// ([`Delivery::Gone`](crate::Delivery::Gone), an HTTP 410); their
+    /// messages were given back (counted in `released`), no attempt spent.
+    pub paused: Vec<String>,
     /// Wall-clock time taken, in milliseconds.
     #[serde(rename = "elapsed_ms", serialize_with = "as_millis")]
     pub elapsed: Duration,
@@ -133,6 +137,7 @@ impl DrainReport {
             queries: 0,
             settle_retries: 0,
             tripped: Vec::new(),
+            paused: Vec::new(),
             elapsed: Duration::ZERO,
             stopped: StopReason::Drained,
         }
@@ -143,7 +148,7 @@ impl DrainReport {
         self.retried += settled.retried;
         self.deferred += settled.deferred;
         self.dead += settled.dead;
-        self.released += settled.released;
+        self.released += settled.released + settled.paused;
         self.lease_lost += u32::try_from(settled.lease_lost.len()).unwrap_or(u32::MAX);
     }
 }
@@ -155,7 +160,7 @@ impl fmt::Display for DrainReport {
             f,
             "outbox drain of {} [{}]: {} claimed, {} delivered, {} retried, {} deferred, {} timed out, \
              {} too late to start, {} dead, {} lease lost, {} released ({} handed back), {} suspects alone, \
-             {} malformed; {} batches, {} queries ({} settle retries), {} ms; circuit open: [{}]; stopped: {}",
+             {} malformed; {} batches, {} queries ({} settle retries), {} ms; circuit open: [{}]; paused: [{}]; stopped: {}",
             self.outbox,
             self.topics
                 .iter()
@@ -179,6 +184,7 @@ impl fmt::Display for DrainReport {
             self.settle_retries,
             self.elapsed.as_millis(),
             self.tripped.join(", "),
+            self.paused.join(", "),
             self.stopped
         )
     }
@@ -204,7 +210,7 @@ mod tests {
             report.to_string(),
             "outbox drain of account_events [mail 6, webhook 1]: 7 claimed, 5 delivered, 0 retried, 2 deferred, 0 timed out, \
              0 too late to start, 0 dead, 0 lease lost, 0 released (0 handed back), 0 suspects alone, 0 malformed; 0 batches, \
-             3 queries (0 settle retries), 42 ms; circuit open: [mail, webhook]; stopped: nothing left due"
+             3 queries (0 settle retries), 42 ms; circuit open: [mail, webhook]; paused: []; stopped: nothing left due"
         );
     }
 }

@@ -210,7 +210,10 @@ impl<'a> Run<'a> {
                 }
                 let now = self.now();
                 let finish_by = self.finish_by(message.lease().until());
-                if self.breaker.is_open(&message.topic) {
+                if self.breaker.is_paused(&message.topic) {
+                    // Not claimed again while the topic is paused.
+                    self.push(message.lease().clone(), Fate::Release { due: now }, now);
+                } else if self.breaker.is_open(&message.topic) {
                     self.hand_back(message, now);
                 } else if self.failed || !self.drainer.room_before(finish_by, now) {
                     self.push(message.lease().clone(), Fate::Release { due: now }, now);
@@ -327,7 +330,17 @@ impl<'a> Run<'a> {
     /// it must be settled at once), an answer decides the streak.
     fn judge(&mut self, message: &ClaimedMessage, delivery: Delivery, held: Held) {
         let retryable = delivery.is_retryable();
+        let gone = matches!(delivery, Delivery::Gone { .. });
         let settle = (message.lease().clone(), Fate::from(delivery));
+        if gone {
+            if !self.breaker.is_paused(&message.topic) {
+                self.report.paused.push(message.topic.clone());
+            }
+            let mut settles = self.breaker.paused(&message.topic);
+            settles.push(settle);
+            self.push_all(settles);
+            return;
+        }
         let settles = match (retryable, held) {
             (true, Held::UntilDecided) => self.breaker.failed(&message.topic, settle),
             (true, Held::Never) => self.breaker.failed_alone(&message.topic, settle),
@@ -637,6 +650,10 @@ impl<'a> Run<'a> {
     /// lease passed to another drainer).
     async fn isolate(&mut self, mut message: ClaimedMessage) -> Option<ClaimedMessage> {
         let now = self.now();
+        if self.breaker.is_paused(&message.topic) {
+            self.push(message.lease().clone(), Fate::Release { due: now }, now);
+            return None;
+        }
         if self.breaker.is_open(&message.topic) {
             self.hand_back(message, now);
             return None;

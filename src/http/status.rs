@@ -19,6 +19,9 @@ pub enum Treat {
     Unavailable,
     /// Never succeeds ([`Delivery::Permanent`]).
     Permanent,
+    /// The destination is gone: its topic is paused until resumed, the
+    /// message spends no attempt ([`Delivery::Gone`]).
+    Gone,
 }
 
 /// Maps HTTP statuses to [`Treat`]. The defaults:
@@ -29,6 +32,7 @@ pub enum Treat {
 /// | 429, 502, 503, 504, 520–530 | unavailable (throttling, down, unreachable): no attempt spent |
 /// | 408, 409 (still in progress), 425, other 5xx | retry |
 /// | 3xx (never followed) | retry: a failure, as Standard Webhooks senders treat it |
+/// | 410 | gone: the topic is paused until resumed, no attempt spent |
 /// | other 4xx, 1xx | permanent |
 ///
 /// Override single statuses with [`treat`](StatusMapping::treat).
@@ -54,6 +58,7 @@ impl StatusMapping {
             200..=299 => Treat::Delivered,
             429 | 502..=504 | 520..=530 => Treat::Unavailable,
             300..=399 | 408 | 409 | 425 | 500..=599 => Treat::Retry,
+            410 => Treat::Gone,
             _ => Treat::Permanent,
         }
     }
@@ -85,6 +90,7 @@ impl StatusMapping {
                 None => Delivery::Retry { error },
             },
             Treat::Permanent => Delivery::Permanent { error },
+            Treat::Gone => Delivery::Gone { error },
         }
     }
 }
@@ -134,6 +140,7 @@ mod tests {
             (422, Treat::Permanent),
             (301, Treat::Retry),
             (302, Treat::Retry),
+            (410, Treat::Gone),
         ];
         for (status, treat) in cases {
             assert_eq!(mapping.classify(status), treat, "{status}");
@@ -189,6 +196,10 @@ mod tests {
         assert_eq!(
             mapping.verdict(500, None, "", now()),
             Delivery::retry("receiver answered 500")
+        );
+        assert_eq!(
+            mapping.verdict(410, None, "unsubscribed", now()),
+            Delivery::gone("receiver answered 410: unsubscribed")
         );
         let long = "x".repeat(1_000);
         match mapping.verdict(400, None, &long, now()) {

@@ -71,9 +71,10 @@ impl Drop for AbortOnDrop {
 }
 
 impl HttpDeliverer {
-    /// The default timeout: shorter than [`DrainLimits`](crate::drain::DrainLimits)'
-    /// default delivery timeout, so the request is aborted here first.
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(8);
+    /// The default timeout, 15 s: what Standard Webhooks senders give a
+    /// receiver, and shorter than [`DrainLimits`](crate::drain::DrainLimits)'
+    /// default delivery timeout (16 s), so the request is aborted here first.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
 
     /// Delivers to `url` (http or https).
     ///

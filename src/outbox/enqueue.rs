@@ -83,6 +83,7 @@ pub struct Enqueued {
 pub(crate) struct LeasedEnqueue {
     enqueue: Enqueue,
     claimed: ClaimedMessage,
+    unlease: Statement,
 }
 
 impl LeasedEnqueue {
@@ -94,6 +95,12 @@ impl LeasedEnqueue {
     /// The enqueue the caller's batch runs.
     pub(crate) fn enqueue(&self) -> &Enqueue {
         &self.enqueue
+    }
+
+    /// Sent right after the insert: gives the lease back (1 row) if the
+    /// message's topic is paused, so the caller must not deliver it.
+    pub(crate) fn unlease_if_paused(&self) -> &Statement {
+        &self.unlease
     }
 
     /// The leased message, whether or not its row was written: for a
@@ -159,6 +166,12 @@ impl Outbox {
         let token = self.new_ulid(now);
         let insert = self.insert_statement(&message, &id, until, Some(&token), now)?;
         let enqueue = Enqueue::new(self, id.clone(), &message, insert, now)?;
+        let fence = sql::Fence {
+            id: &id,
+            token: &token,
+            until,
+        };
+        let unlease = sql::pause::unlease_if_paused(self.table(), self.dialect(), &fence, now)?;
         let claimed = ClaimedMessage {
             id: id.clone(),
             topic: message.topic,
@@ -176,7 +189,11 @@ impl Outbox {
                 created_at: now,
             },
         };
-        Ok(LeasedEnqueue { enqueue, claimed })
+        Ok(LeasedEnqueue {
+            enqueue,
+            claimed,
+            unlease,
+        })
     }
 
     /// Enqueues `message` on its own, for work that changes no other state.

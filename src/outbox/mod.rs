@@ -30,6 +30,9 @@
 //!   enqueue order. Only the oldest row of a key is ever `ready`; the rest
 //!   wait. A dead row keeps blocking its key until it is replayed (and then
 //!   delivered) or purged: ordering is never silently broken.
+//! - **Paused topics**: while a topic is paused (by an operator, or by a
+//!   receiver's [`Delivery::Gone`]), no claim leases its rows and no attempt
+//!   is spent; they wait, due, until [`Outbox::resume_topic`].
 //! - **Dedup keys**: while a row with a dedup key is in the table (pending,
 //!   leased or dead), enqueueing another message with that key does nothing.
 //!
@@ -44,6 +47,7 @@ pub(crate) mod handle;
 pub(crate) mod message;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod next_due;
+mod pause;
 mod records;
 mod settle;
 mod stats;
@@ -61,6 +65,7 @@ pub use handle::OutboxBuilder;
 pub(crate) use message::Message;
 pub use message::MessageLimits;
 pub(crate) use message::check_key;
+pub use pause::PausedTopic;
 pub use records::{MessageState, StoredMessage};
 pub(crate) use settle::Fate;
 pub(crate) use settle::PreparedSettle;

@@ -37,6 +37,12 @@ CREATE TABLE IF NOT EXISTS "{table}_topics" (
     several    BIGINT NOT NULL CHECK (several IN (0, 1)),
     failed_at  BIGINT NOT NULL
 );
+-- Paused topics, as in the SQLite schema: no drain leases a paused topic's rows until it is resumed.
+CREATE TABLE IF NOT EXISTS "{table}_paused" (
+    topic     TEXT   COLLATE "C" NOT NULL PRIMARY KEY,
+    reason    TEXT   NOT NULL,
+    paused_at BIGINT NOT NULL
+);
 -- Statistics from the start: a table filled before autovacuum first analyzes it would otherwise be
 -- planned as tiny, and its claims would sort every due row instead of walking the due index.
 ANALYZE "{table}";

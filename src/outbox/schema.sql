@@ -43,3 +43,11 @@ CREATE TABLE IF NOT EXISTS "{table}_topics" (
     several    INTEGER NOT NULL CHECK (several IN (0, 1)),
     failed_at  INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
+-- Topics of "{table}" paused: while a topic has a row here, no drain leases its rows or spends their
+-- attempts; they wait, due, until it is resumed (the row deleted). reason says why (a receiver's
+-- 410 Gone, or an operator's words); paused_at, in Unix ms, since when.
+CREATE TABLE IF NOT EXISTS "{table}_paused" (
+    topic     TEXT    NOT NULL PRIMARY KEY,
+    reason    TEXT    NOT NULL,
+    paused_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;

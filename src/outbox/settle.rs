@@ -31,6 +31,9 @@ pub(crate) enum Fate {
     Bury { error: String },
     /// Not attempted: give the lease back, due at `due`, no attempt spent.
     Release { due: Timestamp },
+    /// The destination is gone: pause the row's topic with `reason` and
+    /// give the lease back, no attempt spent.
+    Pause { reason: String },
 }
 
 impl From<Delivery> for Fate {
@@ -53,6 +56,7 @@ impl From<Delivery> for Fate {
                 charged: false,
             },
             Delivery::Permanent { error } => Fate::Bury { error },
+            Delivery::Gone { error } => Fate::Pause { reason: error },
         }
     }
 }
@@ -72,6 +76,9 @@ pub struct SettleReport {
     pub dead: u32,
     /// Leases given back unattempted.
     pub released: u32,
+    /// Leases given back, no attempt spent, because their destination is
+    /// gone ([`Delivery::Gone`]): their topics are paused.
+    pub paused: u32,
     /// Ids whose lease no longer held; nothing was changed for them. After a
     /// settle that was retried, this includes rows the first try settled.
     pub lease_lost: Vec<String>,
@@ -104,6 +111,7 @@ enum Effect {
     Deferred,
     Dead,
     Released,
+    Paused,
 }
 
 impl PreparedSettle {
@@ -132,6 +140,7 @@ impl PreparedSettle {
                 (true, Effect::Deferred) => report.deferred += 1,
                 (true, Effect::Dead) => report.dead += 1,
                 (true, Effect::Released) => report.released += 1,
+                (true, Effect::Paused) => report.paused += 1,
             }
         }
         report
@@ -202,6 +211,17 @@ impl Outbox {
                     (Effect::Dead, self.bury_statement(lease, &clip(error), now)?)
                 }
                 Fate::Release { due } => (Effect::Released, self.release_statement(lease, *due)?),
+                Fate::Pause { reason } => {
+                    // Before the release, while the lease still holds.
+                    prepared.statements.push(sql::pause::pause_leased(
+                        self.table(),
+                        self.dialect(),
+                        &lease.fence(),
+                        &clip(reason),
+                        now,
+                    )?);
+                    (Effect::Paused, self.release_statement(lease, now)?)
+                }
             };
             prepared.plan.push(Planned {
                 id: lease.id.clone(),
@@ -298,7 +318,8 @@ impl Outbox {
         let backoff = policy.delay(failures, self.inner.random.as_ref());
         let wait = not_before.map_or(backoff, |asked| asked.min(MAX_RETRY_AFTER).max(backoff));
         let retry = Retry {
-            due: now.checked_add(wait)?,
+            // A policy's wait past the end of time is "never", not an error.
+            due: now.checked_add(wait).unwrap_or(Timestamp::MAX),
             error: &clip(error),
             charged,
             attempt: lease.attempt,

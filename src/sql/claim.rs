@@ -4,6 +4,7 @@
 use sea_query::{BinOper, Expr, ExprTrait, Order, Query};
 
 use super::dialects::bound_claim;
+use super::pause::topic_not_paused;
 use super::{Fence, col, state};
 use crate::database::{Dialect, Statement};
 use crate::error::Result;
@@ -37,7 +38,8 @@ pub(crate) struct ClaimSpec<'a> {
     pub(crate) token: &'a str,
 }
 
-/// Leases the first `limit` rows due at `now`, in (`due_at`, `id`) order.
+/// Leases the first `limit` rows due at `now`, in (`due_at`, `id`) order,
+/// of topics not paused.
 /// A row still carrying a token had its last lease expire unsettled: it
 /// counts one more unsettled lease. A row with every attempt spent is
 /// parked as dead instead, with why in `last_error`.
@@ -96,12 +98,14 @@ pub(crate) fn claim(
             col::LAST_ERROR,
             when_exhausted(exhausted_error.into(), Expr::col(col::LAST_ERROR)),
         )
-        .and_where(Expr::col((name.clone(), col::STATE)).eq(state::READY));
+        .and_where(Expr::col((name.clone(), col::STATE)).eq(state::READY))
+        .and_where(topic_not_paused(table));
     let mut due = Query::select();
     due.columns([col::DUE_AT, col::ID])
         .from(name)
         .and_where(Expr::col(col::STATE).eq(state::READY))
         .and_where(Expr::col(col::DUE_AT).lte(spec.now.as_unix_millis()))
+        .and_where(topic_not_paused(table))
         .order_by(col::DUE_AT, Order::Asc)
         .order_by(col::ID, Order::Asc);
     bound_claim(

@@ -15,6 +15,7 @@ pub(crate) mod claim;
 pub(crate) mod dialects;
 pub(crate) mod enqueue;
 pub(crate) mod inbox;
+pub(crate) mod pause;
 pub(crate) mod schema;
 pub(crate) mod settle;
 #[cfg(test)]

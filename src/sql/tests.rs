@@ -129,6 +129,40 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
             with_fence(vec![Value::Integer(NOW), Value::Null, Value::Integer(1)]),
         ),
         (
+            "pause",
+            pause::pause(&outbox, dialect, "hook", "gone", at(NOW)).unwrap(),
+            r#"INSERT INTO "outbox_paused" ("topic", "reason", "paused_at") VALUES (?, ?, ?) ON CONFLICT ("topic") DO NOTHING"#.into(),
+            vec![text("hook"), text("gone"), Value::Integer(NOW)],
+        ),
+        (
+            "pause leased",
+            pause::pause_leased(&outbox, dialect, &held(), "gone", at(NOW)).unwrap(),
+            format!(r#"INSERT INTO "outbox_paused" ("topic", "reason", "paused_at") SELECT "topic", ?, ? FROM "outbox" WHERE {FENCE} ON CONFLICT ("topic") DO NOTHING"#),
+            {
+                let mut values = vec![text("gone"), Value::Integer(NOW)];
+                values.extend(fence_values());
+                values
+            },
+        ),
+        (
+            "resume",
+            pause::resume(&outbox, dialect, "hook").unwrap(),
+            r#"DELETE FROM "outbox_paused" WHERE "topic" = ?"#.into(),
+            vec![text("hook")],
+        ),
+        (
+            "paused",
+            pause::paused(&outbox, dialect).unwrap(),
+            r#"SELECT "topic", "reason", "paused_at" FROM "outbox_paused" ORDER BY "topic" ASC"#.into(),
+            vec![],
+        ),
+        (
+            "unlease if paused",
+            pause::unlease_if_paused(&outbox, dialect, &held(), at(NOW)).unwrap(),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ? WHERE {FENCE} AND "topic" IN (SELECT "topic" FROM "outbox_paused")"#),
+            with_fence(vec![Value::Integer(NOW), Value::Null]),
+        ),
+        (
             "promote next",
             promote_next(&outbox, dialect, "k").unwrap(),
             r#"UPDATE "outbox" SET "state" = ? WHERE "state" = ? AND "ordering_key" = ? AND "seq" = (SELECT MIN("seq") FROM "outbox" WHERE "ordering_key" = ?)"#.into(),
@@ -246,8 +280,8 @@ fn claim_set_values() -> Vec<Value> {
 #[test]
 fn sqlite_claim_bounds_the_update_by_the_limit_th_due_row() {
     let statement = claim(&table("outbox"), Dialect::Sqlite, &spec()).unwrap();
-    let boundary = r#"WITH "boundary" ("last_due", "last_id") AS  MATERIALIZED (SELECT "due_at", "id" FROM "outbox" WHERE "state" = ? AND "due_at" <= ? ORDER BY "due_at" ASC, "id" ASC LIMIT ? OFFSET ?)"#;
-    let bound = r#"WHERE "outbox"."state" = ? AND ("due_at", "id") <= (IFNULL((SELECT "last_due" FROM "boundary"), ?), IFNULL((SELECT "last_id" FROM "boundary"), ?))"#;
+    let boundary = r#"WITH "boundary" ("last_due", "last_id") AS  MATERIALIZED (SELECT "due_at", "id" FROM "outbox" WHERE "state" = ? AND "due_at" <= ? AND "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused") ORDER BY "due_at" ASC, "id" ASC LIMIT ? OFFSET ?)"#;
+    let bound = r#"WHERE "outbox"."state" = ? AND "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused") AND ("due_at", "id") <= (IFNULL((SELECT "last_due" FROM "boundary"), ?), IFNULL((SELECT "last_id" FROM "boundary"), ?))"#;
     assert_eq!(
         statement.sql(),
         format!("{boundary} {CLAIM_SET} {bound} {RETURNING}")
@@ -268,8 +302,8 @@ fn sqlite_claim_bounds_the_update_by_the_limit_th_due_row() {
 #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
 fn postgres_claim_locks_the_first_due_rows_no_one_holds() {
     let statement = claim(&table("outbox"), Dialect::Postgres, &spec()).unwrap();
-    let picked = r#"WITH "picked" ("claimed_due", "claimed_id") AS  MATERIALIZED (SELECT "due_at", "id" FROM "outbox" WHERE "state" = ? AND "due_at" <= ? ORDER BY "due_at" ASC, "id" ASC LIMIT ? FOR UPDATE SKIP LOCKED)"#;
-    let joined = r#"FROM "picked" WHERE "outbox"."state" = ? AND "outbox"."due_at" = "picked"."claimed_due" AND "outbox"."id" = "picked"."claimed_id""#;
+    let picked = r#"WITH "picked" ("claimed_due", "claimed_id") AS  MATERIALIZED (SELECT "due_at", "id" FROM "outbox" WHERE "state" = ? AND "due_at" <= ? AND "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused") ORDER BY "due_at" ASC, "id" ASC LIMIT ? FOR UPDATE SKIP LOCKED)"#;
+    let joined = r#"FROM "picked" WHERE "outbox"."state" = ? AND "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused") AND "outbox"."due_at" = "picked"."claimed_due" AND "outbox"."id" = "picked"."claimed_id""#;
     let expected = format!(
         r#"{picked} {} {joined} {RETURNING}, "picked"."claimed_due""#,
         CLAIM_SET.replace("IFNULL", "COALESCE")

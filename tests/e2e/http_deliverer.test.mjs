@@ -2,7 +2,8 @@
 // loopback: a request that outlives its timeout is aborted (its connection
 // closes at the timeout), so a hung receiver cannot keep holding the
 // invocation's connections while later deliveries of the same drain go on;
-// a redirect is never followed: the 3xx is a failure, and the mail dies of it.
+// a redirect is never followed: the 3xx is a failure, and the mail dies of it;
+// a 410 Gone pauses the topic (nothing attempted or spent) until it is resumed.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
@@ -121,6 +122,66 @@ describe("HTTP deliverer", () => {
       assert.match(dead.last_error, /attempts exhausted/, "a 3xx is retried, not parked at once");
       assert.equal(hits.send, 1);
       assert.equal(hits.elsewhere, 0, "the redirect was followed");
+    } finally {
+      await mf.dispose();
+      server.close();
+    }
+  });
+
+  it("pauses the topic on 410 Gone: nothing is attempted or spent until it is resumed", async () => {
+    const api = { status: 410, hits: 0 };
+    const server = createServer((request, response) => {
+      request.resume();
+      request.on("end", () => {
+        api.hits += 1;
+        response.writeHead(api.status).end(api.status === 410 ? "mailbox deleted" : "");
+      });
+    });
+    await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const mf = await start("examples/signup-mail", {
+      bindings: {
+        MAIL_API_URL: `http://127.0.0.1:${server.address().port}/send`,
+        ADMIN_TOKEN: TOKEN,
+        MAX_ATTEMPTS: "1",
+        BACKOFF_BASE_MS: "50",
+        BACKOFF_CAP_MS: "100",
+      },
+    });
+    try {
+      const call = (path, init = {}) => mf.dispatchFetch(`http://example.test${path}`, init);
+      const admin_ = (path, method = "GET") => call(`/admin${path}`, { method, headers: admin });
+      const paused = async () => (await admin_("/outbox/paused")).json();
+      for (const email of ["gone-1@example.com", "gone-2@example.com"]) {
+        const signup = await call("/signup", { method: "POST", body: JSON.stringify({ email }) });
+        assert.equal(signup.status, 201);
+      }
+      // The attempt right after the first response gets the 410 and pauses the topic.
+      const [topic] = await eventually(async () => {
+        const list = await paused();
+        return list.length === 1 && list;
+      });
+      assert.equal(topic.topic, "signup-confirmation");
+      assert.match(topic.reason, /410: mailbox deleted/);
+      assert.equal(typeof topic.paused_at_ms, "number");
+      const hitsWhenPaused = api.hits;
+      assert.ok(hitsWhenPaused >= 1 && hitsWhenPaused <= 2, `${hitsWhenPaused} requests`);
+
+      // Paused: cron drains attempt nothing and spend nothing, however often they run.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const worker = await mf.getWorker();
+      for (let n = 0; n < 2; n += 1) await worker.scheduled({ cron: "*/1 * * * *" });
+      assert.equal(api.hits, hitsWhenPaused, "a paused topic was delivered to");
+      const stats = await (await admin_("/outbox")).json();
+      assert.deepEqual({ pending: stats.pending, dead: stats.dead }, { pending: 2, dead: 0 });
+
+      // Resumed (the receiver is back): both are delivered by the next drain.
+      api.status = 202;
+      const resumed = await (await admin_("/outbox/topics/signup-confirmation/resume", "POST")).json();
+      assert.deepEqual(resumed, { topic: "signup-confirmation", paused: false, changed: true });
+      assert.deepEqual(await paused(), []);
+      await worker.scheduled({ cron: "*/1 * * * *" });
+      const after = await (await admin_("/outbox")).json();
+      assert.deepEqual({ pending: after.pending, dead: after.dead }, { pending: 0, dead: 0 });
     } finally {
       await mf.dispose();
       server.close();

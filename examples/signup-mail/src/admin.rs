@@ -1,5 +1,5 @@
-//! `/admin/…`: outbox stats, dead letters, drains, and subject export and
-//! erasure. Every route needs `Authorization: Bearer <ADMIN_TOKEN>`.
+//! `/admin/…`: outbox stats, dead letters, paused topics, drains, and
+//! subject export and erasure. Every route needs `Authorization: Bearer <ADMIN_TOKEN>`.
 
 use percent_encoding::percent_decode_str;
 use serde_json::json;
@@ -47,6 +47,22 @@ pub(crate) async fn handle(request: Request, app: &App, path: &[&str]) -> Result
             let id = subject(id);
             let replayed = app.outbox.replay(&id).await;
             replayed.map(|()| json!({ "replayed": id }))
+        }
+        (Method::Get, ["outbox", "paused"]) => app.outbox.paused_topics().await.map(|p| json!(p)),
+        (Method::Post, ["outbox", "topics", topic, "pause"]) => {
+            let (topic, reason) = (subject(topic), param("reason").unwrap_or_default());
+            let reason = if reason.is_empty() {
+                "paused by an operator".into()
+            } else {
+                reason
+            };
+            let paused = app.outbox.pause_topic(&topic, &reason).await;
+            paused.map(|changed| json!({ "topic": topic, "paused": true, "changed": changed }))
+        }
+        (Method::Post, ["outbox", "topics", topic, "resume"]) => {
+            let topic = subject(topic);
+            let resumed = app.outbox.resume_topic(&topic).await;
+            resumed.map(|changed| json!({ "topic": topic, "paused": false, "changed": changed }))
         }
         (Method::Post, ["outbox", "drain"]) => {
             const PARAMS: [(&str, &str); 3] = [
