@@ -15,5 +15,5 @@ CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=allow cargo generate-lockfile --quiet
 awk -F'"' '/^name = /{name=$2} /^version = /{
   if (name ~ /^(worker|wasm-bindgen|sea-query|rusqlite|tokio)$/) print "  newest: " name " " $2 }' Cargo.lock
 export CARGO_TARGET_DIR="$OLDPWD/target/newest"
-cargo check --quiet
+cargo check --quiet --features native-http
 cargo check --quiet --target wasm32-unknown-unknown --no-default-features --features workers

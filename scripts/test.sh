@@ -19,7 +19,7 @@ cargo clippy -p outbox-bench --all-targets -- -D warnings
 cargo clippy -p quickstart-postgres -- -D warnings
 
 say "rustdoc (no broken links)"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features conformance,postgres
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features conformance,postgres,native-http
 
 say "the core builds for wasm32 with its default features"
 cargo check --target wasm32-unknown-unknown -p workers-outbox
@@ -41,8 +41,17 @@ export WORKERS_OUTBOX_POSTGRES_URL
 say "native tests (SQLite and Postgres)"
 cargo test
 
-say "the Postgres guide's native quickstart, run"
-DATABASE_URL=$WORKERS_OUTBOX_POSTGRES_URL cargo run -q -p quickstart-postgres
+say "the Postgres guide's native quickstart, run against the stand-in mail API"
+MAIL_SINK_PORT=18025 node scripts/mail-sink.mjs >/tmp/workers-outbox-mail-sink.log 2>&1 &
+sink=$!
+trap 'kill $sink 2>/dev/null || true' EXIT
+for _ in $(seq 50); do grep -q listening /tmp/workers-outbox-mail-sink.log && break; sleep 0.1; done
+quickstart=$(DATABASE_URL=$WORKERS_OUTBOX_POSTGRES_URL MAIL_API_URL=http://127.0.0.1:18025/send \
+  cargo run -q -p quickstart-postgres)
+echo "$quickstart"
+kill $sink 2>/dev/null || true
+grep -Eq ', [1-9][0-9]* delivered' <<<"$quickstart" \
+  || { echo "the quickstart delivered nothing over HTTP (mail sink log: /tmp/workers-outbox-mail-sink.log)"; exit 1; }
 
 say "wasm tests (Node)"
 cargo test --target wasm32-unknown-unknown --no-default-features --features workers --lib

@@ -11,21 +11,34 @@
 //!   Standard Webhooks senders treat it.
 //! - Optionally **signed** the Standard Webhooks way
 //!   (`HttpDeliverer::signed`, see [`webhook`](crate::webhook)).
-//! - A request that runs past its timeout is **aborted** (`AbortController`),
+//! - A request that runs past its timeout (15 s by default) is **aborted**,
 //!   and so is one whose delivery the drainer drops: a hung receiver does not
-//!   keep holding one of the invocation's connections.
+//!   keep holding a connection.
+//! - A `410 Gone` pauses the message's topic ([`Delivery::Gone`](crate::Delivery::Gone)).
 //! - Nothing is logged; errors kept in `last_error` carry the status and at
 //!   most 200 characters of the receiver's answer (of which at most 4 KiB
 //!   is read), never the payload or the request headers (which may hold
 //!   secrets); `Debug` shows neither header values nor the URL's query.
 //!
-//! The HTTP client is the Workers runtime's `fetch` (feature `workers`,
-//! `wasm32`); the status mapping is plain Rust on every target.
+//! One [`HttpDeliverer`], two transports: on Workers the runtime's `fetch`
+//! (feature `workers`, `wasm32`, aborted through an `AbortController`),
+//! natively reqwest on tokio with rustls (feature `native-http`; no
+//! OpenSSL). The status mapping is plain Rust on every target.
 
+#[cfg(any(
+    all(feature = "workers", target_arch = "wasm32"),
+    all(feature = "native-http", not(target_arch = "wasm32"))
+))]
+mod deliverer;
+#[cfg(all(feature = "native-http", not(target_arch = "wasm32")))]
+mod native;
 mod status;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod workers;
 
+#[cfg(any(
+    all(feature = "workers", target_arch = "wasm32"),
+    all(feature = "native-http", not(target_arch = "wasm32"))
+))]
+pub use deliverer::HttpDeliverer;
 pub use status::{StatusMapping, Treat, parse_retry_after};
-#[cfg(all(feature = "workers", target_arch = "wasm32"))]
-pub use workers::HttpDeliverer;

@@ -4,15 +4,16 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use workers_outbox::drain::deliver_fn;
+use workers_outbox::http::HttpDeliverer;
 use workers_outbox::{
-    Batch, ClaimedMessage, Database, Delivery, Drainer, Message, Outbox, PostgresDatabase, Result,
-    Statement, Topic,
+    Batch, Database, Drainer, Message, Outbox, PostgresDatabase, Result, Statement, Topic,
 };
 
 #[derive(Serialize, Deserialize)]
 struct WelcomeMail {
     to: String,
+    subject: String,
+    text: String,
 }
 
 impl Topic for WelcomeMail {
@@ -39,23 +40,24 @@ async fn main() -> Result<()> {
         "INSERT INTO accounts (email) VALUES ($1) ON CONFLICT DO NOTHING",
         vec![email.into()],
     ));
-    let mail = Message::of(&WelcomeMail { to: email.into() })?.dedup_key(email);
+    let welcome = WelcomeMail {
+        to: email.into(),
+        subject: "Welcome".into(),
+        text: "Your account is ready.".into(),
+    };
+    let mail = Message::of(&welcome)?.dedup_key(email);
     let mail = batch.enqueue(&outbox, mail)?;
     let committed = batch.commit().await?;
     println!("mail enqueued: {}", committed.enqueued(&mail)?); // false while one with its key waits
 
     // Drain: run this on a timer, in as many processes as you like. Claims
     // lock with FOR UPDATE SKIP LOCKED, so drainers never share a message.
-    let mail_api = deliver_fn(|message: ClaimedMessage| async move {
-        match message.payload_as::<WelcomeMail>() {
-            Ok(mail) => {
-                println!("mail {} to {}", message.id, mail.to); // call your mail API here
-                Delivery::Delivered
-            }
-            Err(error) => Delivery::permanent(error.to_string()),
-        }
-    });
-    let report = Drainer::builder(outbox, mail_api).build()?.drain().await;
+    // Each mail is POSTed as JSON with `Idempotency-Key: <message id>`;
+    // `node scripts/mail-sink.mjs` is a stand-in mail API on port 8025.
+    let mail_api =
+        std::env::var("MAIL_API_URL").unwrap_or_else(|_| "http://127.0.0.1:8025/send".into());
+    let deliver = HttpDeliverer::new(&mail_api)?; // 15 s timeout, Retry-After honoured, no redirects
+    let report = Drainer::builder(outbox, deliver).build()?.drain().await;
     println!("{report}");
     Ok(())
 }

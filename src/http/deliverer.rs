@@ -1,0 +1,219 @@
+//! The HTTP deliverer's builder and request, shared by both transports:
+//! Workers' `fetch` (`workers.rs`) and, natively, reqwest (`native.rs`).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[cfg(not(target_arch = "wasm32"))]
+use reqwest::Url;
+#[cfg(target_arch = "wasm32")]
+use worker::Url;
+
+use super::status::StatusMapping;
+use crate::drain::Deliver;
+use crate::error::{Error, Result};
+use crate::future::BoxFuture;
+use crate::outbox::{ClaimedMessage, Delivery};
+use crate::time::{Clock, SystemClock, Timestamp};
+use crate::webhook::{Signer, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
+
+/// POSTs each message's payload as JSON to one URL, with
+/// `Idempotency-Key: <message id>`; see [the module](super). The same
+/// builder on Workers (`fetch`) and natively (reqwest, rustls).
+///
+/// ```no_run
+/// # fn example() -> workers_outbox::Result<()> {
+/// use std::time::Duration;
+/// use workers_outbox::http::{HttpDeliverer, StatusMapping, Treat};
+///
+/// let deliver = HttpDeliverer::new("https://api.mail.example/send")?
+///     .header("authorization", "Bearer …")? // kept out of errors and logs
+///     .timeout(Duration::from_secs(8))
+///     .statuses(StatusMapping::default().treat(409, Treat::Delivered));
+/// # Ok(()) }
+/// ```
+pub struct HttpDeliverer {
+    pub(super) url: Url,
+    pub(super) headers: Vec<(String, String)>,
+    pub(super) timeout: Duration,
+    pub(super) statuses: StatusMapping,
+    signer: Option<Signer>,
+    clock: Arc<dyn Clock>,
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(super) client: reqwest::Client,
+}
+
+/// Header values and a URL's credentials or query may be secrets: only
+/// header names and the URL's origin and path are shown.
+impl fmt::Debug for HttpDeliverer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        let shown = format!(
+            "{}{}",
+            self.url.origin().ascii_serialization(),
+            self.url.path()
+        );
+        f.debug_struct("HttpDeliverer")
+            .field("url", &shown)
+            .field("headers", &names)
+            .field("timeout", &self.timeout)
+            .field("statuses", &self.statuses)
+            .field("signed", &self.signer.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpDeliverer {
+    /// The default timeout, 15 s: what Standard Webhooks senders give a
+    /// receiver, and shorter than [`DrainLimits`](crate::drain::DrainLimits)'
+    /// default delivery timeout (16 s), so the request is aborted here first.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
+
+    /// Delivers to `url` (http or https).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if `url` is not an absolute http(s) URL;
+    /// natively, [`Error::Internal`] if the HTTP client cannot be set up.
+    pub fn new(url: &str) -> Result<Self> {
+        let url =
+            Url::parse(url).map_err(|error| Error::invalid("delivery URL", error.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(Error::invalid(
+                "delivery URL",
+                format!("scheme {:?} is not http or https", url.scheme()),
+            ));
+        }
+        Ok(HttpDeliverer {
+            url,
+            headers: Vec::new(),
+            timeout: Self::DEFAULT_TIMEOUT,
+            statuses: StatusMapping::default(),
+            signer: None,
+            clock: Arc::new(SystemClock),
+            #[cfg(not(target_arch = "wasm32"))]
+            client: super::native::client()?,
+        })
+    }
+
+    /// Adds a header to every request (e.g. an API key).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a header name or value HTTP refuses, or
+    /// one this deliverer sets itself (`content-type`, `idempotency-key`,
+    /// and the `webhook-*` headers of [`signed`](HttpDeliverer::signed)).
+    pub fn header(mut self, name: &str, value: &str) -> Result<Self> {
+        let lower = name.to_ascii_lowercase();
+        if matches!(
+            lower.as_str(),
+            "content-type" | "idempotency-key" | WEBHOOK_ID | WEBHOOK_TIMESTAMP | WEBHOOK_SIGNATURE
+        ) {
+            return Err(Error::invalid(
+                "header",
+                format!("{name} is set by the deliverer"),
+            ));
+        }
+        let valid_name = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        let valid_value = value
+            .bytes()
+            .all(|b| b == b'\t' || (b' '..=b'~').contains(&b));
+        if !valid_name || !valid_value {
+            return Err(Error::invalid(
+                "header",
+                format!("{name:?} or its value is not a valid HTTP header"),
+            ));
+        }
+        self.headers.push((lower, value.to_owned()));
+        Ok(self)
+    }
+
+    /// How long a request may take before it is aborted and retried.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Signs every request the [Standard Webhooks](crate::webhook) way:
+    /// `webhook-id` (the message id, the same on every retry),
+    /// `webhook-timestamp` (now, in Unix seconds) and `webhook-signature`
+    /// (one `v1` signature of the body per secret of `signer`).
+    #[must_use]
+    pub fn signed(mut self, signer: Signer) -> Self {
+        self.signer = Some(signer);
+        self
+    }
+
+    /// How statuses become verdicts (default: [`StatusMapping::default`]).
+    #[must_use]
+    pub fn statuses(mut self, statuses: StatusMapping) -> Self {
+        self.statuses = statuses;
+        self
+    }
+
+    /// The clock that stamps signatures and reads `Retry-After` dates
+    /// (default: the system's).
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub(super) fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// Every header of the request for `message`, at `now`: the content
+    /// type, the idempotency key, the caller's, and the signature's.
+    ///
+    /// # Errors
+    /// Why the request cannot be built: a signed webhook's id holds a '.'
+    /// (which separates the signed parts).
+    pub(super) fn request_headers(
+        &self,
+        message: &ClaimedMessage,
+        now: Timestamp,
+    ) -> std::result::Result<Vec<(String, String)>, String> {
+        let mut headers = vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("idempotency-key".to_owned(), message.id.clone()),
+        ];
+        headers.extend(self.headers.iter().cloned());
+        if let Some(signer) = &self.signer {
+            if message.id.contains('.') {
+                return Err(
+                    "a signed webhook's id cannot contain '.' (it separates the signed parts)"
+                        .into(),
+                );
+            }
+            let signed = signer.sign(&message.id, now, message.payload.as_bytes());
+            headers.extend(
+                signed
+                    .headers()
+                    .into_iter()
+                    .map(|(name, value)| (name.to_owned(), value)),
+            );
+        }
+        Ok(headers)
+    }
+
+    /// The verdict for a request that got no answer within the timeout.
+    pub(super) fn timed_out(&self) -> Delivery {
+        Delivery::retry(format!(
+            "no answer within {} ms; the request was aborted",
+            self.timeout.as_millis()
+        ))
+    }
+}
+
+/// At most this much of a failure's body is read (a hint for `last_error`).
+pub(super) const EXCERPT_BYTES: usize = 4096;
+
+impl Deliver for HttpDeliverer {
+    fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
+        Box::pin(self.send(message))
+    }
+}

@@ -1,0 +1,345 @@
+//! The native `HttpDeliverer` (reqwest, rustls) against real HTTP servers on
+//! loopback: what it sends (idempotency key, the caller's headers, a
+//! Standard Webhooks signature stamped by the injected clock), how answers
+//! map to verdicts (`Retry-After` honoured, 410 pausing, 3xx never
+//! followed), and that a hung request is cut at its timeout with its
+//! connection closed.
+
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use workers_outbox::drain::Deliver;
+use workers_outbox::http::{HttpDeliverer, StatusMapping, Treat};
+use workers_outbox::testing::{ManualClock, TestOutbox};
+use workers_outbox::webhook::{self, Signer, Verifier};
+use workers_outbox::{ClaimedMessage, Clock, Delivery, Drainer, Message, Timestamp};
+
+/// What one request looked like.
+#[derive(Debug, Clone, Default)]
+struct Seen {
+    request_line: String,
+    /// Lower-case names.
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    }
+}
+
+/// How the server answers a request: raw response bytes, or never.
+#[derive(Clone)]
+enum Answer {
+    Raw(String),
+    Hang,
+}
+
+fn status(code: u16, extra_headers: &str, body: &str) -> Answer {
+    Answer::Raw(format!(
+        "HTTP/1.1 {code} X\r\ncontent-length: {}\r\nconnection: close\r\n{extra_headers}\r\n{body}",
+        body.len()
+    ))
+}
+
+/// A loopback server answering every request with `answer`; records each
+/// request, and sends on `closed` when a hung request's connection closes.
+struct Server {
+    url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+async fn server(answer: Answer) -> (Server, oneshot::Receiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "http://{}/hooks?token=s3cret",
+        listener.local_addr().unwrap()
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = oneshot::channel();
+    let closed = Arc::new(Mutex::new(Some(tx)));
+    let (s, c) = (seen.clone(), closed.clone());
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (s, c, answer) = (s.clone(), c.clone(), answer.clone());
+            tokio::spawn(async move { serve(stream, answer, s, c).await });
+        }
+    });
+    (Server { url, seen }, rx)
+}
+
+async fn serve(
+    mut stream: TcpStream,
+    answer: Answer,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    closed: Arc<Mutex<Option<oneshot::Sender<()>>>>,
+) {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let request_line = lines.next().unwrap_or_default().to_owned();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    while buffer.len() < head_end + length {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let body = String::from_utf8_lossy(&buffer[head_end..]).into_owned();
+    seen.lock().unwrap().push(Seen {
+        request_line,
+        headers,
+        body,
+    });
+    match answer {
+        Answer::Raw(response) => {
+            let _ = stream.write_all(response.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        }
+        Answer::Hang => {
+            // Until the client goes away: a read of 0 bytes or an error.
+            let _ = stream.read(&mut chunk).await;
+            if let Some(tx) = closed.lock().unwrap().take() {
+                let _ = tx.send(());
+            }
+        }
+    }
+}
+
+/// A message claimed from an in-memory outbox, and that outbox.
+async fn claimed(payload: &str) -> (TestOutbox, ClaimedMessage) {
+    let t = TestOutbox::new().await.unwrap();
+    t.outbox
+        .enqueue_alone(Message::raw_json("hook", payload))
+        .await
+        .unwrap();
+    let mut claim = t.outbox.claim(1, Duration::from_secs(60)).await.unwrap();
+    (t, claim.messages.remove(0))
+}
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+#[tokio::test]
+async fn sends_the_payload_with_its_idempotency_key_headers_and_signature() {
+    let (server, _) = server(status(202, "", "")).await;
+    let (_t, message) = claimed(r#"{"order":42}"#).await;
+    let clock = ManualClock::new(Timestamp::from_unix_millis(1_614_265_330_500).unwrap());
+    let deliver = HttpDeliverer::new(&server.url)
+        .unwrap()
+        .header("Authorization", "Bearer api-key")
+        .unwrap()
+        .signed(Signer::new(webhook::secrets(SECRET).unwrap()).unwrap())
+        .clock(Arc::new(clock.clone()));
+    assert_eq!(deliver.deliver(&message).await, Delivery::Delivered);
+
+    let seen = server.seen.lock().unwrap()[0].clone();
+    assert_eq!(seen.request_line, "POST /hooks?token=s3cret HTTP/1.1");
+    assert_eq!(seen.body, r#"{"order":42}"#);
+    assert_eq!(
+        seen.header("content-type").as_deref(),
+        Some("application/json")
+    );
+    assert_eq!(seen.header("idempotency-key"), Some(message.id.clone()));
+    assert_eq!(
+        seen.header("authorization").as_deref(),
+        Some("Bearer api-key")
+    );
+    assert_eq!(seen.header("webhook-id"), Some(message.id.clone()));
+    // Stamped by the injected clock, in whole seconds.
+    assert_eq!(
+        seen.header("webhook-timestamp").as_deref(),
+        Some("1614265330")
+    );
+    let verifier = Verifier::new(webhook::secrets(SECRET).unwrap()).unwrap();
+    let headers = |name: &str| seen.header(name);
+    let verified = verifier
+        .verify(&headers, seen.body.as_bytes(), clock.now())
+        .unwrap();
+    assert_eq!(verified.id, message.id);
+}
+
+#[tokio::test]
+async fn a_hung_request_is_cut_at_its_timeout_and_its_connection_closed() {
+    let (server, closed) = server(Answer::Hang).await;
+    let (_t, message) = claimed("{}").await;
+    let deliver = HttpDeliverer::new(&server.url)
+        .unwrap()
+        .timeout(Duration::from_millis(300));
+    assert_eq!(
+        deliver.deliver(&message).await,
+        Delivery::retry("no answer within 300 ms; the request was aborted")
+    );
+    // The server sees its connection closed: the request was cancelled,
+    // not left running.
+    tokio::time::timeout(Duration::from_secs(10), closed)
+        .await
+        .expect("the hung connection was never closed")
+        .unwrap();
+    assert_eq!(server.seen.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_in_seconds_and_as_a_date_on_the_injected_clock() {
+    let (_t, message) = claimed("{}").await;
+    // Tue, 14 Nov 2023 22:13:20 GMT
+    let clock = ManualClock::new(Timestamp::from_unix_millis(1_700_000_000_000).unwrap());
+    let (throttled, _) = server(status(429, "retry-after: 120\r\n", "slow down")).await;
+    let deliver = HttpDeliverer::new(&throttled.url).unwrap();
+    assert_eq!(
+        deliver.deliver(&message).await,
+        Delivery::unavailable(
+            "receiver answered 429: slow down",
+            Some(Duration::from_secs(120))
+        )
+    );
+    let (failing, _) = server(status(
+        500,
+        "retry-after: Tue, 14 Nov 2023 22:14:50 GMT\r\n",
+        "",
+    ))
+    .await;
+    let deliver = HttpDeliverer::new(&failing.url)
+        .unwrap()
+        .clock(Arc::new(clock));
+    assert_eq!(
+        deliver.deliver(&message).await,
+        Delivery::RetryAfter {
+            error: "receiver answered 500".into(),
+            delay: Duration::from_secs(90),
+        }
+    );
+}
+
+#[tokio::test]
+async fn statuses_map_as_documented_and_as_overridden() {
+    let (_t, message) = claimed("{}").await;
+    let long = "x".repeat(10_000);
+    let cases = [
+        (status(204, "", ""), Delivery::Delivered),
+        (
+            status(503, "", ""),
+            Delivery::unavailable("receiver answered 503", None),
+        ),
+        (
+            status(500, "", "oops"),
+            Delivery::retry("receiver answered 500: oops"),
+        ),
+        (
+            status(410, "", "endpoint deleted"),
+            Delivery::gone("receiver answered 410: endpoint deleted"),
+        ),
+        (
+            status(400, "", &long),
+            Delivery::permanent(format!("receiver answered 400: {}", &long[..200])),
+        ),
+    ];
+    for (answer, expected) in cases {
+        let (server, _) = server(answer).await;
+        let deliver = HttpDeliverer::new(&server.url).unwrap();
+        assert_eq!(deliver.deliver(&message).await, expected);
+    }
+    let (conflict, _) = server(status(409, "", "")).await;
+    let deliver = HttpDeliverer::new(&conflict.url)
+        .unwrap()
+        .statuses(StatusMapping::default().treat(409, Treat::Delivered));
+    assert_eq!(deliver.deliver(&message).await, Delivery::Delivered);
+}
+
+#[tokio::test]
+async fn a_redirect_is_never_followed() {
+    let (target, _) = server(status(202, "", "")).await;
+    let (moved, _) = server(status(302, &format!("location: {}\r\n", target.url), "")).await;
+    let (_t, message) = claimed("{}").await;
+    let deliver = HttpDeliverer::new(&moved.url).unwrap();
+    assert_eq!(
+        deliver.deliver(&message).await,
+        Delivery::retry("receiver answered 302")
+    );
+    assert_eq!(moved.seen.lock().unwrap().len(), 1);
+    assert!(
+        target.seen.lock().unwrap().is_empty(),
+        "the redirect was followed"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_receiver_spends_no_attempt_and_the_url_stays_out_of_errors() {
+    // A port nobody listens on.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "http://{}/hooks?token=s3cret",
+        listener.local_addr().unwrap()
+    );
+    drop(listener);
+    let (_t, message) = claimed("{}").await;
+    let deliver = HttpDeliverer::new(&url).unwrap();
+    match deliver.deliver(&message).await {
+        Delivery::Unavailable { error, retry_after } => {
+            assert!(error.starts_with("receiver unreachable"), "{error}");
+            assert!(!error.contains("s3cret"), "the URL's query leaked: {error}");
+            assert_eq!(retry_after, None);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!format!("{deliver:?}").contains("s3cret"));
+}
+
+#[tokio::test]
+async fn a_drain_through_it_delivers_and_a_410_pauses_the_topic() {
+    let (ok, _) = server(status(202, "", "")).await;
+    let t = TestOutbox::new().await.unwrap();
+    for n in 0..3 {
+        t.outbox
+            .enqueue_alone(Message::raw_json("hook", format!(r#"{{"n":{n}}}"#)))
+            .await
+            .unwrap();
+    }
+    let drainer = Drainer::builder(t.outbox.clone(), HttpDeliverer::new(&ok.url).unwrap())
+        .build()
+        .unwrap();
+    assert_eq!(drainer.drain().await.delivered, 3);
+    assert_eq!(ok.seen.lock().unwrap().len(), 3);
+
+    let (gone, _) = server(status(410, "", "")).await;
+    t.outbox
+        .enqueue_alone(Message::raw_json("hook", "{}"))
+        .await
+        .unwrap();
+    let drainer = Drainer::builder(t.outbox.clone(), HttpDeliverer::new(&gone.url).unwrap())
+        .build()
+        .unwrap();
+    let report = drainer.drain().await;
+    assert_eq!(report.paused, vec!["hook".to_owned()]);
+    let paused = t.outbox.paused_topics().await.unwrap();
+    assert_eq!(paused[0].reason, "receiver answered 410");
+    assert_eq!(t.outbox.stats().await.unwrap().pending, 1);
+}
