@@ -23,6 +23,8 @@ pub struct ManualClock {
 struct ManualState {
     now: Timestamp,
     sleepers: Vec<Waker>,
+    /// Woken when something starts sleeping (see `someone_sleeps`).
+    watchers: Vec<Waker>,
 }
 
 impl ManualClock {
@@ -32,6 +34,7 @@ impl ManualClock {
             shared: Arc::new(Mutex::new(ManualState {
                 now: start,
                 sleepers: Vec::new(),
+                watchers: Vec::new(),
             })),
         }
     }
@@ -50,6 +53,21 @@ impl ManualClock {
     pub fn advance(&self, duration: Duration) {
         let next = self.now().checked_add(duration).unwrap_or(Timestamp::MAX);
         self.set(next);
+    }
+
+    /// Resolves once something sleeps on this clock: for a driver that
+    /// moves time only while the code under test waits for it.
+    #[cfg(feature = "conformance")]
+    pub(crate) fn someone_sleeps(&self) -> impl Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            let mut state = self.lock();
+            if state.sleepers.is_empty() {
+                state.watchers.push(cx.waker().clone());
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ManualState> {
@@ -86,6 +104,9 @@ impl Future for ManualSleep {
             Poll::Ready(())
         } else {
             state.sleepers.push(cx.waker().clone());
+            let watchers = std::mem::take(&mut state.watchers);
+            drop(state);
+            watchers.into_iter().for_each(Waker::wake);
             Poll::Pending
         }
     }

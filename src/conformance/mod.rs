@@ -14,6 +14,7 @@ mod batched;
 mod claim;
 mod dead_letters;
 mod delivery;
+mod destinations;
 mod drain;
 mod enqueue;
 mod inbox;
@@ -248,6 +249,8 @@ pub fn cases() -> Vec<Case> {
         pause::a_gone_destination_pauses_its_topic_without_spending,
         pause::a_stale_holders_gone_pauses_nothing,
         pause::a_leased_enqueue_of_a_paused_topic_is_not_delivered_at_once,
+        destinations::a_failing_receiver_of_a_fanned_out_topic_stops_only_its_own_messages,
+        destinations::destination_limits_hold_across_topics_and_spare_other_destinations,
     ]
 }
 

@@ -1,5 +1,7 @@
 //! The per-run circuit breaker: which failures spend attempts, and which
-//! topics to stop delivering for the rest of a run.
+//! receivers to stop delivering to for the rest of a run. A receiver is a
+//! topic, or `topic @ destination` where the deliverer names destinations;
+//! below, "topic" means the receiver.
 //!
 //! # The rule
 //! A retryable failure spends its attempt, as its verdict says, when the
@@ -137,11 +139,6 @@ impl Breaker {
     /// Whether `topic` has tripped in this run.
     pub(super) fn is_open(&self, topic: &str) -> bool {
         matches!(self.topics.get(topic), Some(Topic::Open))
-    }
-
-    /// Whether `topic` was paused in this run.
-    pub(super) fn is_paused(&self, topic: &str) -> bool {
-        matches!(self.topics.get(topic), Some(Topic::Paused))
     }
 
     /// The destination of `topic` is gone, and the topic paused: its held

@@ -23,6 +23,18 @@ use crate::verdict::Delivery;
 pub trait Deliver: MaybeSend + MaybeSync {
     /// Delivers `message`.
     fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery>;
+
+    /// The receiver `message` goes to (for HTTP, the URL's host and port),
+    /// if the deliverer knows it; `None` (the default) when a topic has one
+    /// receiver. A drain keeps its circuit breaker per topic *and*
+    /// destination, so one failing receiver of a topic that fans out does
+    /// not stop the healthy ones, and applies
+    /// [`DestinationLimits`](super::DestinationLimits) per destination
+    /// across topics.
+    fn destination(&self, message: &ClaimedMessage) -> Option<String> {
+        let _ = message;
+        None
+    }
 }
 
 /// Sends many messages in one call: a Cloudflare Queue's `send_batch`, a
@@ -95,6 +107,10 @@ pub struct DeliverFn<F>(F);
 impl<T: Deliver + ?Sized> Deliver for std::sync::Arc<T> {
     fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
         (**self).deliver(message)
+    }
+
+    fn destination(&self, message: &ClaimedMessage) -> Option<String> {
+        (**self).destination(message)
     }
 }
 

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use futures_util::future::{Either, select};
 
 use super::deliver::{BatchLimits, Deliver, DeliverBatch};
+use super::destinations::DestinationLimits;
 use super::limits::DrainLimits;
 use crate::error::Result;
 use crate::outbox::{ClaimedMessage, Outbox};
@@ -21,6 +22,7 @@ pub struct Drainer {
     pub(super) deliver: Deliverer,
     pub(super) timer: Arc<dyn Timer>,
     pub(super) limits: DrainLimits,
+    pub(super) destinations: Option<DestinationLimits>,
     /// When this drainer (and its clones) last swept (stranded ordering
     /// keys, expired tombstones), in Unix ms (see `run::Run::sweep`).
     pub(super) last_sweep: Arc<AtomicI64>,
@@ -71,6 +73,15 @@ impl Deliverer {
         }
     }
 
+    /// Where `message` goes, as the deliverer names it (a batch call has
+    /// no one destination per message).
+    pub(super) fn destination(&self, message: &ClaimedMessage) -> Option<String> {
+        match self {
+            Deliverer::One(deliver) => deliver.destination(message),
+            Deliverer::Batch(_) => None,
+        }
+    }
+
     pub(super) fn is_batch(&self) -> bool {
         matches!(self, Deliverer::Batch(_))
     }
@@ -99,17 +110,26 @@ pub struct DrainerBuilder {
     deliver: Deliverer,
     timer: Option<Arc<dyn Timer>>,
     limits: DrainLimits,
+    destinations: Option<DestinationLimits>,
 }
 
 impl std::fmt::Debug for DrainerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DrainerBuilder")
             .field("limits", &self.limits)
+            .field("destinations", &self.destinations)
             .finish_non_exhaustive()
     }
 }
 
 impl DrainerBuilder {
+    /// Limits per destination, across topics (default: none beyond
+    /// [`DrainLimits::concurrency`]); see [`DestinationLimits`].
+    pub fn destination_limits(mut self, limits: DestinationLimits) -> Self {
+        self.destinations = Some(limits);
+        self
+    }
+
     /// The limits (default: [`DrainLimits::scheduled`]).
     pub fn limits(mut self, limits: DrainLimits) -> Self {
         self.limits = limits;
@@ -140,6 +160,9 @@ impl DrainerBuilder {
             }
         };
         self.limits.validate()?;
+        if let Some(destinations) = &self.destinations {
+            destinations.validate()?;
+        }
         let limits = self.deliver.limits();
         if limits.max_messages == 0 || limits.max_bytes == 0 {
             return Err(crate::error::Error::invalid(
@@ -152,6 +175,7 @@ impl DrainerBuilder {
             deliver: self.deliver,
             timer,
             limits: self.limits,
+            destinations: self.destinations,
             last_sweep: Arc::new(AtomicI64::new(i64::MIN)),
         })
     }
@@ -175,6 +199,7 @@ impl Drainer {
             deliver: Deliverer::One(Arc::new(deliver)),
             timer: None,
             limits: DrainLimits::scheduled(),
+            destinations: None,
         }
     }
 
@@ -187,6 +212,7 @@ impl Drainer {
             deliver: Deliverer::Batch(Arc::new(deliver)),
             timer: None,
             limits: DrainLimits::scheduled(),
+            destinations: None,
         }
     }
 

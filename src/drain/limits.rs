@@ -55,12 +55,16 @@ pub struct DrainLimits {
     pub breaker: Option<CircuitBreaker>,
 }
 
-/// A per-run circuit breaker on each topic, and the judge of which failures
-/// spend attempts.
+/// A per-run circuit breaker on each topic's receiver, and the judge of
+/// which failures spend attempts. A receiver is a topic, or a topic and a
+/// destination (`topic @ host:port`) when the deliverer names one
+/// ([`Deliver::destination`](super::Deliver::destination): the HTTP
+/// deliverer does), so one failing receiver of a topic that fans out trips
+/// alone and the healthy ones go on.
 ///
 /// After `failures` retryable failures in a row of distinct messages of one
-/// topic (any kind: retry, unavailable, timeout), the drain stops delivering
-/// that topic for the rest of the run. The failures that tripped it, and the
+/// receiver (any kind: retry, unavailable, timeout), the drain stops
+/// delivering to it for the rest of the run. The failures that tripped it, and the
 /// topic's messages still to deliver, are rescheduled at least `cooldown`
 /// later **without spending attempts**; the next run probes again.
 ///

@@ -18,6 +18,12 @@
 //!   fails repeatedly and hands its messages back free of attempts; several
 //!   messages failing in turn spend nothing, one message failing again and
 //!   again spends its attempts at the policy's pace (see `CircuitBreaker`).
+//! - **Per destination.** With
+//!   [`DestinationLimits`], at most so many requests are in flight to one
+//!   destination (as [`Deliver::destination`] names it) and at most so many
+//!   start per second, across topics; the breaker counts a topic's failures
+//!   per destination, so one failing receiver of a topic that fans out stops
+//!   only its own messages.
 //! - **Limits.** No delivery starts unless it can time out and be settled
 //!   before the deadline and its lease, checked at the instant it starts;
 //!   claims stop at the query budget, the message cap or the deadline;
@@ -28,12 +34,14 @@ mod alarm;
 mod breaker;
 mod call;
 mod deliver;
+mod destinations;
 pub(crate) mod drainer;
 pub(crate) mod limits;
 mod report;
 mod run;
 
 pub use deliver::{BatchLimits, Deliver, DeliverBatch, DeliverFn, deliver_fn};
+pub use destinations::DestinationLimits;
 pub use drainer::DrainerBuilder;
 pub use limits::CircuitBreaker;
 pub(crate) use limits::DrainLimits;

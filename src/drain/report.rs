@@ -99,7 +99,8 @@ pub struct DrainReport {
     pub queries: u32,
     /// Settle calls sent again after a transient error.
     pub settle_retries: u32,
-    /// Topics whose circuit opened in this run.
+    /// Receivers whose circuit opened in this run: topics, or
+    /// `topic @ destination` where the deliverer names destinations.
     pub tripped: Vec<String>,
     /// Topics this run paused because their destination is gone
     /// ([`Delivery::Gone`](crate::Delivery::Gone), an HTTP 410); their

@@ -4,13 +4,14 @@
 //! database call holds and how it is retried is in `call`, which failures
 //! spend attempts in `breaker`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use futures_util::future::{Either, FutureExt, select};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::breaker::{Breaker, Settle};
 use super::call::{Call, ClaimSlot, ReadSlot, Reply, Retries, Sent, SettleSlot, SweepSlot};
+use super::destinations::Destinations;
 use super::drainer::{Attempt, Drainer, Queued};
 use super::report::{DrainReport, StopReason};
 use crate::database::Statement;
@@ -58,6 +59,10 @@ pub(super) struct Run<'a> {
     /// Settle at the next chance (a suspect's outcome).
     settle_at_once: bool,
     breaker: Breaker,
+    /// Requests in flight and started per destination.
+    destinations: Destinations,
+    /// Topics paused in this run (a receiver answered `Gone`).
+    paused: BTreeSet<String>,
     /// Lease ends of the deliveries in flight, with how many share each.
     running: BTreeMap<Timestamp, usize>,
     /// Why no more claims are made, once that is decided.
@@ -86,6 +91,8 @@ impl<'a> Run<'a> {
             first_outcome_at: None,
             settle_at_once: false,
             breaker: Breaker::new(drainer.limits.breaker),
+            destinations: Destinations::new(drainer.destinations),
+            paused: BTreeSet::new(),
             running: BTreeMap::new(),
             claims_over: (!may_claim).then_some(StopReason::Drained),
             failed: false,
@@ -128,7 +135,15 @@ impl<'a> Run<'a> {
                 continue;
             }
             if in_flight.is_empty() {
-                break;
+                // Only messages waiting for their destination's bucket are left.
+                let Some(at) = self.destination_wait() else {
+                    break;
+                };
+                self.drainer
+                    .timer
+                    .sleep(at.duration_since(self.now()))
+                    .await;
+                continue;
             }
             let wake = self.wake_at();
             if tick.as_ref().map(|(at, _)| *at) != wake {
@@ -199,8 +214,11 @@ impl<'a> Run<'a> {
         while in_flight.len() < self.drainer.limits.concurrency && !self.ready.is_empty() {
             let mut call = Vec::new();
             let mut bytes = 0usize;
+            let mut waiting = false;
             while call.len() < per_call.max_messages {
-                let Some(message) = self.ready.pop_front() else {
+                let Some(message) = self.next_ready() else {
+                    // Every ready message waits for its destination.
+                    waiting = !self.ready.is_empty();
                     break;
                 };
                 let size = self.drainer.deliver.size_of(&message);
@@ -210,20 +228,25 @@ impl<'a> Run<'a> {
                 }
                 let now = self.now();
                 let finish_by = self.finish_by(message.lease().until());
-                if self.breaker.is_paused(&message.topic) {
+                if self.paused.contains(&message.topic) {
                     // Not claimed again while the topic is paused.
                     self.push(message.lease().clone(), Fate::Release { due: now }, now);
-                } else if self.breaker.is_open(&message.topic) {
+                } else if self.breaker.is_open(&self.receiver(&message)) {
                     self.hand_back(message, now);
                 } else if self.failed || !self.drainer.room_before(finish_by, now) {
                     self.push(message.lease().clone(), Fate::Release { due: now }, now);
                 } else {
                     bytes = bytes.saturating_add(size);
                     *self.running.entry(message.lease().until()).or_default() += 1;
+                    let destination = self.drainer.deliver.destination(&message);
+                    self.destinations.start(destination.as_deref(), now);
                     call.push(Queued { message, finish_by });
                 }
             }
             if call.is_empty() {
+                if waiting {
+                    break;
+                }
                 continue;
             }
             let drainer = self.drainer;
@@ -260,6 +283,54 @@ impl<'a> Run<'a> {
         let due = now.checked_add(cooldown).unwrap_or(Timestamp::MAX);
         self.report.handed_back += 1;
         self.push(message.lease().clone(), Fate::Release { due }, now);
+    }
+
+    /// Whose failures `message` counts toward: its topic's receiver, per
+    /// destination when the deliverer names one (`topic @ destination`).
+    fn receiver(&self, message: &ClaimedMessage) -> String {
+        match self.drainer.deliver.destination(message) {
+            Some(destination) => format!("{} @ {destination}", message.topic),
+            None => message.topic.clone(),
+        }
+    }
+
+    /// The next ready message to take up: the first whose destination has
+    /// room now (or that will not be delivered: paused, tripped, or the run
+    /// failed). Without destination limits, the first.
+    fn next_ready(&mut self) -> Option<ClaimedMessage> {
+        if self.drainer.destinations.is_none() {
+            return self.ready.pop_front();
+        }
+        let now = self.now();
+        let index = self.ready.iter().position(|message| {
+            self.failed
+                || self.paused.contains(&message.topic)
+                || self.breaker.is_open(&self.receiver(message))
+                || self
+                    .destinations
+                    .wait(self.drainer.deliver.destination(message).as_deref(), now)
+                    .is_none()
+        })?;
+        self.ready.remove(index)
+    }
+
+    /// The earliest time a ready message's destination can take a request,
+    /// if every ready message waits for its destination and one of them
+    /// waits for its bucket (not for a request in flight), before the
+    /// deadline.
+    fn destination_wait(&self) -> Option<Timestamp> {
+        self.drainer.destinations?;
+        let now = self.now();
+        let mut earliest: Option<Timestamp> = None;
+        for message in &self.ready {
+            let destination = self.drainer.deliver.destination(message);
+            match self.destinations.wait(destination.as_deref(), now) {
+                None => return None,
+                Some(Some(at)) => earliest = Some(earliest.map_or(at, |e| e.min(at))),
+                Some(None) => {}
+            }
+        }
+        earliest.filter(|at| *at < self.deadline)
     }
 
     fn push(&mut self, lease: LeaseHandle, fate: Fate, now: Timestamp) {
@@ -312,6 +383,8 @@ impl<'a> Run<'a> {
     /// breaker while its topic's streak is short.
     fn finish(&mut self, message: ClaimedMessage, attempt: Attempt) {
         let now = self.now();
+        let destination = self.drainer.deliver.destination(&message);
+        self.destinations.finish(destination.as_deref());
         let until = message.lease().until();
         if let Some(count) = self.running.get_mut(&until) {
             *count -= 1;
@@ -332,20 +405,21 @@ impl<'a> Run<'a> {
         let retryable = delivery.is_retryable();
         let gone = matches!(delivery, Delivery::Gone { .. });
         let settle = (message.lease().clone(), Fate::from(delivery));
+        let receiver = self.receiver(message);
         if gone {
-            if !self.breaker.is_paused(&message.topic) {
+            if self.paused.insert(message.topic.clone()) {
                 self.report.paused.push(message.topic.clone());
             }
-            let mut settles = self.breaker.paused(&message.topic);
+            let mut settles = self.breaker.paused(&receiver);
             settles.push(settle);
             self.push_all(settles);
             return;
         }
         let settles = match (retryable, held) {
-            (true, Held::UntilDecided) => self.breaker.failed(&message.topic, settle),
-            (true, Held::Never) => self.breaker.failed_alone(&message.topic, settle),
+            (true, Held::UntilDecided) => self.breaker.failed(&receiver, settle),
+            (true, Held::Never) => self.breaker.failed_alone(&receiver, settle),
             (false, _) => {
-                let mut settles = self.breaker.answered(&message.topic);
+                let mut settles = self.breaker.answered(&receiver);
                 settles.push(settle);
                 settles
             }
@@ -418,7 +492,12 @@ impl<'a> Run<'a> {
     /// How many rows to claim, when the queue is empty and no limit stops
     /// it; records why claims end.
     fn claim_wanted(&mut self, now: Timestamp) -> Option<u32> {
-        if self.claims_over.is_some() || !self.ready.is_empty() || !self.suspects.is_empty() {
+        // Messages waiting only for their destinations leave room to claim
+        // for other destinations, up to a batch waiting.
+        let ready_waits = self.ready.is_empty()
+            || (self.ready.len() < self.drainer.limits.batch_size as usize
+                && self.all_ready_wait_for_destinations(now));
+        if self.claims_over.is_some() || !ready_waits || !self.suspects.is_empty() {
             return None;
         }
         let limits = &self.drainer.limits;
@@ -443,6 +522,17 @@ impl<'a> Run<'a> {
                 .batch_size
                 .min(limits.max_messages - self.report.claimed),
         )
+    }
+
+    /// Whether every ready message waits for its destination's limits.
+    fn all_ready_wait_for_destinations(&self, now: Timestamp) -> bool {
+        self.drainer.destinations.is_some()
+            && self.ready.iter().all(|message| {
+                let destination = self.drainer.deliver.destination(message);
+                self.destinations
+                    .wait(destination.as_deref(), now)
+                    .is_some()
+            })
     }
 
     /// Whether a call other than the last settle fits the query budget.
@@ -482,7 +572,10 @@ impl<'a> Run<'a> {
             .breaker
             .earliest_lease_end()
             .map(|end| end.saturating_sub(limits.settle_margin + limits.flush_interval));
-        [self.flush_at(), held].into_iter().flatten().min()
+        [self.flush_at(), held, self.destination_wait()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Adds the waiting outcomes to `call` as settles (`Some(None)` when
@@ -602,7 +695,7 @@ impl<'a> Run<'a> {
             && claim
                 .messages
                 .iter()
-                .all(|message| self.breaker.is_open(&message.topic));
+                .all(|message| self.breaker.is_open(&self.receiver(message)));
         self.queue(claim.messages);
         if touched < wanted {
             self.claims_over = Some(StopReason::Drained);
@@ -650,11 +743,11 @@ impl<'a> Run<'a> {
     /// lease passed to another drainer).
     async fn isolate(&mut self, mut message: ClaimedMessage) -> Option<ClaimedMessage> {
         let now = self.now();
-        if self.breaker.is_paused(&message.topic) {
+        if self.paused.contains(&message.topic) {
             self.push(message.lease().clone(), Fate::Release { due: now }, now);
             return None;
         }
-        if self.breaker.is_open(&message.topic) {
+        if self.breaker.is_open(&self.receiver(&message)) {
             self.hand_back(message, now);
             return None;
         }

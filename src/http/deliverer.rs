@@ -216,4 +216,13 @@ impl Deliver for HttpDeliverer {
     fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
         Box::pin(self.send(message))
     }
+
+    /// The URL's host and port (`hooks.example:443`).
+    fn destination(&self, _message: &ClaimedMessage) -> Option<String> {
+        let host = self.url.host_str()?;
+        Some(match self.url.port_or_known_default() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        })
+    }
 }

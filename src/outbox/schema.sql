@@ -33,7 +33,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS "{table}_given_id" ON "{table}" (id) WHERE id_
 CREATE INDEX IF NOT EXISTS "{table}_ordering" ON "{table}" (ordering_key, seq) WHERE ordering_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "{table}_dead_id" ON "{table}" (id) WHERE state = 'dead';
 -- Per-topic memory of "{table}" across drains: the streak of retryable failures since the topic's
--- receiver last answered (deleted when it does). failing_id is the message that failed last; several
+-- receiver last answered (deleted when it does). topic is the receiver: the topic, or
+-- "topic @ destination" when the deliverer names destinations. failing_id is the message that failed last; several
 -- is 1 once another message failed in the streak too (one message failing again and again spends
 -- its attempts; several failing in turn blame the receiver and spend none); failed_at, in Unix ms,
 -- its last failure (a streak is forgotten a day after it).

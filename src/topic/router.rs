@@ -38,6 +38,8 @@ type Route = Box<dyn for<'a> Fn(&'a ClaimedMessage) -> BoxFuture<'a, Delivery>>;
 #[derive(Default)]
 pub struct Router {
     routes: BTreeMap<&'static str, Route>,
+    /// The deliverers of [`route`](Router::route)s, asked for destinations.
+    delivers: BTreeMap<&'static str, Arc<dyn Deliver>>,
 }
 
 impl std::fmt::Debug for Router {
@@ -96,6 +98,7 @@ impl Router {
     {
         let deliver = Arc::new(deliver);
         self.claim_topic(T::NAME);
+        self.delivers.insert(T::NAME, deliver.clone());
         self.routes.insert(
             T::NAME,
             Box::new(move |message: &ClaimedMessage| -> BoxFuture<'_, Delivery> {
@@ -131,5 +134,13 @@ impl Deliver for Router {
                 None,
             ))),
         }
+    }
+
+    /// The routed deliverer's destination, for topics with a
+    /// [`route`](Router::route).
+    fn destination(&self, message: &ClaimedMessage) -> Option<String> {
+        self.delivers
+            .get(message.topic.as_str())?
+            .destination(message)
     }
 }
