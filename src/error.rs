@@ -184,7 +184,13 @@ impl Error {
 
     /// The HTTP status that describes this error to a client of yours: the
     /// caller's fault (400 bad input, 401 a webhook that does not verify,
-    /// 404 not found, 409 conflict or lost lease, 410 an erased subject), a passing fault worth retrying (503), or the server's (500).
+    /// 404 not found, 409 conflict or lost lease, 410 an erased subject), a
+    /// passing fault worth retrying (503), or the server's (500).
+    ///
+    /// A webhook receiver should answer a message it drops on purpose (an
+    /// erased subject) with a 2xx instead: to a Standard Webhooks sender,
+    /// 410 means the endpoint is gone (this crate's `HttpDeliverer` then
+    /// pauses the topic).
     pub fn http_status(&self) -> u16 {
         match self {
             Error::InvalidInput { .. } => 400,

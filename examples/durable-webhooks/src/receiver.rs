@@ -149,6 +149,12 @@ impl DurableObject for WebhookReceiver {
             Err(error) if seen.already_processed(&error) => {
                 json(200, &serde_json::json!({ "already_applied": key }))
             }
+            // Dropped on purpose, and said with a 2xx: a 410 would tell the
+            // sender this endpoint is gone, and it would pause the topic.
+            Err(workers_outbox::Error::SubjectErased { subjects }) => json(
+                200,
+                &serde_json::json!({ "dropped": key, "erased": subjects }),
+            ),
             Err(error) => error_response(&error),
         }
     }
