@@ -154,6 +154,78 @@ impl DrainReport {
     }
 }
 
+impl DrainReport {
+    /// The report as one JSON object, the line a drain logs: `event` is
+    /// `"outbox.drain"`, `message` the [`Display`](fmt::Display) line, and
+    /// every count and name is a field of its own, for a log search
+    /// (Workers Logs indexes JSON fields). It holds counts, the outbox's
+    /// and topics' names and the stop reason: never a payload, an address
+    /// or a secret.
+    pub fn log_line(&self) -> String {
+        #[derive(Serialize)]
+        struct Line<'a> {
+            event: &'static str,
+            message: String,
+            #[serde(flatten)]
+            report: &'a DrainReport,
+        }
+        let line = Line {
+            event: "outbox.drain",
+            message: self.to_string(),
+            report: self,
+        };
+        serde_json::to_string(&line).unwrap_or_else(|_| self.to_string())
+    }
+}
+
+/// Why a drain parked a message as dead, in its dead letter line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum DeadReason {
+    /// The receiver said it can never succeed.
+    Permanent,
+    /// Its last attempt failed.
+    AttemptsExhausted,
+    /// Its leases expired unsettled until its attempts were spent (it may
+    /// crash its drainer).
+    UnsettledLeases,
+    /// Its row could not be decoded.
+    Malformed,
+}
+
+/// One dead letter as a JSON log line: `event` `"outbox.dead"`, the outbox,
+/// the message's id and topic, and the class of reason. Never its payload
+/// or its last error (a receiver's answer may quote either).
+pub(crate) fn dead_letter_line(
+    outbox: &str,
+    id: &str,
+    topic: Option<&str>,
+    reason: DeadReason,
+) -> String {
+    serde_json::json!({
+        "event": "outbox.dead",
+        "message": format!("outbox {outbox}: message {id} is dead ({})", reason.text()),
+        "outbox": outbox,
+        "id": id,
+        "topic": topic,
+        "reason": reason,
+    })
+    .to_string()
+}
+
+impl DeadReason {
+    fn text(self) -> &'static str {
+        match self {
+            DeadReason::Permanent => "a permanent failure",
+            DeadReason::AttemptsExhausted => "its last attempt failed",
+            DeadReason::UnsettledLeases => {
+                "its leases expired unsettled until its attempts ran out"
+            }
+            DeadReason::Malformed => "its row does not decode",
+        }
+    }
+}
+
 /// One line, for `wrangler tail` and other logs.
 impl fmt::Display for DrainReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -194,6 +266,37 @@ impl fmt::Display for DrainReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_log_line_is_json_with_every_count_as_a_field() {
+        let report = DrainReport {
+            delivered: 5,
+            dead: 1,
+            tripped: vec!["mail @ api.example:443".into()],
+            topics: BTreeMap::from([("mail".into(), 6)]),
+            ..DrainReport::new("outbox")
+        };
+        let line: serde_json::Value = serde_json::from_str(&report.log_line()).unwrap_or_default();
+        assert_eq!(line["event"], "outbox.drain");
+        assert_eq!(line["outbox"], "outbox");
+        assert_eq!(line["delivered"], 5);
+        assert_eq!(line["dead"], 1);
+        assert_eq!(line["topics"]["mail"], 6);
+        assert_eq!(line["tripped"][0], "mail @ api.example:443");
+        assert_eq!(line["stopped"]["reason"], "drained");
+        assert_eq!(line["message"], report.to_string());
+    }
+
+    #[test]
+    fn a_dead_letter_line_names_the_message_and_its_reason_class() {
+        let line = dead_letter_line("outbox", "01H", Some("mail"), DeadReason::AttemptsExhausted);
+        let line: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        assert_eq!(line["event"], "outbox.dead");
+        assert_eq!(
+            (&line["id"], &line["topic"], &line["reason"]),
+            (&"01H".into(), &"mail".into(), &"attempts_exhausted".into())
+        );
+    }
 
     #[test]
     fn the_log_line_puts_each_figure_in_its_place() {

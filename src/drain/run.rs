@@ -13,11 +13,11 @@ use super::breaker::{Breaker, Settle};
 use super::call::{Call, ClaimSlot, ReadSlot, Reply, Retries, Sent, SettleSlot, SweepSlot};
 use super::destinations::Destinations;
 use super::drainer::{Attempt, Drainer, Queued};
-use super::report::{DrainReport, StopReason};
+use super::report::{DeadReason, DrainReport, StopReason, dead_letter_line};
 use crate::database::Statement;
 use crate::error::Error;
 use crate::future::BoxFuture;
-use crate::outbox::{Claim, ClaimedMessage, Fate, LeaseHandle};
+use crate::outbox::{Claim, ClaimedMessage, DeathCause, Fate, LeaseHandle, SettleReport};
 use crate::time::Timestamp;
 use crate::verdict::Delivery;
 
@@ -63,6 +63,10 @@ pub(super) struct Run<'a> {
     destinations: Destinations,
     /// Topics paused in this run (a receiver answered `Gone`).
     paused: BTreeSet<String>,
+    /// The topic of each message taken up, for dead letter lines.
+    topic_of: BTreeMap<String, String>,
+    /// Rows buried because they do not decode.
+    malformed: BTreeSet<String>,
     /// Lease ends of the deliveries in flight, with how many share each.
     running: BTreeMap<Timestamp, usize>,
     /// Why no more claims are made, once that is decided.
@@ -93,6 +97,8 @@ impl<'a> Run<'a> {
             breaker: Breaker::new(drainer.limits.breaker),
             destinations: Destinations::new(drainer.destinations),
             paused: BTreeSet::new(),
+            topic_of: BTreeMap::new(),
+            malformed: BTreeSet::new(),
             running: BTreeMap::new(),
             claims_over: (!may_claim).then_some(StopReason::Drained),
             failed: false,
@@ -172,6 +178,8 @@ impl<'a> Run<'a> {
     fn queue(&mut self, messages: Vec<ClaimedMessage>) {
         let isolate = self.drainer.deliver.isolates_suspects();
         for message in messages {
+            self.topic_of
+                .insert(message.id.clone(), message.topic.clone());
             match self.report.topics.get_mut(&message.topic) {
                 Some(taken) => *taken += 1,
                 None => drop(self.report.topics.insert(message.topic.clone(), 1)),
@@ -283,6 +291,25 @@ impl<'a> Run<'a> {
         let due = now.checked_add(cooldown).unwrap_or(Timestamp::MAX);
         self.report.handed_back += 1;
         self.push(message.lease().clone(), Fate::Release { due }, now);
+    }
+
+    /// Counts what a settle did, and logs a line per message it parked as
+    /// dead.
+    fn tally(&mut self, mut settled: SettleReport) {
+        let outbox = self.drainer.outbox.table().as_str();
+        for (id, cause) in std::mem::take(&mut settled.died) {
+            let reason = match cause {
+                _ if self.malformed.remove(&id) => DeadReason::Malformed,
+                DeathCause::Buried => DeadReason::Permanent,
+                DeathCause::AttemptsExhausted => DeadReason::AttemptsExhausted,
+            };
+            let topic = self.topic_of.remove(&id);
+            log::warn!(
+                "{}",
+                dead_letter_line(outbox, &id, topic.as_deref(), reason)
+            );
+        }
+        self.report.tally(settled);
     }
 
     /// Whose failures `message` counts toward: its topic's receiver, per
@@ -652,7 +679,7 @@ impl<'a> Run<'a> {
             return;
         };
         if let Some(slot) = planned.settled {
-            self.report.tally(reply.settled(slot));
+            self.tally(reply.settled(slot));
         }
         if let Some((slot, sweep)) = planned.swept
             && !reply.swept(slot)
@@ -685,9 +712,15 @@ impl<'a> Run<'a> {
         self.report.claimed += touched;
         self.report.dead += u32::try_from(claim.exhausted.len()).unwrap_or(u32::MAX);
         self.report.malformed += u32::try_from(claim.malformed.len()).unwrap_or(u32::MAX);
+        let outbox = self.drainer.outbox.table().as_str();
+        for (id, topic) in claim.exhausted.iter().zip(&claim.exhausted_topics) {
+            let reason = DeadReason::UnsettledLeases;
+            log::warn!("{}", dead_letter_line(outbox, id, Some(topic), reason));
+        }
         for malformed in claim.malformed {
             if let Some(lease) = malformed.lease {
                 let error = malformed.error.to_string();
+                self.malformed.insert(lease.id.clone());
                 self.push(lease, Fate::Bury { error }, now);
             }
         }
@@ -787,7 +820,7 @@ impl<'a> Run<'a> {
             return None;
         };
         if let Some(slot) = settled {
-            self.report.tally(reply.settled(slot));
+            self.tally(reply.settled(slot));
         }
         if !reply.isolated(isolated) {
             // Taken by another drainer, or settled meanwhile.
@@ -820,17 +853,19 @@ impl<'a> Run<'a> {
         self.write_streaks(&mut call);
         let sent = self.send(&call, true).await;
         if let Some(mut reply) = self.count(sent) {
-            self.report.tally(reply.settled(settled));
+            self.tally(reply.settled(settled));
         }
     }
 }
 
 impl Drainer {
     /// Drains due messages until none is left or a limit is reached, and
-    /// logs the report as one line.
+    /// logs the report as one JSON line ([`DrainReport::log_line`], level
+    /// info) and each message it parked as dead as one more (`event`
+    /// `"outbox.dead"`, its id, topic and reason class; level warn).
     pub async fn drain(&self) -> DrainReport {
         let report = Run::new(self, Vec::new(), true).go().await;
-        log::info!("{report}");
+        log::info!("{}", report.log_line());
         report
     }
 
@@ -850,7 +885,7 @@ impl Drainer {
     /// after a response, one database call for its settle.
     pub(crate) async fn deliver_claimed(&self, messages: Vec<ClaimedMessage>) -> DrainReport {
         let report = Run::new(self, messages, false).go().await;
-        log::info!("{report}");
+        log::info!("{}", report.log_line());
         report
     }
 }

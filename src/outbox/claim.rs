@@ -135,6 +135,9 @@ pub struct Claim {
     pub exhausted: Vec<String>,
     /// Rows leased but undecodable.
     pub malformed: Vec<MalformedMessage>,
+    /// The topics of `exhausted`, in the same order (for the drain's dead
+    /// letter lines; empty where a topic did not decode).
+    pub(crate) exhausted_topics: Vec<String>,
 }
 
 impl Claim {
@@ -196,7 +199,10 @@ impl ClaimStatement {
         for row in rows {
             match self.read_row(row) {
                 Ok(Returned::Leased(message)) => claim.messages.push(message),
-                Ok(Returned::Exhausted(id)) => claim.exhausted.push(id),
+                Ok(Returned::Exhausted(id, topic)) => {
+                    claim.exhausted.push(id);
+                    claim.exhausted_topics.push(topic);
+                }
                 Err(malformed) => claim.malformed.push(*malformed),
             }
         }
@@ -221,7 +227,8 @@ impl ClaimStatement {
         };
         let decoded = (|| {
             if row.get::<String>(col::STATE)? == state::DEAD {
-                return Ok(Returned::Exhausted(id.clone()));
+                let topic = row.get::<String>(col::TOPIC).unwrap_or_default();
+                return Ok(Returned::Exhausted(id.clone(), topic));
             }
             // A claim spends no attempt: this lease is attempt `attempts + 1`.
             let attempts: u32 = row.get(col::ATTEMPTS)?;
@@ -257,7 +264,8 @@ impl ClaimStatement {
 
 enum Returned {
     Leased(ClaimedMessage),
-    Exhausted(String),
+    /// Parked as dead: its id and topic.
+    Exhausted(String, String),
 }
 
 /// The longest lease accepted: a day.

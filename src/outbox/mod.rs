@@ -67,9 +67,9 @@ pub use message::MessageLimits;
 pub(crate) use message::check_key;
 pub use pause::PausedTopic;
 pub use records::{MessageState, StoredMessage};
-pub(crate) use settle::Fate;
 pub(crate) use settle::PreparedSettle;
 pub use settle::SettleReport;
+pub(crate) use settle::{DeathCause, Fate};
 pub use stats::OutboxStats;
 #[cfg(all(test, feature = "sqlite", not(target_arch = "wasm32")))]
 pub(crate) use topics::STREAK_MEMORY;

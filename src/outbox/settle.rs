@@ -82,6 +82,17 @@ pub struct SettleReport {
     /// Ids whose lease no longer held; nothing was changed for them. After a
     /// settle that was retried, this includes rows the first try settled.
     pub lease_lost: Vec<String>,
+    /// The rows parked as dead, and why (for the drain's dead letter lines).
+    pub(crate) died: Vec<(String, DeathCause)>,
+}
+
+/// Why a settle parked a row as dead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DeathCause {
+    /// A permanent failure (or a row the drainer could not decode).
+    Buried,
+    /// Its last attempt failed.
+    AttemptsExhausted,
 }
 
 /// Settle statements, and how to read their outcomes. Lets a caller send
@@ -109,7 +120,7 @@ enum Effect {
     Completed,
     Retried,
     Deferred,
-    Dead,
+    Dead(DeathCause),
     Released,
     Paused,
 }
@@ -138,7 +149,10 @@ impl PreparedSettle {
                 (true, Effect::Completed) => report.completed += 1,
                 (true, Effect::Retried) => report.retried += 1,
                 (true, Effect::Deferred) => report.deferred += 1,
-                (true, Effect::Dead) => report.dead += 1,
+                (true, Effect::Dead(cause)) => {
+                    report.dead += 1;
+                    report.died.push((planned.id.clone(), cause));
+                }
                 (true, Effect::Released) => report.released += 1,
                 (true, Effect::Paused) => report.paused += 1,
             }
@@ -207,9 +221,10 @@ impl Outbox {
                     not_before,
                     charged,
                 } => self.reschedule_statement(lease, error, *not_before, *charged, now)?,
-                Fate::Bury { error } => {
-                    (Effect::Dead, self.bury_statement(lease, &clip(error), now)?)
-                }
+                Fate::Bury { error } => (
+                    Effect::Dead(DeathCause::Buried),
+                    self.bury_statement(lease, &clip(error), now)?,
+                ),
                 Fate::Release { due } => (Effect::Released, self.release_statement(lease, *due)?),
                 Fate::Pause { reason } => {
                     // Before the release, while the lease still holds.
@@ -311,7 +326,8 @@ impl Outbox {
                 "attempts exhausted ({} of {max_attempts}); last error: {error}",
                 lease.attempt
             ));
-            return Ok((Effect::Dead, self.bury_statement(lease, &error, now)?));
+            let statement = self.bury_statement(lease, &error, now)?;
+            return Ok((Effect::Dead(DeathCause::AttemptsExhausted), statement));
         }
         // Every failure so far grows the wait, free or not.
         let failures = lease.attempt.saturating_add(lease.deferrals);

@@ -100,6 +100,15 @@ describe("bad input to the example Worker", () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     const text = logs.join("");
     assert.match(text, /outbox drain of outbox \[/, "the drain reports were logged, naming their outbox");
+    // As JSON objects, each count a field a log search can use.
+    const drains = logs
+      .join("\n")
+      .split("\n")
+      .filter((line) => line.includes('"event":"outbox.drain"'))
+      .map((line) => JSON.parse(line.slice(line.indexOf("{"))));
+    assert.ok(drains.length >= 1, "no JSON drain line was logged");
+    assert.equal(drains.at(-1).outbox, "outbox");
+    assert.equal(typeof drains.at(-1).claimed, "number");
     assert.ok(!text.includes(TOKEN), "the admin token was logged");
     assert.ok(!text.includes("existing@example.com"), "an address was logged");
   });

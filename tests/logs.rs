@@ -1,0 +1,122 @@
+//! What a drain logs: one JSON object per drain and one per dead letter,
+//! fields a log search can use, and never a payload, an address or a
+//! receiver's answer (which may quote either).
+
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use workers_outbox::drain::deliver_fn;
+use workers_outbox::testing::TestOutbox;
+use workers_outbox::{
+    ClaimedMessage, Delivery, Drainer, ExponentialBackoff, Message, Outbox, RetryPolicy,
+};
+
+/// Every line logged, at any level.
+static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+struct Capture;
+
+impl log::Log for Capture {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        LINES.lock().unwrap().push(record.args().to_string());
+    }
+    fn flush(&self) {}
+}
+
+#[tokio::test]
+async fn a_drain_logs_json_lines_without_payloads_or_addresses() {
+    log::set_logger(&Capture).unwrap();
+    log::set_max_level(log::LevelFilter::Trace);
+    let t = TestOutbox::new().await.unwrap();
+    let backoff = ExponentialBackoff {
+        base: Duration::from_secs(1),
+        cap: Duration::from_secs(10),
+    };
+    let outbox = Outbox::builder(t.db.clone(), "outbox")
+        .clock(Arc::new(t.clock.clone()))
+        .retry_policy(RetryPolicy::new(1, backoff).unwrap())
+        .build()
+        .unwrap();
+    let mut ids = Vec::new();
+    for to in [
+        "ok@example.com",
+        "refused@example.com",
+        "failing@example.com",
+    ] {
+        let message = Message::raw_json("welcome-mail", format!(r#"{{"to":"{to}"}}"#));
+        ids.push(outbox.enqueue_alone(message).await.unwrap().id);
+    }
+    let receiver = deliver_fn(|message: ClaimedMessage| async move {
+        // A receiver's answer that quotes the address.
+        if message.payload.contains("refused") {
+            Delivery::permanent("550 no such mailbox: refused@example.com")
+        } else if message.payload.contains("failing") {
+            Delivery::retry("451 try later, failing@example.com")
+        } else {
+            Delivery::Delivered
+        }
+    });
+    let report = Drainer::builder(outbox, receiver)
+        .build()
+        .unwrap()
+        .drain()
+        .await;
+    assert_eq!((report.delivered, report.dead), (1, 2));
+
+    let lines = LINES.lock().unwrap().clone();
+    let json: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect();
+    let drain: Vec<_> = json
+        .iter()
+        .filter(|l| l["event"] == "outbox.drain")
+        .collect();
+    assert_eq!(drain.len(), 1, "{lines:?}");
+    assert_eq!(drain[0]["outbox"], "outbox");
+    assert_eq!(drain[0]["delivered"], 1);
+    assert_eq!(drain[0]["dead"], 2);
+    assert_eq!(drain[0]["topics"]["welcome-mail"], 3);
+    let mut dead: Vec<(String, String, String)> = json
+        .iter()
+        .filter(|l| l["event"] == "outbox.dead")
+        .map(|l| {
+            (
+                l["id"].as_str().unwrap().to_owned(),
+                l["topic"].as_str().unwrap().to_owned(),
+                l["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    dead.sort();
+    let mut expected = vec![
+        (
+            ids[1].clone(),
+            "welcome-mail".to_owned(),
+            "permanent".to_owned(),
+        ),
+        (
+            ids[2].clone(),
+            "welcome-mail".to_owned(),
+            "attempts_exhausted".to_owned(),
+        ),
+    ];
+    expected.sort();
+    assert_eq!(dead, expected);
+    for line in &lines {
+        assert!(
+            !line.contains("@example.com"),
+            "an address was logged: {line}"
+        );
+        assert!(
+            !line.contains("no such mailbox"),
+            "a receiver's answer was logged: {line}"
+        );
+    }
+}
