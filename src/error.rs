@@ -184,20 +184,20 @@ impl Error {
 
     /// The HTTP status that describes this error to a client of yours: the
     /// caller's fault (400 bad input, 401 a webhook that does not verify,
-    /// 404 not found, 409 conflict or lost lease, 410 an erased subject), a
+    /// 404 not found, 409 conflict or lost lease, 422 an erased subject), a
     /// passing fault worth retrying (503), or the server's (500).
     ///
-    /// A webhook receiver should answer a message it drops on purpose (an
-    /// erased subject) with a 2xx instead: to a Standard Webhooks sender,
-    /// 410 means the endpoint is gone (this crate's `HttpDeliverer` then
-    /// pauses the topic).
+    /// Never 410: to a Standard Webhooks sender 410 means the endpoint is
+    /// gone (this crate's `HttpDeliverer` pauses the topic). A webhook
+    /// receiver should answer a message it drops on purpose, such as one
+    /// about an erased subject, with a 2xx.
     pub fn http_status(&self) -> u16 {
         match self {
             Error::InvalidInput { .. } => 400,
             Error::Unauthenticated { .. } => 401,
             Error::NotFound { .. } => 404,
             Error::Conflict { .. } | Error::LeaseLost { .. } => 409,
-            Error::SubjectErased { .. } => 410,
+            Error::SubjectErased { .. } => 422,
             Error::Unavailable { .. } => 503,
             Error::MalformedRow { .. } | Error::Database { .. } | Error::Internal { .. } => 500,
         }
@@ -333,7 +333,7 @@ mod tests {
         let erased = Error::SubjectErased {
             subjects: vec!["acct-1".into()],
         };
-        assert_eq!(erased.http_status(), 410);
+        assert_eq!(erased.http_status(), 422);
         assert!(!erased.is_retryable());
         assert_eq!(
             erased.to_string(),

@@ -343,3 +343,29 @@ async fn a_drain_through_it_delivers_and_a_410_pauses_the_topic() {
     assert_eq!(paused[0].reason, "receiver answered 410");
     assert_eq!(t.outbox.stats().await.unwrap().pending, 1);
 }
+
+#[tokio::test]
+async fn a_url_with_credentials_is_refused_and_debug_shows_the_origin_only() {
+    for url in [
+        "https://user:pw@hooks.example/x",
+        "https://user@hooks.example/x",
+        "ftp://hooks.example/x",
+        "not a url",
+    ] {
+        match HttpDeliverer::new(url) {
+            Err(workers_outbox::Error::InvalidInput { what, .. }) => {
+                assert_eq!(what, "delivery URL")
+            }
+            other => panic!("{url}: {other:?}"),
+        }
+    }
+    let deliver = HttpDeliverer::new("https://hooks.example/T000/B000/XXXX?token=s3cret")
+        .unwrap()
+        .header("authorization", "Bearer api-key")
+        .unwrap();
+    let shown = format!("{deliver:?}");
+    assert!(shown.contains("https://hooks.example"), "{shown}");
+    for secret in ["T000", "XXXX", "s3cret", "api-key"] {
+        assert!(!shown.contains(secret), "{secret} shown: {shown}");
+    }
+}

@@ -16,12 +16,14 @@ use crate::time::Timestamp;
 /// A message whose destination is at its limit waits in the run, unattempted
 /// (no attempt spent) while other destinations' messages go ahead; one still
 /// waiting when the run can no longer start it is handed back, due at once.
+/// A [`DeliverBatch`](super::DeliverBatch) names no destinations: its calls
+/// are bounded by [`DrainLimits::concurrency`](super::DrainLimits::concurrency) only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DestinationLimits {
     /// Requests in flight at once to one destination (at least 1).
     pub in_flight: usize,
     /// Requests started per second to one destination on average (a token
-    /// bucket); `None` for no rate limit.
+    /// bucket; at most 1000); `None` for no rate limit.
     pub per_second: Option<u32>,
     /// Requests that may start at once after a quiet spell: the bucket's
     /// size (at least 1).
@@ -51,11 +53,23 @@ impl DestinationLimits {
                 "in_flight is zero: nothing could be delivered",
             ));
         }
-        if self.per_second == Some(0) {
-            return Err(Error::invalid(
-                "destination limits",
-                "per_second is zero: nothing could be delivered (use None for no rate limit)",
-            ));
+        match self.per_second {
+            Some(0) => {
+                return Err(Error::invalid(
+                    "destination limits",
+                    "per_second is zero: nothing could be delivered (use None for no rate limit)",
+                ));
+            }
+            Some(rate) if rate > 1_000 => {
+                return Err(Error::invalid(
+                    "destination limits",
+                    format!(
+                        "per_second is {rate}; the clock counts milliseconds, so at most 1000 \
+                         (use None for no rate limit)"
+                    ),
+                ));
+            }
+            _ => {}
         }
         if self.burst == 0 {
             return Err(Error::invalid("destination limits", "burst is zero"));
@@ -202,6 +216,10 @@ mod tests {
                 ..base
             },
             DestinationLimits { burst: 0, ..base },
+            DestinationLimits {
+                per_second: Some(1_001),
+                ..base
+            },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }

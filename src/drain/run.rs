@@ -65,6 +65,8 @@ pub(super) struct Run<'a> {
     paused: BTreeSet<String>,
     /// The topic of each message taken up, for dead letter lines.
     topic_of: BTreeMap<String, String>,
+    /// Each message's destination, asked of the deliverer once.
+    destination_of: BTreeMap<String, Option<String>>,
     /// Rows buried because they do not decode.
     malformed: BTreeSet<String>,
     /// Lease ends of the deliveries in flight, with how many share each.
@@ -98,6 +100,7 @@ impl<'a> Run<'a> {
             destinations: Destinations::new(drainer.destinations),
             paused: BTreeSet::new(),
             topic_of: BTreeMap::new(),
+            destination_of: BTreeMap::new(),
             malformed: BTreeSet::new(),
             running: BTreeMap::new(),
             claims_over: (!may_claim).then_some(StopReason::Drained),
@@ -145,6 +148,8 @@ impl<'a> Run<'a> {
                 let Some(at) = self.destination_wait() else {
                     break;
                 };
+                // Or sooner, when waiting outcomes must be settled.
+                let at = self.wake_at().map_or(at, |wake| wake.min(at));
                 self.drainer
                     .timer
                     .sleep(at.duration_since(self.now()))
@@ -180,6 +185,8 @@ impl<'a> Run<'a> {
         for message in messages {
             self.topic_of
                 .insert(message.id.clone(), message.topic.clone());
+            let destination = self.drainer.deliver.destination(&message);
+            self.destination_of.insert(message.id.clone(), destination);
             match self.report.topics.get_mut(&message.topic) {
                 Some(taken) => *taken += 1,
                 None => drop(self.report.topics.insert(message.topic.clone(), 1)),
@@ -237,8 +244,10 @@ impl<'a> Run<'a> {
                 let now = self.now();
                 let finish_by = self.finish_by(message.lease().until());
                 if self.paused.contains(&message.topic) {
-                    // Not claimed again while the topic is paused.
-                    self.push(message.lease().clone(), Fate::Release { due: now }, now);
+                    // Given back for the cooldown: should the pause not have
+                    // been stored (or be resumed already), claims do not
+                    // churn the topic's rows.
+                    self.hand_back(message, now);
                 } else if self.breaker.is_open(&self.receiver(&message)) {
                     self.hand_back(message, now);
                 } else if self.failed || !self.drainer.room_before(finish_by, now) {
@@ -246,7 +255,7 @@ impl<'a> Run<'a> {
                 } else {
                     bytes = bytes.saturating_add(size);
                     *self.running.entry(message.lease().until()).or_default() += 1;
-                    let destination = self.drainer.deliver.destination(&message);
+                    let destination = self.destination(&message).map(str::to_owned);
                     self.destinations.start(destination.as_deref(), now);
                     call.push(Queued { message, finish_by });
                 }
@@ -315,15 +324,23 @@ impl<'a> Run<'a> {
     /// Whose failures `message` counts toward: its topic's receiver, per
     /// destination when the deliverer names one (`topic @ destination`).
     fn receiver(&self, message: &ClaimedMessage) -> String {
-        match self.drainer.deliver.destination(message) {
+        match self.destination(message) {
             Some(destination) => format!("{} @ {destination}", message.topic),
             None => message.topic.clone(),
         }
     }
 
+    /// Where `message` goes, as the deliverer named it when the run took it
+    /// up.
+    fn destination(&self, message: &ClaimedMessage) -> Option<&str> {
+        self.destination_of.get(&message.id)?.as_deref()
+    }
+
     /// The next ready message to take up: the first whose destination has
-    /// room now (or that will not be delivered: paused, tripped, or the run
-    /// failed). Without destination limits, the first.
+    /// room now, or that will not be delivered (paused, tripped, the run
+    /// failed, or no longer time to start it before its lease ends: handed
+    /// back at once rather than left to expire). Without destination
+    /// limits, the first.
     fn next_ready(&mut self) -> Option<ClaimedMessage> {
         if self.drainer.destinations.is_none() {
             return self.ready.pop_front();
@@ -332,11 +349,14 @@ impl<'a> Run<'a> {
         let index = self.ready.iter().position(|message| {
             self.failed
                 || self.paused.contains(&message.topic)
-                || self.breaker.is_open(&self.receiver(message))
                 || self
                     .destinations
-                    .wait(self.drainer.deliver.destination(message).as_deref(), now)
+                    .wait(self.destination(message), now)
                     .is_none()
+                || self.breaker.is_open(&self.receiver(message))
+                || !self
+                    .drainer
+                    .room_before(self.finish_by(message.lease().until()), now)
         })?;
         self.ready.remove(index)
     }
@@ -350,8 +370,7 @@ impl<'a> Run<'a> {
         let now = self.now();
         let mut earliest: Option<Timestamp> = None;
         for message in &self.ready {
-            let destination = self.drainer.deliver.destination(message);
-            match self.destinations.wait(destination.as_deref(), now) {
+            match self.destinations.wait(self.destination(message), now) {
                 None => return None,
                 Some(Some(at)) => earliest = Some(earliest.map_or(at, |e| e.min(at))),
                 Some(None) => {}
@@ -410,7 +429,7 @@ impl<'a> Run<'a> {
     /// breaker while its topic's streak is short.
     fn finish(&mut self, message: ClaimedMessage, attempt: Attempt) {
         let now = self.now();
-        let destination = self.drainer.deliver.destination(&message);
+        let destination = self.destination(&message).map(str::to_owned);
         self.destinations.finish(destination.as_deref());
         let until = message.lease().until();
         if let Some(count) = self.running.get_mut(&until) {
@@ -555,9 +574,8 @@ impl<'a> Run<'a> {
     fn all_ready_wait_for_destinations(&self, now: Timestamp) -> bool {
         self.drainer.destinations.is_some()
             && self.ready.iter().all(|message| {
-                let destination = self.drainer.deliver.destination(message);
                 self.destinations
-                    .wait(destination.as_deref(), now)
+                    .wait(self.destination(message), now)
                     .is_some()
             })
     }
@@ -725,10 +743,10 @@ impl<'a> Run<'a> {
             }
         }
         let all_tripped = !claim.messages.is_empty()
-            && claim
-                .messages
-                .iter()
-                .all(|message| self.breaker.is_open(&self.receiver(message)));
+            && claim.messages.iter().all(|message| {
+                self.paused.contains(&message.topic)
+                    || self.breaker.is_open(&self.receiver(message))
+            });
         self.queue(claim.messages);
         if touched < wanted {
             self.claims_over = Some(StopReason::Drained);
@@ -746,16 +764,30 @@ impl<'a> Run<'a> {
         let Some(message) = self.suspects.pop_front() else {
             return;
         };
+        // Its destination's bucket holds for a suspect too.
+        if let Some(Some(at)) = self
+            .destinations
+            .wait(self.destination(&message), self.now())
+            && at < self.deadline
+        {
+            self.drainer
+                .timer
+                .sleep(at.duration_since(self.now()))
+                .await;
+        }
         let Some(message) = self.isolate(message).await else {
             return;
         };
         let finish_by = self.finish_by(message.lease().until());
-        let Some((message, attempt)) = self
+        let destination = self.destination(&message).map(str::to_owned);
+        self.destinations.start(destination.as_deref(), self.now());
+        let attempted = self
             .drainer
             .attempt(vec![Queued { message, finish_by }])
             .await
-            .pop()
-        else {
+            .pop();
+        self.destinations.finish(destination.as_deref());
+        let Some((message, attempt)) = attempted else {
             return;
         };
         let now = self.now();

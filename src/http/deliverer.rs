@@ -44,16 +44,13 @@ pub struct HttpDeliverer {
     pub(super) client: reqwest::Client,
 }
 
-/// Header values and a URL's credentials or query may be secrets: only
-/// header names and the URL's origin and path are shown.
+/// Header values and a URL's path or query may be secrets (a chat
+/// webhook's token is its path): only header names and the URL's origin
+/// are shown.
 impl fmt::Debug for HttpDeliverer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
-        let shown = format!(
-            "{}{}",
-            self.url.origin().ascii_serialization(),
-            self.url.path()
-        );
+        let shown = self.url.origin().ascii_serialization();
         f.debug_struct("HttpDeliverer")
             .field("url", &shown)
             .field("headers", &names)
@@ -73,8 +70,10 @@ impl HttpDeliverer {
     /// Delivers to `url` (http or https).
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] if `url` is not an absolute http(s) URL;
-    /// natively, [`Error::Internal`] if the HTTP client cannot be set up.
+    /// [`Error::InvalidInput`] if `url` is not an absolute http(s) URL, or
+    /// holds a user name or password (give credentials with
+    /// [`header`](HttpDeliverer::header), e.g. `authorization`); natively,
+    /// [`Error::Internal`] if the HTTP client cannot be set up.
     pub fn new(url: &str) -> Result<Self> {
         let url =
             Url::parse(url).map_err(|error| Error::invalid("delivery URL", error.to_string()))?;
@@ -82,6 +81,12 @@ impl HttpDeliverer {
             return Err(Error::invalid(
                 "delivery URL",
                 format!("scheme {:?} is not http or https", url.scheme()),
+            ));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(Error::invalid(
+                "delivery URL",
+                "it holds credentials; send them as a header (`.header(\"authorization\", …)`)",
             ));
         }
         Ok(HttpDeliverer {

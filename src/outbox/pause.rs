@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::Outbox;
 use super::message::check_key;
+use super::settle::clip;
 use crate::error::Result;
 use crate::sql::pause::{self, paused_col};
 use crate::time::Timestamp;
@@ -31,16 +32,23 @@ impl Outbox {
     /// Pauses `topic`: from the next claim on, no drain (cron, alarm or the
     /// attempt right after a response) delivers its messages or spends
     /// their attempts; they stay due, and new ones are still enqueued,
-    /// until [`resume_topic`](Outbox::resume_topic). Deliveries already in
-    /// flight finish. `false` if the topic was paused already (its first
-    /// reason stays).
+    /// until [`resume_topic`](Outbox::resume_topic). A run that claimed
+    /// messages of the topic before the pause may still deliver them.
+    /// `false` if the topic was paused already (its first reason stays).
+    ///
+    /// The pause is per topic: a topic that fans out to several receivers
+    /// stops for all of them. And messages age while they wait: once one is
+    /// older than the retry policy's
+    /// [`defer_limit`](crate::RetryPolicy::defer_limit), its failures spend
+    /// attempts even where they otherwise would not.
     ///
     /// # Errors
     /// [`Error::InvalidInput`](crate::Error::InvalidInput) for an empty or
     /// over-long topic; any database error.
     pub async fn pause_topic(&self, topic: &str, reason: &str) -> Result<bool> {
         check_key("topic", Some(topic))?;
-        let statement = pause::pause(self.table(), self.dialect(), topic, reason, self.now())?;
+        let reason = clip(reason);
+        let statement = pause::pause(self.table(), self.dialect(), topic, &reason, self.now())?;
         Ok(self.inner.db.execute(&statement).await? > 0)
     }
 

@@ -165,7 +165,7 @@ impl PreparedSettle {
 pub(crate) const MAX_ERROR_BYTES: usize = 2048;
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
 
-fn clip(error: &str) -> String {
+pub(super) fn clip(error: &str) -> String {
     if error.len() <= MAX_ERROR_BYTES {
         return error.to_owned();
     }
