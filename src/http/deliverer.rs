@@ -97,7 +97,7 @@ impl HttpDeliverer {
             signer: None,
             clock: Arc::new(SystemClock),
             #[cfg(not(target_arch = "wasm32"))]
-            client: super::native::client()?,
+            client: native_client()?,
         })
     }
 
@@ -212,6 +212,16 @@ impl HttpDeliverer {
             self.timeout.as_millis()
         ))
     }
+}
+
+/// The client every native deliverer starts with: pooled connections,
+/// rustls with the web's roots, and redirects never followed.
+#[cfg(not(target_arch = "wasm32"))]
+fn native_client() -> Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|error| Error::internal(format!("the HTTP client cannot be set up: {error}")))
 }
 
 /// At most this much of a failure's body is read (a hint for `last_error`).

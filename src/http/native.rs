@@ -6,17 +6,7 @@ use std::error::Error as _;
 use reqwest::header::RETRY_AFTER;
 
 use super::deliverer::{EXCERPT_BYTES, HttpDeliverer};
-use crate::error::{Error, Result};
 use crate::outbox::{ClaimedMessage, Delivery};
-
-/// The client every native deliverer starts with: pooled connections,
-/// rustls with the web's roots, and redirects never followed.
-pub(super) fn client() -> Result<reqwest::Client> {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|error| Error::internal(format!("the HTTP client cannot be set up: {error}")))
-}
 
 impl HttpDeliverer {
     pub(super) async fn send(&self, message: &ClaimedMessage) -> Delivery {

@@ -13,4 +13,6 @@ mod wakeups;
 #[cfg(target_arch = "wasm32")]
 mod worker_entry;
 #[cfg(target_arch = "wasm32")]
+mod worker_glue;
+#[cfg(target_arch = "wasm32")]
 pub use wakeups::WakeObject;

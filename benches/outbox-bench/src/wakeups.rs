@@ -189,7 +189,7 @@ impl DurableObject for WakeObject {
         let outbox = Outbox::new(db.clone(), "outbox").expect("a valid outbox");
         let recorder = Recorder {
             db: db.clone(),
-            sink: Arc::new(crate::worker_entry::DelayingSink),
+            sink: Arc::new(crate::worker_glue::DelayingSink),
         };
         let drainer = Drainer::builder(outbox.clone(), recorder)
             .limits(DrainLimits::alarm())
@@ -213,9 +213,9 @@ impl DurableObject for WakeObject {
         let db: Arc<dyn Database> = self.db.clone();
         if url.path().ends_with("/seed") {
             let seeded = Seed::from_url(&url).enqueue(&db, &self.outbox).await;
-            crate::worker_entry::answer(seeded.map(|()| "seeded"))
+            crate::worker_glue::answer(seeded.map(|()| "seeded"))
         } else {
-            crate::worker_entry::answer(deliveries(&*db).await)
+            crate::worker_glue::answer(deliveries(&*db).await)
         }
     }
 

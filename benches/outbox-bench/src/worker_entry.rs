@@ -8,13 +8,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
 use worker::{Context, Env, Request, Response, Result, event};
 use workers_outbox::{D1Database, WorkersTimer};
 
-use crate::latency::{Mix, Sink};
+use crate::latency::Mix;
 use crate::scenarios::{Algorithm, Bench, Kind, Meter, Probe};
 use crate::wakeups;
+use crate::worker_glue::{DelayingSink, answer};
 
 struct D1Probe(Arc<D1Database>);
 
@@ -31,21 +31,6 @@ impl Probe for D1Probe {
 
     fn now_ms(&self) -> f64 {
         js_sys::Date::now()
-    }
-}
-
-/// A subrequest to the bench's sink (Miniflare's outbound service), which
-/// answers after the given time.
-pub(crate) struct DelayingSink;
-
-impl Sink for DelayingSink {
-    fn visit(&self, ms: f64) -> workers_outbox::future::BoxFuture<'static, ()> {
-        let url = format!("https://sink.test/delay?ms={ms:.1}");
-        Box::pin(async move {
-            if let Ok(request) = worker::Request::new(&url, worker::Method::Post) {
-                drop(worker::Fetch::Request(request).send().await);
-            }
-        })
     }
 }
 
@@ -120,16 +105,6 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
             )
         }
         _ => Response::error("no such scenario", 404),
-    }
-}
-
-pub(crate) fn answer<T: Serialize>(result: workers_outbox::Result<T>) -> Result<Response> {
-    match result {
-        Ok(value) => Response::from_json(&value),
-        Err(error) => Ok(
-            Response::from_json(&serde_json::json!({ "error": error.to_string() }))?
-                .with_status(500),
-        ),
     }
 }
 
