@@ -77,6 +77,7 @@ pub mod subject;
 pub mod testing;
 mod time;
 pub mod topic;
+pub mod trace;
 mod vars;
 mod verdict;
 pub mod webhook;

@@ -17,6 +17,7 @@ use tokio::sync::oneshot;
 use workers_outbox::drain::Deliver;
 use workers_outbox::http::{HttpDeliverer, StatusMapping, Treat};
 use workers_outbox::testing::{ManualClock, TestOutbox};
+use workers_outbox::trace::TraceContext;
 use workers_outbox::webhook::{self, Signer, Verifier};
 use workers_outbox::{ClaimedMessage, Clock, Delivery, Drainer, Message, Timestamp};
 
@@ -368,4 +369,38 @@ async fn a_url_with_credentials_is_refused_and_debug_shows_the_origin_only() {
     for secret in ["T000", "XXXX", "s3cret", "api-key"] {
         assert!(!shown.contains(secret), "{secret} shown: {shown}");
     }
+}
+
+#[tokio::test]
+async fn a_messages_trace_context_is_sent_as_traceparent_and_tracestate() {
+    let (server, _) = server(status(202, "", "")).await;
+    let t = TestOutbox::new().await.unwrap();
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let trace = TraceContext::parse(parent, Some("rojo=00f067aa0ba902b7")).unwrap();
+    t.outbox
+        .enqueue_alone(Message::raw_json("hook", "{}").trace(trace))
+        .await
+        .unwrap();
+    let message = t
+        .outbox
+        .claim(1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .messages
+        .remove(0);
+    let deliver = HttpDeliverer::new(&server.url).unwrap();
+    assert_eq!(deliver.deliver(&message).await, Delivery::Delivered);
+    let seen = server.seen.lock().unwrap()[0].clone();
+    assert_eq!(seen.header("traceparent").as_deref(), Some(parent));
+    assert_eq!(
+        seen.header("tracestate").as_deref(),
+        Some("rojo=00f067aa0ba902b7")
+    );
+    // The deliverer's own headers cannot be overridden.
+    assert!(
+        HttpDeliverer::new(&server.url)
+            .unwrap()
+            .header("traceparent", parent)
+            .is_err()
+    );
 }

@@ -9,6 +9,8 @@ use crate::batch::Batch;
 use crate::database::Statement;
 use crate::error::Error;
 use crate::outbox::{Message, MessageLimits, Outbox};
+use crate::queue::Envelope;
+use crate::trace::TraceContext;
 
 async fn accounts_table(h: &Harness) -> Result<String, Failure> {
     let table = h.table("accounts");
@@ -242,5 +244,40 @@ pub(crate) async fn pre_leased_duplicate_is_not_confirmed(h: Harness) -> CaseRes
         "a deduplicated message was confirmed for delivery"
     );
     ensure_eq!(h.count(outbox.table().as_str()).await?, 1);
+    Ok(())
+}
+
+pub(crate) async fn a_trace_context_travels_with_the_message(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let ok = || Message::raw_json("mail", "{}");
+    let trace = TraceContext::parse(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        Some("rojo=00f067aa0ba902b7"),
+    )?;
+    let traced = enqueue_message(&outbox, ok().trace(trace.clone())).await?;
+    enqueue_message(&outbox, ok()).await?;
+    let claim = outbox.claim(10, LEASE).await?;
+    let mut traces: Vec<(bool, Option<TraceContext>)> = claim
+        .messages
+        .iter()
+        .map(|message| (message.id == traced, message.trace.clone()))
+        .collect();
+    traces.sort_by_key(|(is_traced, _)| !is_traced);
+    ensure_eq!(traces, vec![(true, Some(trace.clone())), (false, None)]);
+    // Into a Queue and back, unchanged.
+    let message = claim
+        .messages
+        .iter()
+        .find(|message| message.id == traced)
+        .ok_or_else(|| Failure("the traced message was not claimed".into()))?;
+    let envelope = Envelope::of(message)?;
+    let text = envelope.queue_text()?;
+    let read: Envelope = serde_json::from_str(&text).map_err(|e| Failure(e.to_string()))?;
+    ensure_eq!(read.trace, Some(trace.clone()));
+    // Leased to the request that enqueued it, it carries the trace too.
+    let leased = super::enqueue_leased(&h, &outbox, ok().trace(trace.clone()))
+        .await?
+        .ok_or_else(|| Failure("not leased".into()))?;
+    ensure_eq!(leased.trace, Some(trace));
     Ok(())
 }

@@ -24,7 +24,8 @@ async fn loose_outbox(h: &Harness) -> Result<Outbox, Failure> {
              topic TEXT, {payload}, subject TEXT, dedup_key TEXT, ordering_key TEXT, seq INTEGER, \
              id_given INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0, lease_token TEXT, \
              last_error TEXT, created_at INTEGER NOT NULL, \
-             unsettled_leases INTEGER NOT NULL DEFAULT 0, deferrals INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (state, due_at, id)) WITHOUT ROWID"
+             unsettled_leases INTEGER NOT NULL DEFAULT 0, deferrals INTEGER NOT NULL DEFAULT 0, \
+             traceparent TEXT, tracestate TEXT, PRIMARY KEY (state, due_at, id)) WITHOUT ROWID"
         ),
         vec![],
     )

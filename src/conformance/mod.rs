@@ -251,6 +251,7 @@ pub fn cases() -> Vec<Case> {
         pause::a_leased_enqueue_of_a_paused_topic_is_not_delivered_at_once,
         destinations::a_failing_receiver_of_a_fanned_out_topic_stops_only_its_own_messages,
         destinations::destination_limits_hold_across_topics_and_spare_other_destinations,
+        enqueue::a_trace_context_travels_with_the_message,
     ]
 }
 

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::future::BoxFuture;
 use crate::outbox::{ClaimedMessage, Delivery};
 use crate::time::{Clock, SystemClock, Timestamp};
+use crate::trace::{TRACEPARENT, TRACESTATE};
 use crate::webhook::{Signer, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 
 /// POSTs each message's payload as JSON to one URL, with
@@ -106,12 +107,19 @@ impl HttpDeliverer {
     /// # Errors
     /// [`Error::InvalidInput`] for a header name or value HTTP refuses, or
     /// one this deliverer sets itself (`content-type`, `idempotency-key`,
-    /// and the `webhook-*` headers of [`signed`](HttpDeliverer::signed)).
+    /// `traceparent`, `tracestate`, and the `webhook-*` headers of
+    /// [`signed`](HttpDeliverer::signed)).
     pub fn header(mut self, name: &str, value: &str) -> Result<Self> {
         let lower = name.to_ascii_lowercase();
         if matches!(
             lower.as_str(),
-            "content-type" | "idempotency-key" | WEBHOOK_ID | WEBHOOK_TIMESTAMP | WEBHOOK_SIGNATURE
+            "content-type"
+                | "idempotency-key"
+                | WEBHOOK_ID
+                | WEBHOOK_TIMESTAMP
+                | WEBHOOK_SIGNATURE
+                | TRACEPARENT
+                | TRACESTATE
         ) {
             return Err(Error::invalid(
                 "header",
@@ -172,7 +180,8 @@ impl HttpDeliverer {
     }
 
     /// Every header of the request for `message`, at `now`: the content
-    /// type, the idempotency key, the caller's, and the signature's.
+    /// type, the idempotency key, the caller's, the message's trace
+    /// context, and the signature's.
     ///
     /// # Errors
     /// Why the request cannot be built: a signed webhook's id holds a '.'
@@ -187,6 +196,12 @@ impl HttpDeliverer {
             ("idempotency-key".to_owned(), message.id.clone()),
         ];
         headers.extend(self.headers.iter().cloned());
+        if let Some(trace) = &message.trace {
+            headers.push((TRACEPARENT.to_owned(), trace.traceparent().to_owned()));
+            if let Some(state) = trace.tracestate() {
+                headers.push((TRACESTATE.to_owned(), state.to_owned()));
+            }
+        }
         if let Some(signer) = &self.signer {
             if message.id.contains('.') {
                 return Err(

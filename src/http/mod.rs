@@ -2,7 +2,8 @@
 //! each message's JSON payload to a URL.
 //!
 //! - `Idempotency-Key: <message id>` on every request, so the receiver can
-//!   drop the duplicates at-least-once delivery may send.
+//!   drop the duplicates at-least-once delivery may send; `traceparent` and
+//!   `tracestate` when the message carries a [trace context](crate::trace).
 //! - The answer becomes a [`Delivery`](crate::verdict::Delivery) through a
 //!   configurable [`StatusMapping`]; `Retry-After` (seconds or an HTTP date)
 //!   is honoured.

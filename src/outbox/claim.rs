@@ -70,6 +70,8 @@ pub struct ClaimedMessage {
     pub subject: Option<String>,
     /// When the message was enqueued.
     pub created_at: Timestamp,
+    /// The trace context it was enqueued with, if any.
+    pub trace: Option<crate::trace::TraceContext>,
     /// How many leases in a row expired without a settle before this one.
     pub(crate) unsettled_leases: u32,
     pub(crate) lease: LeaseHandle,
@@ -198,7 +200,7 @@ impl ClaimStatement {
         }
         for row in rows {
             match self.read_row(row) {
-                Ok(Returned::Leased(message)) => claim.messages.push(message),
+                Ok(Returned::Leased(message)) => claim.messages.push(*message),
                 Ok(Returned::Exhausted(id, topic)) => {
                     claim.exhausted.push(id);
                     claim.exhausted_topics.push(topic);
@@ -233,11 +235,18 @@ impl ClaimStatement {
             // A claim spends no attempt: this lease is attempt `attempts + 1`.
             let attempts: u32 = row.get(col::ATTEMPTS)?;
             let created_at = row.get(col::CREATED_AT)?;
-            Ok(Returned::Leased(ClaimedMessage {
+            Ok(Returned::Leased(Box::new(ClaimedMessage {
                 id: id.clone(),
                 topic: row.get(col::TOPIC)?,
                 payload: row.get(col::PAYLOAD)?,
                 subject: row.get(col::SUBJECT)?,
+                trace: match row.get::<Option<String>>(col::TRACEPARENT)? {
+                    Some(parent) => Some(crate::trace::TraceContext::parse(
+                        &parent,
+                        row.get::<Option<String>>(col::TRACESTATE)?.as_deref(),
+                    )?),
+                    None => None,
+                },
                 created_at,
                 unsettled_leases: row.get(col::UNSETTLED_LEASES)?,
                 lease: lease(
@@ -246,7 +255,7 @@ impl ClaimStatement {
                     row.get(col::DEFERRALS)?,
                     created_at,
                 ),
-            }))
+            })))
         })();
         decoded.map_err(|error: Error| {
             // Only good for burying the row: an unreadable attempt count
@@ -263,7 +272,7 @@ impl ClaimStatement {
 }
 
 enum Returned {
-    Leased(ClaimedMessage),
+    Leased(Box<ClaimedMessage>),
     /// Parked as dead: its id and topic.
     Exhausted(String, String),
 }

@@ -177,6 +177,7 @@ impl Outbox {
             topic: message.topic,
             payload: message.payload,
             subject: message.subject,
+            trace: message.trace,
             created_at: now,
             unsettled_leases: 0,
             lease: LeaseHandle {
@@ -242,6 +243,8 @@ impl Outbox {
             attempts: 0,
             lease_token,
             created_at: now,
+            traceparent: message.trace.as_ref().map(|trace| trace.traceparent()),
+            tracestate: message.trace.as_ref().and_then(|trace| trace.tracestate()),
         };
         sql::enqueue::insert(self.table(), self.dialect(), &row)
     }

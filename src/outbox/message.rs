@@ -66,6 +66,7 @@ pub struct Message {
     pub(crate) dedup_key: Option<String>,
     pub(crate) ordering_key: Option<String>,
     pub(crate) id: Option<String>,
+    pub(crate) trace: Option<crate::trace::TraceContext>,
 }
 
 impl Message {
@@ -89,6 +90,7 @@ impl Message {
             dedup_key: None,
             ordering_key: None,
             id: None,
+            trace: None,
         }
     }
 
@@ -127,6 +129,15 @@ impl Message {
     /// headers such as `Idempotency-Key`.
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
+        self
+    }
+
+    /// Carries `trace` (W3C `traceparent`, `tracestate`) to the receiver:
+    /// the HTTP deliverer sends it as headers, the Queue relay inside the
+    /// [`Envelope`](crate::queue::Envelope). Take it from the incoming
+    /// request with [`TraceContext::from_headers`](crate::trace::TraceContext::from_headers).
+    pub fn trace(mut self, trace: crate::trace::TraceContext) -> Self {
+        self.trace = Some(trace);
         self
     }
 

@@ -22,7 +22,9 @@ CREATE TABLE IF NOT EXISTS "{table}" (
     last_error   TEXT,
     created_at   BIGINT NOT NULL,
     unsettled_leases BIGINT NOT NULL DEFAULT 0,
-    deferrals    BIGINT NOT NULL DEFAULT 0
+    deferrals    BIGINT NOT NULL DEFAULT 0,
+    traceparent  TEXT,
+    tracestate   TEXT
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
         autovacuum_vacuum_cost_delay = 0, autovacuum_analyze_scale_factor = 0.05);
 CREATE INDEX IF NOT EXISTS "{table}_due" ON "{table}" (state, due_at, id);

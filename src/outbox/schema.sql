@@ -6,6 +6,7 @@
 -- unsettled_leases counts the leases in a row that expired without a settle: a message with one
 -- is a suspect, delivered alone until its outcome is known. deferrals counts failures that spent
 -- no attempt (receiver unavailable, circuit open); it grows the backoff and bounds free retries.
+-- traceparent and tracestate are the W3C trace context the message was enqueued with, if any.
 -- The primary key leads with (state, due_at), so a claim reads only due rows.
 -- (`state` has no CHECK constraint: on D1 it costs a row read per claimed row. The
 -- decoder rejects unknown states instead.)
@@ -26,6 +27,8 @@ CREATE TABLE IF NOT EXISTS "{table}" (
     created_at   INTEGER NOT NULL,
     unsettled_leases INTEGER NOT NULL DEFAULT 0,
     deferrals    INTEGER NOT NULL DEFAULT 0,
+    traceparent  TEXT,
+    tracestate   TEXT,
     PRIMARY KEY (state, due_at, id)
 ) STRICT, WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_dedup" ON "{table}" (dedup_key) WHERE dedup_key IS NOT NULL;

@@ -6,6 +6,7 @@ use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
 use crate::outbox::ClaimedMessage;
+use crate::trace::TraceContext;
 
 /// The most bytes one Queue message may take, its metadata included
 /// (Cloudflare: 128 KB).
@@ -34,6 +35,10 @@ pub struct Envelope {
     pub payload: Box<RawValue>,
     /// When it was enqueued (epoch milliseconds).
     pub created_at: i64,
+    /// The W3C trace context it was enqueued with, if any (checked when an
+    /// envelope is read: a malformed one fails the message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceContext>,
 }
 
 impl PartialEq for Envelope {
@@ -44,12 +49,14 @@ impl PartialEq for Envelope {
             &self.subject,
             self.payload.get(),
             self.created_at,
+            &self.trace,
         ) == (
             &other.id,
             &other.topic,
             &other.subject,
             other.payload.get(),
             other.created_at,
+            &other.trace,
         )
     }
 }
@@ -76,6 +83,7 @@ impl Envelope {
             subject: message.subject.clone(),
             payload,
             created_at: message.created_at.as_unix_millis(),
+            trace: message.trace.clone(),
         })
     }
 
@@ -144,6 +152,7 @@ mod tests {
             subject: Some("user-1".into()),
             payload: RawValue::from_string(format!("\"{}\"", "x".repeat(payload_bytes))).unwrap(),
             created_at: 1_700_000_000_000,
+            trace: None,
         }
     }
 
@@ -160,6 +169,11 @@ mod tests {
         let bare: Envelope =
             serde_json::from_str(r#"{"id":"a","topic":"t","payload":"1","created_at":5}"#).unwrap();
         assert_eq!(bare.subject, None);
+        assert_eq!(bare.trace, None);
+        // A malformed trace context is refused on the way in.
+        let forged =
+            r#"{"id":"a","topic":"t","payload":"1","created_at":5,"trace":{"traceparent":"x"}}"#;
+        assert!(serde_json::from_str::<Envelope>(forged).is_err());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::identifier::TableName;
 use crate::time::Timestamp;
 
 /// The columns a claim returns.
-pub(crate) const RETURNED: [&str; 10] = [
+pub(crate) const RETURNED: [&str; 12] = [
     col::STATE,
     col::ID,
     col::TOPIC,
@@ -23,6 +23,8 @@ pub(crate) const RETURNED: [&str; 10] = [
     col::CREATED_AT,
     col::UNSETTLED_LEASES,
     col::DEFERRALS,
+    col::TRACEPARENT,
+    col::TRACESTATE,
 ];
 
 /// What one claim is asked to do.

@@ -26,6 +26,9 @@ pub(crate) struct NewRow<'a> {
     /// Written leased to the caller (its first attempt), or not leased.
     pub(crate) lease_token: Option<&'a str>,
     pub(crate) created_at: Timestamp,
+    /// W3C `traceparent` and `tracestate`, validated.
+    pub(crate) traceparent: Option<&'a str>,
+    pub(crate) tracestate: Option<&'a str>,
 }
 
 /// Inserts `row`. With an ordering key it takes the key's next sequence
@@ -46,6 +49,8 @@ pub(crate) fn insert(table: &TableName, dialect: Dialect, row: &NewRow<'_>) -> R
         col::ATTEMPTS,
         col::LEASE_TOKEN,
         col::CREATED_AT,
+        col::TRACEPARENT,
+        col::TRACESTATE,
     ];
     let text = |value: Option<&str>| Expr::val(value.map(str::to_owned));
     let fixed = |seq: Expr, state: Expr| -> Vec<Expr> {
@@ -63,6 +68,8 @@ pub(crate) fn insert(table: &TableName, dialect: Dialect, row: &NewRow<'_>) -> R
             Expr::val(i64::from(row.attempts)),
             text(row.lease_token),
             Expr::val(row.created_at.as_unix_millis()),
+            text(row.traceparent),
+            text(row.tracestate),
         ]
     };
     let mut insert = Query::insert();

@@ -43,6 +43,8 @@ pub(crate) mod col {
     pub(crate) const CREATED_AT: &str = "created_at";
     pub(crate) const UNSETTLED_LEASES: &str = "unsettled_leases";
     pub(crate) const DEFERRALS: &str = "deferrals";
+    pub(crate) const TRACEPARENT: &str = "traceparent";
+    pub(crate) const TRACESTATE: &str = "tracestate";
 }
 
 /// The values of the outbox's `state` column.

@@ -45,8 +45,12 @@ fn row() -> NewRow<'static> {
         attempts: 0,
         lease_token: None,
         created_at: at(NOW),
+        traceparent: Some(TRACE),
+        tracestate: None,
     }
 }
+
+const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 /// The fence's `WHERE` values, in order.
 fn fence_values() -> Vec<Value> {
@@ -84,7 +88,7 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
         (
             "recovery",
             recovery(&outbox, dialect, at(UNTIL), "tok").unwrap(),
-            r#"SELECT "state", "id", "topic", "payload", "subject", "ordering_key", "attempts", "created_at", "unsettled_leases", "deferrals" FROM "outbox" WHERE "state" = ? AND "due_at" = ? AND "lease_token" = ? ORDER BY "id" ASC"#.into(),
+            r#"SELECT "state", "id", "topic", "payload", "subject", "ordering_key", "attempts", "created_at", "unsettled_leases", "deferrals", "traceparent", "tracestate" FROM "outbox" WHERE "state" = ? AND "due_at" = ? AND "lease_token" = ? ORDER BY "id" ASC"#.into(),
             vec![text("ready"), Value::Integer(UNTIL), text("tok")],
         ),
         (
@@ -177,11 +181,11 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
         (
             "insert",
             insert(&outbox, dialect, &row()).unwrap(),
-            r#"INSERT INTO "outbox" ("state", "due_at", "id", "topic", "payload", "subject", "dedup_key", "ordering_key", "seq", "id_given", "attempts", "lease_token", "created_at") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT ("dedup_key") WHERE "dedup_key" IS NOT NULL DO NOTHING"#.into(),
+            r#"INSERT INTO "outbox" ("state", "due_at", "id", "topic", "payload", "subject", "dedup_key", "ordering_key", "seq", "id_given", "attempts", "lease_token", "created_at", "traceparent", "tracestate") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT ("dedup_key") WHERE "dedup_key" IS NOT NULL DO NOTHING"#.into(),
             vec![
                 text("ready"), Value::Integer(NOW), text("m1"), text("mail"), text("{}"), text("u1"),
                 Value::Null, Value::Null, Value::Null, Value::Integer(0), Value::Integer(0), Value::Null,
-                Value::Integer(NOW),
+                Value::Integer(NOW), text(TRACE), Value::Null,
             ],
         ),
         (
@@ -250,7 +254,7 @@ fn spec() -> ClaimSpec<'static> {
 
 /// The claim's `SET`, the same in both dialects but for `IFNULL`.
 const CLAIM_SET: &str = r#"UPDATE "outbox" SET "state" = (CASE WHEN ("attempts" >= ?) THEN ? ELSE ? END), "due_at" = (CASE WHEN ("attempts" >= ?) THEN ? ELSE ? END), "lease_token" = (CASE WHEN ("attempts" >= ?) THEN ? ELSE ? END), "unsettled_leases" = (CASE WHEN ("lease_token" IS NOT NULL) THEN "unsettled_leases" + ? ELSE "unsettled_leases" END), "last_error" = (CASE WHEN ("attempts" >= ?) THEN (CASE WHEN ("lease_token" IS NOT NULL) THEN ? || IFNULL("last_error", ?) ELSE ? || IFNULL("last_error", ?) END) ELSE "last_error" END)"#;
-const RETURNING: &str = r#"RETURNING "state", "id", "topic", "payload", "subject", "ordering_key", "attempts", "created_at", "unsettled_leases", "deferrals""#;
+const RETURNING: &str = r#"RETURNING "state", "id", "topic", "payload", "subject", "ordering_key", "attempts", "created_at", "unsettled_leases", "deferrals", "traceparent", "tracestate""#;
 
 fn claim_set_values() -> Vec<Value> {
     vec![
@@ -325,7 +329,7 @@ fn ordered_row() -> NewRow<'static> {
     }
 }
 
-const ORDERED_INSERT: &str = r#"INSERT INTO "outbox" ("state", "due_at", "id", "topic", "payload", "subject", "dedup_key", "ordering_key", "seq", "id_given", "attempts", "lease_token", "created_at") SELECT (CASE WHEN ("key_state"."latest" IS NULL) THEN ? ELSE ? END), ?, ?, ?, ?, ?, ?, ?, IFNULL("key_state"."latest", ?) + ?, ?, ?, ?, ? FROM (SELECT MAX("seq") AS "latest" FROM {latest}) AS "key_state" WHERE TRUE ON CONFLICT ("dedup_key") WHERE "dedup_key" IS NOT NULL DO NOTHING"#;
+const ORDERED_INSERT: &str = r#"INSERT INTO "outbox" ("state", "due_at", "id", "topic", "payload", "subject", "dedup_key", "ordering_key", "seq", "id_given", "attempts", "lease_token", "created_at", "traceparent", "tracestate") SELECT (CASE WHEN ("key_state"."latest" IS NULL) THEN ? ELSE ? END), ?, ?, ?, ?, ?, ?, ?, IFNULL("key_state"."latest", ?) + ?, ?, ?, ?, ?, ?, ? FROM (SELECT MAX("seq") AS "latest" FROM {latest}) AS "key_state" WHERE TRUE ON CONFLICT ("dedup_key") WHERE "dedup_key" IS NOT NULL DO NOTHING"#;
 
 fn ordered_values() -> Vec<Value> {
     vec![
@@ -344,6 +348,8 @@ fn ordered_values() -> Vec<Value> {
         Value::Integer(0),
         Value::Null,
         Value::Integer(NOW),
+        text(TRACE),
+        Value::Null,
         text("k"),
     ]
 }

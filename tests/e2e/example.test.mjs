@@ -54,6 +54,40 @@ describe("example Worker", () => {
     }
   });
 
+  it("carries the sign-up's trace to the mail API and to the Queue consumer", async () => {
+    const { mf, sink, call } = await example();
+    try {
+      const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
+      const traceparent = `00-${traceId}-00f067aa0ba902b7-01`;
+      const traced = await call("/signup", {
+        method: "POST",
+        body: JSON.stringify({ email: "traced@example.com" }),
+        headers: { "content-type": "application/json", traceparent, tracestate: "rojo=00f067aa0ba902b7" },
+      });
+      assert.equal(traced.status, 201);
+      const { account_id } = await traced.json();
+      // A malformed traceparent is ignored (W3C: a new trace), never forwarded.
+      const malformed = await call("/signup", {
+        method: "POST",
+        body: JSON.stringify({ email: "untraced@example.com" }),
+        headers: { "content-type": "application/json", traceparent: "00-not-a-trace" },
+      });
+      assert.equal(malformed.status, 201);
+      await eventually(() => sink.delivered().length === 2);
+      const byAddress = Object.fromEntries(sink.mails.map((mail) => [mail.to, mail]));
+      assert.equal(byAddress["traced@example.com"].traceparent, traceparent);
+      assert.equal(byAddress["untraced@example.com"].traceparent, null);
+      // Through the account-events Queue to the consumer, which keeps the trace id.
+      const welcome = await eventually(async () => {
+        const exported = await (await call(`/admin/subjects/${account_id}`, { headers: admin })).json();
+        return exported.welcome;
+      });
+      assert.equal(welcome.trace_id, traceId);
+    } finally {
+      await mf.dispose();
+    }
+  });
+
   it("answers 409 to a second sign-up and sends one mail", async () => {
     const { mf, sink, signup, stats, cron } = await example();
     try {

@@ -13,7 +13,8 @@ export class MailSink {
     if (this.delayMs) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
     const status = typeof this.status === "function" ? this.status(body) : this.status;
     const key = request.headers.get("idempotency-key");
-    this.mails.push({ ...body, id: key, key, status, url: request.url });
+    const traceparent = request.headers.get("traceparent");
+    this.mails.push({ ...body, id: key, key, status, url: request.url, traceparent });
     return new Response(JSON.stringify({ status }), { status });
   }
 

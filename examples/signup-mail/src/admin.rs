@@ -141,7 +141,7 @@ async fn export(app: &App, id: &str) -> workers_outbox::Result<serde_json::Value
     let export = export_subject(&app.outbox, &app.inbox, id).await?;
     let events = export_subject(&app.events, &app.inbox, id).await?;
     let welcome = Statement::new(
-        "SELECT json_object('event_id', event_id, 'created_at', created_at) AS welcome \
+        "SELECT json_object('event_id', event_id, 'created_at', created_at, 'trace_id', trace_id) AS welcome \
          FROM welcomes WHERE account_id = ?",
         vec![Value::from(id)],
     );

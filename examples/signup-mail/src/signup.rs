@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use worker::{Context, Request, Response};
 use workers_outbox::defer::WaitUntil;
+use workers_outbox::trace::TraceContext;
 use workers_outbox::{
     Batch, Clock, Error, FastRandom, Message, RandomSource, Result, Statement, SystemClock,
     Timestamp, Topic,
@@ -47,6 +48,9 @@ pub(crate) async fn handle(
     {
         return json_error(413, "the body is over 4096 bytes");
     }
+    // The caller's trace goes with the mail and the event to their
+    // receivers; a malformed one is ignored (W3C: start a new trace).
+    let trace = TraceContext::from_headers(request.headers()).ok().flatten();
     let body = request.bytes().await?;
     if body.len() > 4096 {
         return json_error(413, "the body is over 4096 bytes");
@@ -59,7 +63,7 @@ pub(crate) async fn handle(
     let bits = (u128::from(random.next_u64()) << 64) | u128::from(random.next_u64());
     let now = SystemClock.now();
     let id = ulid::Ulid::from_parts(now.as_unix_millis().unsigned_abs(), bits).to_string();
-    match signup(app, ctx, &id, &email, now).await {
+    match signup(app, ctx, &id, &email, now, trace).await {
         Ok(outbox) => json(
             201,
             &serde_json::json!({ "account_id": id, "outbox_id": outbox }),
@@ -74,7 +78,14 @@ pub(crate) async fn handle(
 /// The account, its mail and its `account.created` event commit together;
 /// the mail then goes out at once through `wait_until`, and the event into
 /// its Queue (a cron drain sends either if that fails).
-async fn signup(app: &App, ctx: &Context, id: &str, email: &str, now: Timestamp) -> Result<String> {
+async fn signup(
+    app: &App,
+    ctx: &Context,
+    id: &str,
+    email: &str,
+    now: Timestamp,
+    trace: Option<TraceContext>,
+) -> Result<String> {
     let mail = Mail {
         to: email.into(),
         subject: "Confirm your account".into(),
@@ -85,13 +96,17 @@ async fn signup(app: &App, ctx: &Context, id: &str, email: &str, now: Timestamp)
         "INSERT INTO accounts (id, email, created_at) VALUES (?, ?, ?)",
         vec![id.into(), email.into(), now.into()],
     ));
-    let message = Message::of(&mail)?.subject(id).dedup_key(email);
-    let mail = batch.enqueue_leased(&app.outbox, message, app.after_response.lease)?;
-    let created = AccountCreated {
+    let mut message = Message::of(&mail)?.subject(id).dedup_key(email);
+    let mut event = Message::of(&AccountCreated {
         account_id: id.into(),
         created_at: now.as_unix_millis(),
-    };
-    let event = Message::of(&created)?.subject(id);
+    })?
+    .subject(id);
+    if let Some(trace) = trace {
+        message = message.trace(trace.clone());
+        event = event.trace(trace);
+    }
+    let mail = batch.enqueue_leased(&app.outbox, message, app.after_response.lease)?;
     let event = batch.enqueue_leased(&app.events, event, app.after_response.lease)?;
     let outbox_id = mail.id().to_owned();
     let drainer = app.drainer(app.after_response)?;

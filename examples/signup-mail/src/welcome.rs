@@ -40,12 +40,16 @@ fn welcome(envelope: &Envelope, effect: &mut Batch) -> Result<()> {
     // library refuses this batch whole (and the consumer acks the event).
     // Only for an account that exists, too: an event replayed from the dead
     // letter queue after the tombstone's 30 days writes no welcome either.
+    // The sign-up's trace id, carried in the envelope: the welcome is
+    // found from the request that caused it.
+    let trace_id = envelope.trace.as_ref().map(|trace| trace.trace_id());
     effect.push(Statement::new(
-        "INSERT INTO welcomes (account_id, event_id, created_at) \
-         SELECT id, ?, ? FROM accounts WHERE id = ?",
+        "INSERT INTO welcomes (account_id, event_id, created_at, trace_id) \
+         SELECT id, ?, ?, ? FROM accounts WHERE id = ?",
         vec![
             envelope.id.as_str().into(),
             event.created_at.into(),
+            trace_id.into(),
             event.account_id.into(),
         ],
     ));
