@@ -60,6 +60,8 @@ impl fmt::Debug for TraceContext {
 
 /// The longest `tracestate` kept (the W3C limit for propagation).
 const MAX_TRACESTATE: usize = 512;
+/// The longest `traceparent` of a later version accepted.
+const MAX_TRACEPARENT: usize = 256;
 
 impl TraceContext {
     /// Checks `traceparent` (and `tracestate`, if given) against W3C Trace
@@ -92,13 +94,28 @@ impl TraceContext {
     /// [`Error::InvalidInput`] for a malformed `traceparent` or
     /// `tracestate`. (W3C asks a receiver to ignore a malformed context and
     /// start a new trace: `.ok().flatten()` does.)
+    ///
+    /// A malformed `tracestate` is dropped and the `traceparent` kept, as
+    /// W3C asks (a `tracestate` must not affect the `traceparent`).
     pub fn from_headers(headers: &dyn HeaderSource) -> Result<Option<Self>> {
-        match headers.header(TRACEPARENT) {
-            None => Ok(None),
-            Some(parent) => {
-                let state = headers.header(TRACESTATE);
-                Self::parse(&parent, state.as_deref()).map(Some)
-            }
+        let Some(parent) = headers.header(TRACEPARENT) else {
+            return Ok(None);
+        };
+        let mut trace = Self::parse(&parent, None)?;
+        trace.tracestate = headers
+            .header(TRACESTATE)
+            .and_then(|state| Self::parse(&parent, Some(&state)).ok()?.tracestate);
+        Ok(Some(trace))
+    }
+
+    /// A stored or received context, read leniently: `None` for a value
+    /// that does not parse (it can only come from elsewhere, or from rules
+    /// that were looser), so that it never costs its message.
+    pub(crate) fn read(traceparent: Option<&str>, tracestate: Option<&str>) -> Option<Self> {
+        let parent = traceparent?;
+        match Self::parse(parent, tracestate) {
+            Ok(trace) => Some(trace),
+            Err(_) => Self::parse(parent, None).ok(),
         }
     }
 
@@ -134,6 +151,12 @@ fn check_traceparent(value: &str) -> std::result::Result<(), String> {
     }
     if *version == "00" && !rest.is_empty() {
         return Err("version 00 has exactly four fields".into());
+    }
+    // A later version may add fields: of lower-case hex, and not many.
+    if value.len() > MAX_TRACEPARENT || rest.iter().any(|field| !is_hex(field)) {
+        return Err(format!(
+            "the fields after the flags are not lower-case hex, or it is over {MAX_TRACEPARENT} bytes"
+        ));
     }
     if trace_id.len() != 32 || !is_hex(trace_id) || trace_id.bytes().all(|b| b == b'0') {
         return Err("the trace id is not 32 lower-case hex digits, not all zero".into());
@@ -190,8 +213,14 @@ mod tests {
             trace.tracestate(),
             Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE")
         );
-        // A later version may add fields.
-        assert!(TraceContext::parse(&format!("01{}-what-ever", &PARENT[2..]), None).is_ok());
+        // A later version may add fields, of hex only.
+        assert!(TraceContext::parse(&format!("01{}-ab-cd", &PARENT[2..]), None).is_ok());
+        for tail in ["-x\r\ny: z", "-what", "-"] {
+            let parent = format!("01{}{tail}", &PARENT[2..]);
+            assert!(TraceContext::parse(&parent, None).is_err(), "{parent:?}");
+        }
+        let long = format!("01{}-{}", &PARENT[2..], "a".repeat(300));
+        assert!(TraceContext::parse(&long, None).is_err());
     }
 
     #[test]
@@ -242,6 +271,19 @@ mod tests {
         );
         let bad = |name: &str| (name == TRACEPARENT).then(|| "garbage".to_owned());
         assert!(TraceContext::from_headers(&bad).is_err());
+        // A bad tracestate costs only itself.
+        let bad_state = |name: &str| match name {
+            TRACEPARENT => Some(PARENT.to_owned()),
+            TRACESTATE => Some("not a member".to_owned()),
+            _ => None,
+        };
+        let kept = TraceContext::from_headers(&bad_state).ok().flatten();
+        assert_eq!(kept.as_ref().map(TraceContext::traceparent), Some(PARENT));
+        assert_eq!(kept.as_ref().and_then(TraceContext::tracestate), None);
+        // Stored values that do not parse are read as no trace.
+        assert_eq!(TraceContext::read(Some("garbage"), None), None);
+        let read = TraceContext::read(Some(PARENT), Some("bad state"));
+        assert_eq!(read.as_ref().map(TraceContext::traceparent), Some(PARENT));
         let json = serde_json::json!({ "traceparent": "garbage" });
         assert!(serde_json::from_value::<TraceContext>(json).is_err());
     }

@@ -279,5 +279,25 @@ pub(crate) async fn a_trace_context_travels_with_the_message(h: Harness) -> Case
         .await?
         .ok_or_else(|| Failure("not leased".into()))?;
     ensure_eq!(leased.trace, Some(trace));
+    // A stored value that does not parse (written by hand, or under looser
+    // rules) costs the trace, never the message.
+    let spoiled = enqueue_message(&outbox, ok()).await?;
+    h.sql(
+        &format!(
+            "UPDATE \"{}\" SET traceparent = 'garbage' WHERE id = ?",
+            outbox.table()
+        ),
+        vec![spoiled.as_str().into()],
+    )
+    .await?;
+    h.clock().advance(LEASE);
+    let claim = outbox.claim(10, LEASE).await?;
+    ensure!(claim.malformed.is_empty(), "{:?}", claim.malformed);
+    let read = claim
+        .messages
+        .iter()
+        .find(|message| message.id == spoiled)
+        .ok_or_else(|| Failure("the spoiled message was not claimed".into()))?;
+    ensure_eq!(read.trace, None);
     Ok(())
 }

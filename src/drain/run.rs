@@ -894,7 +894,9 @@ impl Drainer {
     /// Drains due messages until none is left or a limit is reached, and
     /// logs the report as one JSON line ([`DrainReport::log_line`], level
     /// info) and each message it parked as dead as one more (`event`
-    /// `"outbox.dead"`, its id, topic and reason class; level warn).
+    /// `"outbox.dead"`, its id, topic and reason class; level warn). The
+    /// dead letter lines are best effort: a death whose settle reply was
+    /// lost (its retry reads as lease lost) has none.
     pub async fn drain(&self) -> DrainReport {
         let report = Run::new(self, Vec::new(), true).go().await;
         log::info!("{}", report.log_line());

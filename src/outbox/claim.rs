@@ -240,13 +240,11 @@ impl ClaimStatement {
                 topic: row.get(col::TOPIC)?,
                 payload: row.get(col::PAYLOAD)?,
                 subject: row.get(col::SUBJECT)?,
-                trace: match row.get::<Option<String>>(col::TRACEPARENT)? {
-                    Some(parent) => Some(crate::trace::TraceContext::parse(
-                        &parent,
-                        row.get::<Option<String>>(col::TRACESTATE)?.as_deref(),
-                    )?),
-                    None => None,
-                },
+                // A trace that no longer parses is dropped, never the message.
+                trace: crate::trace::TraceContext::read(
+                    row.get::<Option<String>>(col::TRACEPARENT)?.as_deref(),
+                    row.get::<Option<String>>(col::TRACESTATE)?.as_deref(),
+                ),
                 created_at,
                 unsettled_leases: row.get(col::UNSETTLED_LEASES)?,
                 lease: lease(

@@ -36,9 +36,21 @@ pub struct Envelope {
     /// When it was enqueued (epoch milliseconds).
     pub created_at: i64,
     /// The W3C trace context it was enqueued with, if any (checked when an
-    /// envelope is read: a malformed one fails the message).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// envelope is read: a malformed one is dropped, never the message).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_trace"
+    )]
     pub trace: Option<TraceContext>,
+}
+
+/// A trace context that does not parse reads as none.
+fn lenient_trace<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<TraceContext>, D::Error> {
+    let value = Option::<serde_json::Value>::deserialize(deserializer)?;
+    Ok(value.and_then(|value| serde_json::from_value(value).ok()))
 }
 
 impl PartialEq for Envelope {
@@ -170,10 +182,13 @@ mod tests {
             serde_json::from_str(r#"{"id":"a","topic":"t","payload":"1","created_at":5}"#).unwrap();
         assert_eq!(bare.subject, None);
         assert_eq!(bare.trace, None);
-        // A malformed trace context is refused on the way in.
+        // A malformed trace context is dropped on the way in, not the message.
         let forged =
             r#"{"id":"a","topic":"t","payload":"1","created_at":5,"trace":{"traceparent":"x"}}"#;
-        assert!(serde_json::from_str::<Envelope>(forged).is_err());
+        assert_eq!(
+            serde_json::from_str::<Envelope>(forged).unwrap().trace,
+            None
+        );
     }
 
     #[test]
