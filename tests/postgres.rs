@@ -94,6 +94,46 @@ async fn the_postgres_migrations_build_the_rendered_schema() {
     fresh_database.drop_now().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_schema_upgrades_an_outbox_an_earlier_release_created() {
+    let database = TestDatabase::create("upgraded").await;
+    let handle = database.connect(1).await;
+    // The migrations before trace context: the 0.4 and early 0.5 tables.
+    let mut files: Vec<_> = std::fs::read_dir("migrations/postgres")
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| !path.to_string_lossy().contains("trace_context"))
+        .collect();
+    files.sort();
+    for file in files {
+        let sql = std::fs::read_to_string(&file).unwrap();
+        handle
+            .pool()
+            .get()
+            .await
+            .unwrap()
+            .batch_execute(&sql)
+            .await
+            .unwrap();
+    }
+    let db: Arc<dyn Database> = Arc::new(database.connect(1).await);
+    let outbox = Outbox::new(db, "outbox").unwrap();
+    outbox.create_schema().await.unwrap();
+    let trace = workers_outbox::trace::TraceContext::parse(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        None,
+    )
+    .unwrap();
+    outbox
+        .enqueue_alone(workers_outbox::Message::raw_json("mail", "{}").trace(trace.clone()))
+        .await
+        .unwrap();
+    let claimed = outbox.claim(1, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(claimed.messages[0].trace, Some(trace));
+    drop((handle, outbox));
+    database.drop_now().await;
+}
+
 async fn outbox_on(database: &TestDatabase, connections: usize) -> Outbox {
     let db: Arc<dyn Database> = Arc::new(database.connect(connections).await);
     let outbox = Outbox::new(db, "outbox").unwrap();

@@ -27,6 +27,9 @@ CREATE TABLE IF NOT EXISTS "{table}" (
     tracestate   TEXT
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
         autovacuum_vacuum_cost_delay = 0, autovacuum_analyze_scale_factor = 0.05);
+-- Columns newer than the table, for one an earlier release created (`create_schema` then upgrades it).
+ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS traceparent TEXT;
+ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS tracestate TEXT;
 CREATE INDEX IF NOT EXISTS "{table}_due" ON "{table}" (state, due_at, id);
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_dedup" ON "{table}" (dedup_key) WHERE dedup_key IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_ordering" ON "{table}" (ordering_key, seq) WHERE ordering_key IS NOT NULL;
