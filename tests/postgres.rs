@@ -48,19 +48,10 @@ async fn structure(db: &PostgresDatabase, table: &str) -> Vec<String> {
 async fn the_postgres_migrations_build_the_rendered_schema() {
     let migrated_database = TestDatabase::create("migrated").await;
     let migrated = migrated_database.connect(1).await;
-    let mut files: Vec<_> = std::fs::read_dir("migrations/postgres")
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "migrations/postgres/ is empty");
-    for file in files {
-        let sql = std::fs::read_to_string(&file).unwrap();
-        let pool = migrated.pool().get().await.unwrap();
-        pool.batch_execute(&sql)
-            .await
-            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    }
+    assert!(
+        apply_migrations(&migrated, |_| true).await > 0,
+        "migrations/postgres/ is empty"
+    );
     let fresh_database = TestDatabase::create("rendered").await;
     let fresh: Arc<dyn Database> = Arc::new(fresh_database.connect(1).await);
     Outbox::new(fresh.clone(), "outbox")
@@ -99,23 +90,7 @@ async fn create_schema_upgrades_an_outbox_an_earlier_release_created() {
     let database = TestDatabase::create("upgraded").await;
     let handle = database.connect(1).await;
     // The migrations before trace context: the 0.4 and early 0.5 tables.
-    let mut files: Vec<_> = std::fs::read_dir("migrations/postgres")
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| !path.to_string_lossy().contains("trace_context"))
-        .collect();
-    files.sort();
-    for file in files {
-        let sql = std::fs::read_to_string(&file).unwrap();
-        handle
-            .pool()
-            .get()
-            .await
-            .unwrap()
-            .batch_execute(&sql)
-            .await
-            .unwrap();
-    }
+    apply_migrations(&handle, |file| !file.contains("trace_context")).await;
     let db: Arc<dyn Database> = Arc::new(database.connect(1).await);
     let outbox = Outbox::new(db, "outbox").unwrap();
     outbox.create_schema().await.unwrap();
@@ -132,6 +107,28 @@ async fn create_schema_upgrades_an_outbox_an_earlier_release_created() {
     assert_eq!(claimed.messages[0].trace, Some(trace));
     drop((handle, outbox));
     database.drop_now().await;
+}
+
+/// Runs the files of `migrations/postgres/` that `wanted` names, in order,
+/// as a migration tool would; how many ran.
+async fn apply_migrations(db: &PostgresDatabase, wanted: impl Fn(&str) -> bool) -> usize {
+    let mut files: Vec<_> = std::fs::read_dir("migrations/postgres")
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| wanted(&path.to_string_lossy()))
+        .collect();
+    files.sort();
+    for file in &files {
+        let sql = std::fs::read_to_string(file).unwrap();
+        db.pool()
+            .get()
+            .await
+            .unwrap()
+            .batch_execute(&sql)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    }
+    files.len()
 }
 
 async fn outbox_on(database: &TestDatabase, connections: usize) -> Outbox {

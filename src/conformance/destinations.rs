@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use futures_util::future::{Either, select};
 
-use super::{CaseResult, Failure, Harness, LEASE, enqueue_message, ensure, ensure_eq, yield_now};
+use super::{CaseResult, Failure, Harness, enqueue_message, ensure, ensure_eq, yield_now};
 use crate::drain::drainer::Drainer;
-use crate::drain::{CircuitBreaker, Deliver, DestinationLimits, DrainLimits, DrainReport};
+use crate::drain::{Deliver, DestinationLimits, DrainLimits, DrainReport};
 use crate::manual_clock::ManualClock;
 use crate::outbox::{ClaimedMessage, Delivery, Message, Outbox};
 use crate::time::{Clock, Timestamp};
@@ -17,15 +17,7 @@ use crate::time::{Clock, Timestamp};
 fn limits() -> DrainLimits {
     DrainLimits {
         batch_size: 50,
-        concurrency: 3,
-        delivery_timeout: Duration::from_secs(10),
-        lease: LEASE,
-        settle_margin: Duration::from_secs(5),
-        deadline: Duration::from_secs(60),
-        max_queries: 1_000,
-        max_messages: 10_000,
-        flush_interval: Duration::from_secs(1),
-        breaker: Some(CircuitBreaker::default()),
+        ..super::drain::limits()
     }
 }
 

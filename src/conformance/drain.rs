@@ -12,7 +12,8 @@ use crate::drain::{CircuitBreaker, Deliver, DrainLimits, StopReason, deliver_fn}
 use crate::manual_clock::ManualClock;
 use crate::outbox::{ClaimedMessage, Delivery, Message, Outbox};
 
-fn limits() -> DrainLimits {
+/// The limits most drain cases use.
+pub(super) fn limits() -> DrainLimits {
     DrainLimits {
         batch_size: 10,
         concurrency: 3,

@@ -7,21 +7,13 @@ use std::time::Duration;
 
 use super::{CaseResult, Failure, Harness, LEASE, enqueue, ensure, ensure_eq, yield_now};
 use crate::drain::drainer::Drainer;
-use crate::drain::{CircuitBreaker, Deliver, DrainLimits};
+use crate::drain::{Deliver, DrainLimits};
 use crate::outbox::{ClaimedMessage, Delivery, Message, Outbox};
 
 fn limits() -> DrainLimits {
     DrainLimits {
-        batch_size: 10,
         concurrency: 2,
-        delivery_timeout: Duration::from_secs(10),
-        lease: LEASE,
-        settle_margin: Duration::from_secs(5),
-        deadline: Duration::from_secs(60),
-        max_queries: 1_000,
-        max_messages: 10_000,
-        flush_interval: Duration::from_secs(1),
-        breaker: Some(CircuitBreaker::default()),
+        ..super::drain::limits()
     }
 }
 

@@ -45,6 +45,28 @@ enum Held {
     Never,
 }
 
+/// What a run keeps of a message it took up, asked of the deliverer once.
+struct Taken {
+    topic: String,
+    destination: Option<String>,
+    /// Whose failures it counts toward: its topic, or `topic @ destination`.
+    receiver: String,
+}
+
+impl Taken {
+    fn of(message: &ClaimedMessage, destination: Option<String>) -> Self {
+        let receiver = match &destination {
+            Some(destination) => format!("{} @ {destination}", message.topic),
+            None => message.topic.clone(),
+        };
+        Taken {
+            topic: message.topic.clone(),
+            destination,
+            receiver,
+        }
+    }
+}
+
 pub(super) struct Run<'a> {
     drainer: &'a Drainer,
     deadline: Timestamp,
@@ -63,10 +85,8 @@ pub(super) struct Run<'a> {
     destinations: Destinations,
     /// Topics paused in this run (a receiver answered `Gone`).
     paused: BTreeSet<String>,
-    /// The topic of each message taken up, for dead letter lines.
-    topic_of: BTreeMap<String, String>,
-    /// Each message's destination, asked of the deliverer once.
-    destination_of: BTreeMap<String, Option<String>>,
+    /// What the run knows of each message it took up, by id.
+    taken: BTreeMap<String, Taken>,
     /// Rows buried because they do not decode.
     malformed: BTreeSet<String>,
     /// Lease ends of the deliveries in flight, with how many share each.
@@ -99,8 +119,7 @@ impl<'a> Run<'a> {
             breaker: Breaker::new(drainer.limits.breaker),
             destinations: Destinations::new(drainer.destinations),
             paused: BTreeSet::new(),
-            topic_of: BTreeMap::new(),
-            destination_of: BTreeMap::new(),
+            taken: BTreeMap::new(),
             malformed: BTreeSet::new(),
             running: BTreeMap::new(),
             claims_over: (!may_claim).then_some(StopReason::Drained),
@@ -172,6 +191,7 @@ impl<'a> Run<'a> {
         self.last_settle().await;
         self.report.stopped = self.claims_over.take().unwrap_or(StopReason::Drained);
         self.report.tripped = self.breaker.tripped();
+        self.report.paused = self.paused.iter().cloned().collect();
         self.report.elapsed = self.now().duration_since(started);
         self.report
     }
@@ -183,10 +203,8 @@ impl<'a> Run<'a> {
     fn queue(&mut self, messages: Vec<ClaimedMessage>) {
         let isolate = self.drainer.deliver.isolates_suspects();
         for message in messages {
-            self.topic_of
-                .insert(message.id.clone(), message.topic.clone());
-            let destination = self.drainer.deliver.destination(&message);
-            self.destination_of.insert(message.id.clone(), destination);
+            let taken = Taken::of(&message, self.drainer.deliver.destination(&message));
+            self.taken.insert(message.id.clone(), taken);
             match self.report.topics.get_mut(&message.topic) {
                 Some(taken) => *taken += 1,
                 None => drop(self.report.topics.insert(message.topic.clone(), 1)),
@@ -248,7 +266,7 @@ impl<'a> Run<'a> {
                     // been stored (or be resumed already), claims do not
                     // churn the topic's rows.
                     self.hand_back(message, now);
-                } else if self.breaker.is_open(&self.receiver(&message)) {
+                } else if self.breaker.is_open(self.receiver(&message)) {
                     self.hand_back(message, now);
                 } else if self.failed || !self.drainer.room_before(finish_by, now) {
                     self.push(message.lease().clone(), Fate::Release { due: now }, now);
@@ -312,7 +330,7 @@ impl<'a> Run<'a> {
                 DeathCause::Buried => DeadReason::Permanent,
                 DeathCause::AttemptsExhausted => DeadReason::AttemptsExhausted,
             };
-            let topic = self.topic_of.remove(&id);
+            let topic = self.taken.remove(&id).map(|taken| taken.topic);
             log::warn!(
                 "{}",
                 dead_letter_line(outbox, &id, topic.as_deref(), reason)
@@ -323,17 +341,16 @@ impl<'a> Run<'a> {
 
     /// Whose failures `message` counts toward: its topic's receiver, per
     /// destination when the deliverer names one (`topic @ destination`).
-    fn receiver(&self, message: &ClaimedMessage) -> String {
-        match self.destination(message) {
-            Some(destination) => format!("{} @ {destination}", message.topic),
-            None => message.topic.clone(),
-        }
+    fn receiver<'m>(&'m self, message: &'m ClaimedMessage) -> &'m str {
+        self.taken
+            .get(&message.id)
+            .map_or(message.topic.as_str(), |taken| taken.receiver.as_str())
     }
 
     /// Where `message` goes, as the deliverer named it when the run took it
     /// up.
     fn destination(&self, message: &ClaimedMessage) -> Option<&str> {
-        self.destination_of.get(&message.id)?.as_deref()
+        self.taken.get(&message.id)?.destination.as_deref()
     }
 
     /// The next ready message to take up: the first whose destination has
@@ -353,7 +370,7 @@ impl<'a> Run<'a> {
                     .destinations
                     .wait(self.destination(message), now)
                     .is_none()
-                || self.breaker.is_open(&self.receiver(message))
+                || self.breaker.is_open(self.receiver(message))
                 || !self
                     .drainer
                     .room_before(self.finish_by(message.lease().until()), now)
@@ -451,11 +468,9 @@ impl<'a> Run<'a> {
         let retryable = delivery.is_retryable();
         let gone = matches!(delivery, Delivery::Gone { .. });
         let settle = (message.lease().clone(), Fate::from(delivery));
-        let receiver = self.receiver(message);
+        let receiver = self.receiver(message).to_owned();
         if gone {
-            if self.paused.insert(message.topic.clone()) {
-                self.report.paused.push(message.topic.clone());
-            }
+            self.paused.insert(message.topic.clone());
             let mut settles = self.breaker.paused(&receiver);
             settles.push(settle);
             self.push_all(settles);
@@ -744,8 +759,7 @@ impl<'a> Run<'a> {
         }
         let all_tripped = !claim.messages.is_empty()
             && claim.messages.iter().all(|message| {
-                self.paused.contains(&message.topic)
-                    || self.breaker.is_open(&self.receiver(message))
+                self.paused.contains(&message.topic) || self.breaker.is_open(self.receiver(message))
             });
         self.queue(claim.messages);
         if touched < wanted {
@@ -812,7 +826,7 @@ impl<'a> Run<'a> {
             self.push(message.lease().clone(), Fate::Release { due: now }, now);
             return None;
         }
-        if self.breaker.is_open(&self.receiver(&message)) {
+        if self.breaker.is_open(self.receiver(&message)) {
             self.hand_back(message, now);
             return None;
         }

@@ -220,13 +220,35 @@ impl HttpDeliverer {
         Ok(headers)
     }
 
-    /// The verdict for a request that got no answer within the timeout.
-    pub(super) fn timed_out(&self) -> Delivery {
-        Delivery::retry(format!(
-            "no answer within {} ms; the request was aborted",
-            self.timeout.as_millis()
-        ))
+    /// The verdict of one exchange: the receiver's answer, the receiver
+    /// unreachable (refused, reset, DNS, TLS: the receiver failed, not this
+    /// message), or `None` when it ran past the timeout and was aborted.
+    pub(super) fn verdict(
+        &self,
+        exchange: Option<std::result::Result<Answer, String>>,
+    ) -> Delivery {
+        match exchange {
+            Some(Ok(answer)) => self.statuses.verdict(
+                answer.status,
+                answer.retry_after.as_deref(),
+                &answer.body,
+                self.now(),
+            ),
+            Some(Err(unreachable)) => Delivery::unavailable(unreachable, None),
+            None => Delivery::retry(format!(
+                "no answer within {} ms; the request was aborted",
+                self.timeout.as_millis()
+            )),
+        }
     }
+}
+
+/// What a receiver answered.
+pub(super) struct Answer {
+    pub(super) status: u16,
+    pub(super) retry_after: Option<String>,
+    /// Of a failure, at most [`EXCERPT_BYTES`]; empty for a success.
+    pub(super) body: String,
 }
 
 /// The client every native deliverer starts with: pooled connections,

@@ -5,7 +5,7 @@ use std::error::Error as _;
 
 use reqwest::header::RETRY_AFTER;
 
-use super::deliverer::{EXCERPT_BYTES, HttpDeliverer};
+use super::deliverer::{Answer, EXCERPT_BYTES, HttpDeliverer};
 use crate::outbox::{ClaimedMessage, Delivery};
 
 impl HttpDeliverer {
@@ -37,20 +37,13 @@ impl HttpDeliverer {
             } else {
                 excerpt(&mut response).await
             };
-            Ok::<_, String>(self.statuses.verdict(
+            Ok(Answer {
                 status,
-                retry_after.as_deref(),
-                &body,
-                self.now(),
-            ))
+                retry_after,
+                body,
+            })
         };
-        match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(Ok(delivery)) => delivery,
-            // Unreachable (refused, reset, DNS, TLS): the receiver, not this
-            // message, failed.
-            Ok(Err(error)) => Delivery::unavailable(error, None),
-            Err(_elapsed) => self.timed_out(),
-        }
+        self.verdict(tokio::time::timeout(self.timeout, exchange).await.ok())
     }
 }
 

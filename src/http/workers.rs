@@ -6,7 +6,7 @@ use worker::{
     AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect,
 };
 
-use super::deliverer::{EXCERPT_BYTES, HttpDeliverer};
+use super::deliverer::{Answer, EXCERPT_BYTES, HttpDeliverer};
 use crate::outbox::{ClaimedMessage, Delivery};
 
 /// Aborts the request when the delivery ends, however it ends: answered,
@@ -43,21 +43,18 @@ impl HttpDeliverer {
             } else {
                 excerpt(&mut response).await
             };
-            Ok::<_, String>(self.statuses.verdict(
+            Ok(Answer {
                 status,
-                retry_after.as_deref(),
-                &body,
-                self.now(),
-            ))
+                retry_after,
+                body,
+            })
         };
         futures_util::pin_mut!(exchange);
-        match select(exchange, Delay::from(self.timeout)).await {
-            Either::Left((Ok(delivery), _)) => delivery,
-            // Unreachable (refused, reset, DNS): the receiver, not this
-            // message, failed.
-            Either::Left((Err(error), _)) => Delivery::unavailable(error, None),
-            Either::Right(((), _)) => self.timed_out(),
-        }
+        let answered = match select(exchange, Delay::from(self.timeout)).await {
+            Either::Left((answered, _)) => Some(answered),
+            Either::Right(((), _)) => None,
+        };
+        self.verdict(answered)
     }
 
     fn request(&self, message: &ClaimedMessage) -> worker::Result<Request> {

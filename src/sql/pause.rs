@@ -2,7 +2,7 @@
 //! it, no claim leases the topic's rows and no attempt is made or spent;
 //! the rows wait, due, until the topic is resumed.
 
-use sea_query::{Expr, ExprTrait, OnConflict, Order, Query};
+use sea_query::{Expr, ExprTrait, InsertStatement, OnConflict, Order, Query, SelectStatement};
 
 use super::{Fence, col};
 use crate::database::{Dialect, Statement, query_error};
@@ -22,11 +22,30 @@ pub(crate) fn paused_table(table: &TableName) -> String {
     format!("{}_paused", table.as_str())
 }
 
-/// Rows whose topic is not paused (for a claim's and an alarm's `WHERE`).
-pub(crate) fn topic_not_paused(table: &TableName) -> Expr {
+/// `SELECT topic FROM <table>_paused`.
+fn paused_topics(table: &TableName) -> SelectStatement {
     let mut paused = Query::select();
     paused.column(paused_col::TOPIC).from(paused_table(table));
-    Expr::col((table.as_str().to_owned(), col::TOPIC)).not_in_subquery(paused)
+    paused
+}
+
+/// An insert of a pause that keeps a topic's first one.
+fn insert_pause(table: &TableName) -> InsertStatement {
+    let mut insert = Query::insert();
+    insert
+        .into_table(paused_table(table))
+        .columns([paused_col::TOPIC, paused_col::REASON, paused_col::PAUSED_AT])
+        .on_conflict(
+            OnConflict::column(paused_col::TOPIC)
+                .do_nothing()
+                .to_owned(),
+        );
+    insert
+}
+
+/// Rows whose topic is not paused (for a claim's and an alarm's `WHERE`).
+pub(crate) fn topic_not_paused(table: &TableName) -> Expr {
+    Expr::col((table.as_str().to_owned(), col::TOPIC)).not_in_subquery(paused_topics(table))
 }
 
 /// Pauses `topic` with `reason`, unless it is paused already (the first
@@ -38,17 +57,10 @@ pub(crate) fn pause(
     reason: &str,
     now: Timestamp,
 ) -> Result<Statement> {
-    let mut insert = Query::insert();
+    let mut insert = insert_pause(table);
     insert
-        .into_table(paused_table(table))
-        .columns([paused_col::TOPIC, paused_col::REASON, paused_col::PAUSED_AT])
         .values([topic.into(), reason.into(), now.as_unix_millis().into()])
-        .map_err(query_error)?
-        .on_conflict(
-            OnConflict::column(paused_col::TOPIC)
-                .do_nothing()
-                .to_owned(),
-        );
+        .map_err(query_error)?;
     dialect.render(&insert)
 }
 
@@ -68,17 +80,8 @@ pub(crate) fn pause_leased(
         .expr(Expr::val(now.as_unix_millis()))
         .from(table.as_str().to_owned())
         .and_where(lease.holds());
-    let mut insert = Query::insert();
-    insert
-        .into_table(paused_table(table))
-        .columns([paused_col::TOPIC, paused_col::REASON, paused_col::PAUSED_AT])
-        .select_from(held)
-        .map_err(query_error)?
-        .on_conflict(
-            OnConflict::column(paused_col::TOPIC)
-                .do_nothing()
-                .to_owned(),
-        );
+    let mut insert = insert_pause(table);
+    insert.select_from(held).map_err(query_error)?;
     dialect.render(&insert)
 }
 
@@ -110,14 +113,12 @@ pub(crate) fn unlease_if_paused(
     lease: &Fence<'_>,
     now: Timestamp,
 ) -> Result<Statement> {
-    let mut paused = Query::select();
-    paused.column(paused_col::TOPIC).from(paused_table(table));
     let mut update = Query::update();
     update
         .table(table.as_str().to_owned())
         .value(col::DUE_AT, now.as_unix_millis())
         .value(col::LEASE_TOKEN, Option::<String>::None)
         .and_where(lease.holds())
-        .and_where(Expr::col(col::TOPIC).in_subquery(paused));
+        .and_where(Expr::col(col::TOPIC).in_subquery(paused_topics(table)));
     dialect.render(&update)
 }
