@@ -44,8 +44,16 @@ fn insert_pause(table: &TableName) -> InsertStatement {
 }
 
 /// Rows whose topic is not paused (for a claim's and an alarm's `WHERE`).
+/// While no topic is paused, an uncorrelated `NOT EXISTS` answers for every
+/// row at once: SQLite evaluates it once per statement and never probes the
+/// paused topics per row (on D1 each probe is a row read).
 pub(crate) fn topic_not_paused(table: &TableName) -> Expr {
-    Expr::col((table.as_str().to_owned(), col::TOPIC)).not_in_subquery(paused_topics(table))
+    let mut any_paused = Query::select();
+    any_paused.expr(Expr::cust("1")).from(paused_table(table));
+    Expr::exists(any_paused)
+        .not()
+        .or(Expr::col((table.as_str().to_owned(), col::TOPIC))
+            .not_in_subquery(paused_topics(table)))
 }
 
 /// Pauses `topic` with `reason`, unless it is paused already (the first

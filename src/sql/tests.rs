@@ -284,8 +284,8 @@ fn claim_set_values() -> Vec<Value> {
 #[test]
 fn sqlite_claim_bounds_the_update_by_the_limit_th_due_row() {
     let statement = claim(&table("outbox"), Dialect::Sqlite, &spec()).unwrap();
-    let boundary = r#"WITH "boundary" ("last_due", "last_id") AS  MATERIALIZED (SELECT "due_at", "id" FROM "outbox" WHERE "state" = ? AND "due_at" <= ? AND "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused") ORDER BY "due_at" ASC, "id" ASC LIMIT ? OFFSET ?)"#;
-    let bound = r#"WHERE "outbox"."state" = ? AND "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused") AND ("due_at", "id") <= (IFNULL((SELECT "last_due" FROM "boundary"), ?), IFNULL((SELECT "last_id" FROM "boundary"), ?))"#;
+    let boundary = r#"WITH "boundary" ("last_due", "last_id") AS  MATERIALIZED (SELECT "due_at", "id" FROM "outbox" WHERE "state" = ? AND "due_at" <= ? AND ((NOT EXISTS(SELECT 1 FROM "outbox_paused")) OR "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused")) ORDER BY "due_at" ASC, "id" ASC LIMIT ? OFFSET ?)"#;
+    let bound = r#"WHERE "outbox"."state" = ? AND ((NOT EXISTS(SELECT 1 FROM "outbox_paused")) OR "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused")) AND ("due_at", "id") <= (IFNULL((SELECT "last_due" FROM "boundary"), ?), IFNULL((SELECT "last_id" FROM "boundary"), ?))"#;
     assert_eq!(
         statement.sql(),
         format!("{boundary} {CLAIM_SET} {bound} {RETURNING}")
@@ -306,8 +306,8 @@ fn sqlite_claim_bounds_the_update_by_the_limit_th_due_row() {
 #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
 fn postgres_claim_locks_the_first_due_rows_no_one_holds() {
     let statement = claim(&table("outbox"), Dialect::Postgres, &spec()).unwrap();
-    let picked = r#"WITH "picked" ("claimed_due", "claimed_id") AS  MATERIALIZED (SELECT "due_at", "id" FROM "outbox" WHERE "state" = ? AND "due_at" <= ? AND "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused") ORDER BY "due_at" ASC, "id" ASC LIMIT ? FOR UPDATE SKIP LOCKED)"#;
-    let joined = r#"FROM "picked" WHERE "outbox"."state" = ? AND "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused") AND "outbox"."due_at" = "picked"."claimed_due" AND "outbox"."id" = "picked"."claimed_id""#;
+    let picked = r#"WITH "picked" ("claimed_due", "claimed_id") AS  MATERIALIZED (SELECT "due_at", "id" FROM "outbox" WHERE "state" = ? AND "due_at" <= ? AND ((NOT EXISTS(SELECT 1 FROM "outbox_paused")) OR "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused")) ORDER BY "due_at" ASC, "id" ASC LIMIT ? FOR UPDATE SKIP LOCKED)"#;
+    let joined = r#"FROM "picked" WHERE "outbox"."state" = ? AND ((NOT EXISTS(SELECT 1 FROM "outbox_paused")) OR "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused")) AND "outbox"."due_at" = "picked"."claimed_due" AND "outbox"."id" = "picked"."claimed_id""#;
     let expected = format!(
         r#"{picked} {} {joined} {RETURNING}, "picked"."claimed_due""#,
         CLAIM_SET.replace("IFNULL", "COALESCE")
