@@ -80,6 +80,14 @@ async fn every_public_future_can_be_spawned() {
             outbox.pause_topic("mail", "maintenance").await.unwrap();
             outbox.paused_topics().await.unwrap();
             outbox.resume_topic("mail").await.unwrap();
+            outbox
+                .rollups(
+                    Timestamp::EPOCH,
+                    Timestamp::from_unix_millis(60_000).unwrap(),
+                    workers_outbox::outbox::Resolution::Minute,
+                )
+                .await
+                .unwrap();
             outbox.count_due(100).await.unwrap();
             outbox.list_dead(10, None).await.unwrap();
             drop(outbox.replay(&enqueued.id).await);

@@ -25,7 +25,7 @@ async fn loose_outbox(h: &Harness) -> Result<Outbox, Failure> {
              id_given INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0, lease_token TEXT, \
              last_error TEXT, created_at INTEGER NOT NULL, \
              unsettled_leases INTEGER NOT NULL DEFAULT 0, deferrals INTEGER NOT NULL DEFAULT 0, \
-             traceparent TEXT, tracestate TEXT, PRIMARY KEY (state, due_at, id)) WITHOUT ROWID"
+             traceparent TEXT, tracestate TEXT, became_due INTEGER, PRIMARY KEY (state, due_at, id)) WITHOUT ROWID"
         ),
         vec![],
     )
@@ -39,6 +39,15 @@ async fn loose_outbox(h: &Harness) -> Result<Outbox, Failure> {
         &format!(
             "CREATE TABLE \"{table}_paused\" (topic TEXT NOT NULL PRIMARY KEY, reason TEXT NOT NULL, \
              paused_at INTEGER NOT NULL)"
+        ),
+        vec![],
+    )
+    .await?;
+    h.sql(
+        &format!(
+            "CREATE TABLE \"{table}_rollups\" (period_ms INTEGER NOT NULL, period_start INTEGER NOT NULL, \
+             topic TEXT NOT NULL, metric TEXT NOT NULL, le INTEGER NOT NULL, count INTEGER NOT NULL, \
+             PRIMARY KEY (period_ms, period_start, topic, metric, le)) WITHOUT ROWID"
         ),
         vec![],
     )

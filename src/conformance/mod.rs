@@ -23,6 +23,7 @@ mod ordering;
 mod pause;
 mod port;
 mod promises;
+mod rollups;
 mod settle;
 mod stats;
 mod subject;
@@ -252,6 +253,13 @@ pub fn cases() -> Vec<Case> {
         destinations::a_failing_receiver_of_a_fanned_out_topic_stops_only_its_own_messages,
         destinations::destination_limits_hold_across_topics_and_spare_other_destinations,
         enqueue::a_trace_context_travels_with_the_message,
+        rollups::settles_count_what_they_changed,
+        rollups::a_stale_holder_counts_nothing_and_a_lost_lease_counts_once,
+        rollups::a_claims_deaths_are_counted_with_it,
+        rollups::a_drain_counts_durations_suspects_and_trips,
+        rollups::minutes_fold_into_hours_and_old_hours_are_forgotten,
+        rollups::rollups_off_write_nothing,
+        rollups::bad_ranges_are_refused,
     ]
 }
 

@@ -323,6 +323,7 @@ mod tests {
             ordering_key: None,
             deferrals: 0,
             created_at: Timestamp::EPOCH,
+            became_due: None,
         }
     }
 

@@ -177,7 +177,7 @@ impl Call {
                     true
                 }
                 Part::Claim { claim, .. } if !retry => {
-                    statements.push(claim.statement().clone());
+                    statements.extend(claim.statements().cloned());
                     true
                 }
                 Part::Claim {

@@ -17,7 +17,7 @@ use super::report::{DeadReason, DrainReport, StopReason, dead_letter_line};
 use crate::database::Statement;
 use crate::error::Error;
 use crate::future::BoxFuture;
-use crate::outbox::{Claim, ClaimedMessage, DeathCause, Fate, LeaseHandle, SettleReport};
+use crate::outbox::{Claim, ClaimedMessage, DeathCause, Fate, LeaseHandle, Observed, SettleReport};
 use crate::time::Timestamp;
 use crate::verdict::Delivery;
 
@@ -51,6 +51,10 @@ struct Taken {
     destination: Option<String>,
     /// Whose failures it counts toward: its topic, or `topic @ destination`.
     receiver: String,
+    /// When its delivery started, and what the run saw of it (for the
+    /// rollups, with its settle).
+    started: Option<Timestamp>,
+    observed: Observed,
 }
 
 impl Taken {
@@ -63,6 +67,8 @@ impl Taken {
             topic: message.topic.clone(),
             destination,
             receiver,
+            started: None,
+            observed: Observed::default(),
         }
     }
 }
@@ -275,6 +281,7 @@ impl<'a> Run<'a> {
                     *self.running.entry(message.lease().until()).or_default() += 1;
                     let destination = self.destination(&message).map(str::to_owned);
                     self.destinations.start(destination.as_deref(), now);
+                    self.started(&message, now);
                     call.push(Queued { message, finish_by });
                 }
             }
@@ -446,6 +453,7 @@ impl<'a> Run<'a> {
     /// breaker while its topic's streak is short.
     fn finish(&mut self, message: ClaimedMessage, attempt: Attempt) {
         let now = self.now();
+        self.ended(&message, now);
         let destination = self.destination(&message).map(str::to_owned);
         self.destinations.finish(destination.as_deref());
         let until = message.lease().until();
@@ -476,6 +484,7 @@ impl<'a> Run<'a> {
             self.push_all(settles);
             return;
         }
+        let was_open = self.breaker.is_open(&receiver);
         let settles = match (retryable, held) {
             (true, Held::UntilDecided) => self.breaker.failed(&receiver, settle),
             (true, Held::Never) => self.breaker.failed_alone(&receiver, settle),
@@ -485,7 +494,29 @@ impl<'a> Run<'a> {
                 settles
             }
         };
+        if !was_open
+            && self.breaker.is_open(&receiver)
+            && let Some(taken) = self.taken.get_mut(&message.id)
+        {
+            taken.observed.tripped = true;
+        }
         self.push_all(settles);
+    }
+
+    /// A delivery of `message` started at `now`.
+    fn started(&mut self, message: &ClaimedMessage, now: Timestamp) {
+        if let Some(taken) = self.taken.get_mut(&message.id) {
+            taken.started = Some(now);
+        }
+    }
+
+    /// A delivery of `message` ended at `now`: how long it took.
+    fn ended(&mut self, message: &ClaimedMessage, now: Timestamp) {
+        if let Some(taken) = self.taken.get_mut(&message.id)
+            && let Some(started) = taken.started.take()
+        {
+            taken.observed.duration = Some(now.duration_since(started));
+        }
     }
 
     /// The next database call, if one is due now: a claim when nothing is
@@ -653,7 +684,19 @@ impl<'a> Run<'a> {
             .iter()
             .map(|(lease, fate)| (lease, fate.clone()))
             .collect();
-        match self.drainer.outbox.prepare_fates(&fates) {
+        let taken = &self.taken;
+        let observed = |lease: &LeaseHandle| {
+            taken
+                .get(&lease.id)
+                .map_or_else(Observed::default, |taken| taken.observed)
+        };
+        let prepared = self.drainer.outbox.prepare_observed(&fates, observed);
+        for (lease, _) in &outcomes {
+            if let Some(taken) = self.taken.get_mut(&lease.id) {
+                taken.observed = Observed::default();
+            }
+        }
+        match prepared {
             Ok(prepared) => Some(Some(call.settle(prepared, until))),
             Err(error) => {
                 self.fail(error);
@@ -795,6 +838,7 @@ impl<'a> Run<'a> {
         let finish_by = self.finish_by(message.lease().until());
         let destination = self.destination(&message).map(str::to_owned);
         self.destinations.start(destination.as_deref(), self.now());
+        self.started(&message, self.now());
         let attempted = self
             .drainer
             .attempt(vec![Queued { message, finish_by }])
@@ -805,6 +849,10 @@ impl<'a> Run<'a> {
             return;
         };
         let now = self.now();
+        self.ended(&message, now);
+        if let Some(taken) = self.taken.get_mut(&message.id) {
+            taken.observed.alone = true;
+        }
         // Settled at once, outside the breaker's held streaks, though a
         // failure counts toward one (and is handed back if it trips it).
         self.settle_at_once = true;

@@ -29,6 +29,9 @@ pub struct LeaseHandle {
     /// When the message was enqueued: free deferrals end at the policy's
     /// [`defer_limit`](crate::retry::RetryPolicy::defer_limit) after it.
     pub(crate) created_at: Timestamp,
+    /// When the message was due as it was leased: its lateness is counted
+    /// from here (unknown for a row that did not decode).
+    pub(crate) became_due: Option<Timestamp>,
 }
 
 impl LeaseHandle {
@@ -161,6 +164,8 @@ impl Claim {
 #[must_use = "a prepared claim leases nothing until it is sent"]
 pub(crate) struct ClaimStatement {
     statement: Statement,
+    /// The count of the rows it parks as dead, sent right after it.
+    deaths: Option<Statement>,
     token: String,
     until: Timestamp,
     table: TableName,
@@ -168,9 +173,10 @@ pub(crate) struct ClaimStatement {
 }
 
 impl ClaimStatement {
-    /// The statement.
-    pub(crate) fn statement(&self) -> &Statement {
-        &self.statement
+    /// The statements, to send in this order in one atomic batch: the claim
+    /// (whose outcome holds the rows) first.
+    pub(crate) fn statements(&self) -> impl Iterator<Item = &Statement> {
+        std::iter::once(&self.statement).chain(&self.deaths)
     }
 
     /// A read of the rows this claim leased, for when the claim may have
@@ -218,7 +224,7 @@ impl ClaimStatement {
                 lease: None,
             })
         })?;
-        let lease = |attempt, ordering_key, deferrals, created_at| LeaseHandle {
+        let lease = |attempt, ordering_key, deferrals, created_at, became_due| LeaseHandle {
             id: id.clone(),
             token: self.token.clone(),
             until: self.until,
@@ -226,6 +232,7 @@ impl ClaimStatement {
             ordering_key,
             deferrals,
             created_at,
+            became_due,
         };
         let decoded = (|| {
             if row.get::<String>(col::STATE)? == state::DEAD {
@@ -252,6 +259,7 @@ impl ClaimStatement {
                     row.get(col::ORDERING_KEY)?,
                     row.get(col::DEFERRALS)?,
                     created_at,
+                    row.get(col::BECAME_DUE)?,
                 ),
             })))
         })();
@@ -263,7 +271,7 @@ impl ClaimStatement {
                 .map_or(u32::MAX, |attempts| attempts.saturating_add(1));
             Box::new(MalformedMessage {
                 error: error.in_row(self.table.as_str(), Some(&id)),
-                lease: Some(lease(attempt, None, 0, Timestamp::EPOCH)),
+                lease: Some(lease(attempt, None, 0, Timestamp::EPOCH, None)),
             })
         })
     }
@@ -310,7 +318,13 @@ impl Outbox {
     /// no attempt spent.
     pub async fn claim(&self, limit: u32, lease: Duration) -> Result<Claim> {
         let claim = self.claim_statement(limit, lease)?;
-        let rows = self.inner.db.query(claim.statement()).await?;
+        let statements: Vec<Statement> = claim.statements().cloned().collect();
+        let outcomes = self.inner.db.batch_atomic(&statements).await?;
+        let rows = outcomes
+            .into_iter()
+            .next()
+            .map(|outcome| outcome.rows)
+            .unwrap_or_default();
         Ok(claim.read(&rows))
     }
 
@@ -338,6 +352,9 @@ impl Outbox {
         };
         Ok(ClaimStatement {
             statement: sql::claim::claim(self.table(), self.dialect(), &spec)?,
+            deaths: self.counts_rollups().then(|| {
+                sql::rollups::count_claim_deaths(self.table(), self.dialect(), now, &token)
+            }),
             token,
             until,
             table: self.table().clone(),

@@ -188,6 +188,7 @@ impl Outbox {
                 ordering_key: None,
                 deferrals: 0,
                 created_at: now,
+                became_due: Some(now),
             },
         };
         Ok(LeasedEnqueue {

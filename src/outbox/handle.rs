@@ -32,6 +32,7 @@ pub(super) struct Inner {
     pub(super) random: Arc<dyn RandomSource>,
     pub(super) retry: RetryPolicy,
     pub(super) limits: MessageLimits,
+    pub(super) rollups: bool,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -52,6 +53,7 @@ pub struct OutboxBuilder {
     random: Option<Arc<dyn RandomSource>>,
     retry: RetryPolicy,
     limits: MessageLimits,
+    rollups: bool,
 }
 
 impl OutboxBuilder {
@@ -89,6 +91,14 @@ impl OutboxBuilder {
         self
     }
 
+    /// Whether settles and claims count what they did into the outbox's
+    /// rollups table (default: `true`; see [`Outbox::rollups`]). Off, they
+    /// write nothing there.
+    pub fn rollups(mut self, on: bool) -> Self {
+        self.rollups = on;
+        self
+    }
+
     /// The outbox.
     ///
     /// # Errors
@@ -107,6 +117,7 @@ impl OutboxBuilder {
                     .unwrap_or_else(|| Arc::new(FastRandom::from_entropy())),
                 retry: self.retry,
                 limits: self.limits,
+                rollups: self.rollups,
             }),
         })
     }
@@ -123,6 +134,7 @@ impl Outbox {
             random: None,
             retry: RetryPolicy::default(),
             limits: MessageLimits::default(),
+            rollups: true,
         }
     }
 
@@ -183,6 +195,11 @@ impl Outbox {
     /// The database's tombstones of erased subjects.
     pub(crate) fn tombstones(&self) -> &Tombstones {
         &self.inner.tombstones
+    }
+
+    /// Whether settles and claims write rollups.
+    pub(crate) fn counts_rollups(&self) -> bool {
+        self.inner.rollups
     }
 
     /// The SQL dialect its statements are rendered in.

@@ -24,12 +24,14 @@ CREATE TABLE IF NOT EXISTS "{table}" (
     unsettled_leases BIGINT NOT NULL DEFAULT 0,
     deferrals    BIGINT NOT NULL DEFAULT 0,
     traceparent  TEXT,
-    tracestate   TEXT
+    tracestate   TEXT,
+    became_due   BIGINT
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
         autovacuum_vacuum_cost_delay = 0, autovacuum_analyze_scale_factor = 0.05);
 -- Columns newer than the table, for one an earlier release created (`create_schema` then upgrades it).
 ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS traceparent TEXT;
 ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS tracestate TEXT;
+ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS became_due BIGINT;
 CREATE INDEX IF NOT EXISTS "{table}_due" ON "{table}" (state, due_at, id);
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_dedup" ON "{table}" (dedup_key) WHERE dedup_key IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_ordering" ON "{table}" (ordering_key, seq) WHERE ordering_key IS NOT NULL;
@@ -50,4 +52,13 @@ CREATE TABLE IF NOT EXISTS "{table}_paused" (
 );
 -- Statistics from the start: a table filled before autovacuum first analyzes it would otherwise be
 -- planned as tiny, and its claims would sort every due row instead of walking the due index.
+CREATE TABLE IF NOT EXISTS "{table}_rollups" (
+    period_ms    BIGINT NOT NULL,
+    period_start BIGINT NOT NULL,
+    topic        TEXT   COLLATE "C" NOT NULL,
+    metric       TEXT   COLLATE "C" NOT NULL,
+    le           BIGINT NOT NULL,
+    count        BIGINT NOT NULL,
+    PRIMARY KEY (period_ms, period_start, topic, metric, le)
+);
 ANALYZE "{table}";

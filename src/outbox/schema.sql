@@ -7,6 +7,7 @@
 -- is a suspect, delivered alone until its outcome is known. deferrals counts failures that spent
 -- no attempt (receiver unavailable, circuit open); it grows the backoff and bounds free retries.
 -- traceparent and tracestate are the W3C trace context the message was enqueued with, if any.
+-- became_due is when the current (or last) lease's row was due: the due_at it had before it was leased.
 -- The primary key leads with (state, due_at), so a claim reads only due rows.
 -- (`state` has no CHECK constraint: on D1 it costs a row read per claimed row. The
 -- decoder rejects unknown states instead.)
@@ -29,6 +30,7 @@ CREATE TABLE IF NOT EXISTS "{table}" (
     deferrals    INTEGER NOT NULL DEFAULT 0,
     traceparent  TEXT,
     tracestate   TEXT,
+    became_due   INTEGER,
     PRIMARY KEY (state, due_at, id)
 ) STRICT, WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_dedup" ON "{table}" (dedup_key) WHERE dedup_key IS NOT NULL;
@@ -54,4 +56,18 @@ CREATE TABLE IF NOT EXISTS "{table}_paused" (
     topic     TEXT    NOT NULL PRIMARY KEY,
     reason    TEXT    NOT NULL,
     paused_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+-- Counts of "{table}" per period (a minute, or an hour once the minute is 48 h old; hours are kept
+-- 90 days), topic and metric, written in the same atomic call as the changes they count: a counter
+-- (delivered, retried, deferred, dead, handed_back, lease_lost, suspects_alone, breaker_trips) has
+-- le = 0; a histogram (lateness_ms, age_ms, duration_ms) has a row per bucket, le its upper bound in
+-- ms (-1: no bound).
+CREATE TABLE IF NOT EXISTS "{table}_rollups" (
+    period_ms    INTEGER NOT NULL,
+    period_start INTEGER NOT NULL,
+    topic        TEXT    NOT NULL,
+    metric       TEXT    NOT NULL,
+    le           INTEGER NOT NULL,
+    count        INTEGER NOT NULL,
+    PRIMARY KEY (period_ms, period_start, topic, metric, le)
 ) STRICT, WITHOUT ROWID;

@@ -161,6 +161,49 @@ impl PreparedSettle {
     }
 }
 
+/// What a drain saw of one delivery, beyond its fate: counted in the
+/// rollups with its settle.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Observed {
+    /// How long the delivery took, when one was made.
+    pub(crate) duration: Option<Duration>,
+    /// It was delivered alone, as a suspect.
+    pub(crate) alone: bool,
+    /// Its failure tripped its topic's breaker.
+    pub(crate) tripped: bool,
+}
+
+/// What the settle of `lease` with `effect` at `now` counts.
+fn counting(
+    lease: &LeaseHandle,
+    effect: Effect,
+    observed: Observed,
+    now: Timestamp,
+) -> sql::rollups::Counted<'_> {
+    use sql::rollups::metric;
+    let ms = |since: Timestamp| i64::try_from(now.duration_since(since).as_millis()).ok();
+    let delivered = effect == Effect::Completed;
+    let (outcome, resets_unsettled) = match effect {
+        Effect::Completed => (metric::DELIVERED, true),
+        Effect::Retried => (metric::RETRIED, true),
+        Effect::Deferred => (metric::DEFERRED, false),
+        Effect::Dead(_) => (metric::DEAD, true),
+        Effect::Released | Effect::Paused => (metric::HANDED_BACK, false),
+    };
+    sql::rollups::Counted {
+        fence: lease.fence(),
+        outcome,
+        lateness_ms: lease.became_due.filter(|_| delivered).and_then(ms),
+        age_ms: delivered.then(|| ms(lease.created_at)).flatten(),
+        duration_ms: observed
+            .duration
+            .and_then(|took| i64::try_from(took.as_millis()).ok()),
+        counts_lost_leases: resets_unsettled,
+        alone: observed.alone,
+        tripped: observed.tripped,
+    }
+}
+
 /// `last_error` keeps at most this many bytes of an error.
 pub(crate) const MAX_ERROR_BYTES: usize = 2048;
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
@@ -208,11 +251,22 @@ impl Outbox {
     }
 
     pub(crate) fn prepare_fates(&self, fates: &[(&LeaseHandle, Fate)]) -> Result<PreparedSettle> {
+        self.prepare_observed(fates, |_| Observed::default())
+    }
+
+    /// The statements of a settle, counting into the rollups (when they are
+    /// on) what a drain `observed` of each lease's delivery.
+    pub(crate) fn prepare_observed(
+        &self,
+        fates: &[(&LeaseHandle, Fate)],
+        observed: impl Fn(&LeaseHandle) -> Observed,
+    ) -> Result<PreparedSettle> {
         let now = self.now();
         let mut prepared = PreparedSettle {
-            statements: Vec::with_capacity(fates.len()),
+            statements: Vec::with_capacity(fates.len() + 1),
             plan: Vec::with_capacity(fates.len()),
         };
+        let mut counted = Vec::new();
         for (lease, fate) in fates {
             let (effect, statement) = match fate {
                 Fate::Complete => (Effect::Completed, self.delete_leased(lease)?),
@@ -238,6 +292,9 @@ impl Outbox {
                     (Effect::Paused, self.release_statement(lease, now)?)
                 }
             };
+            if self.counts_rollups() {
+                counted.push(counting(lease, effect, observed(lease), now));
+            }
             prepared.plan.push(Planned {
                 id: lease.id.clone(),
                 effect,
@@ -248,6 +305,15 @@ impl Outbox {
                 && let Some(key) = &lease.ordering_key
             {
                 prepared.statements.push(self.promote_next(key)?);
+            }
+        }
+        // First: it counts the rows the settles after it are about to change.
+        if let Some(count) =
+            sql::rollups::count_settles(self.table(), self.dialect(), &counted, now)
+        {
+            prepared.statements.insert(0, count);
+            for planned in &mut prepared.plan {
+                planned.statement += 1;
             }
         }
         Ok(prepared)
@@ -378,14 +444,19 @@ impl Outbox {
     }
 
     /// A drain's housekeeping, sent at most once a minute per drainer with
-    /// a claim: forgets the tombstones of subjects erased more than
+    /// a claim: keeps the rollups' retention, forgets the tombstones of
+    /// subjects erased more than
     /// [`ERASURE_MEMORY`](crate::subject::ERASURE_MEMORY) ago, and on
     /// Postgres makes ready the head of any ordering key left waiting (it
     /// reads every waiting row; see [`sweep_promotes_heads`]).
     pub(crate) fn sweep_statements(&self) -> Result<Vec<Statement>> {
-        let mut sweep = vec![self.tombstones().forget(self.now())?];
+        let now = self.now();
+        let mut sweep = vec![self.tombstones().forget(now)?];
         if sweep_promotes_heads(self.dialect()) {
             sweep.push(self.promote_all_heads()?);
+        }
+        if self.counts_rollups() {
+            sweep.extend(sql::rollups::retention(self.table(), self.dialect(), now));
         }
         Ok(sweep)
     }

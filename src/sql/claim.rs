@@ -12,7 +12,7 @@ use crate::identifier::TableName;
 use crate::time::Timestamp;
 
 /// The columns a claim returns.
-pub(crate) const RETURNED: [&str; 12] = [
+pub(crate) const RETURNED: [&str; 13] = [
     col::STATE,
     col::ID,
     col::TOPIC,
@@ -25,6 +25,7 @@ pub(crate) const RETURNED: [&str; 12] = [
     col::DEFERRALS,
     col::TRACEPARENT,
     col::TRACESTATE,
+    col::BECAME_DUE,
 ];
 
 /// What one claim is asked to do.
@@ -44,7 +45,8 @@ pub(crate) struct ClaimSpec<'a> {
 /// of topics not paused.
 /// A row still carrying a token had its last lease expire unsettled: it
 /// counts one more unsettled lease. A row with every attempt spent is
-/// parked as dead instead, with why in `last_error`.
+/// parked as dead instead, with why in `last_error`. `became_due` keeps
+/// the due time each row was leased at.
 pub(crate) fn claim(
     table: &TableName,
     dialect: Dialect,
@@ -87,10 +89,11 @@ pub(crate) fn claim(
                 spec.until.as_unix_millis().into(),
             ),
         )
-        .value(
-            col::LEASE_TOKEN,
-            when_exhausted(Expr::val(Option::<String>::None), spec.token.into()),
-        )
+        // A row parked as dead keeps the claim's token too: the rollup sent
+        // after the claim counts the deaths by it (see
+        // `rollups::count_claim_deaths`).
+        .value(col::LEASE_TOKEN, spec.token)
+        .value(col::BECAME_DUE, Expr::col(col::DUE_AT))
         .value(
             col::UNSETTLED_LEASES,
             Expr::case(lease_expired(), Expr::col(col::UNSETTLED_LEASES).add(1))

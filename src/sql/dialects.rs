@@ -213,3 +213,61 @@ pub(crate) fn schema_sql(dialect: Dialect, templates: [&str; 2], table: &TableNa
         Dialect::Postgres => schema::render(postgres, table),
     }
 }
+
+/// The rollup entries of a settle, bound as one JSON text: a table of one
+/// row per entry, `e`.
+pub(crate) fn entries_from(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => "json_each(?) AS e",
+        // Bound as text: a JSON parameter would need a JSON-typed value.
+        Dialect::Postgres => "json_array_elements(CAST(? AS TEXT)::json) AS e(entry)",
+    }
+}
+
+/// Field `index` of entry `e` (an integer, or text).
+pub(crate) fn entry_field(dialect: Dialect, index: usize, integer: bool) -> String {
+    match (dialect, integer) {
+        (Dialect::Sqlite, _) => format!("json_extract(e.value, '$[{index}]')"),
+        (Dialect::Postgres, true) => format!("(e.entry ->> {index})::bigint"),
+        (Dialect::Postgres, false) => format!("(e.entry ->> {index})"),
+    }
+}
+
+/// How a settle's count holds the rows it counts until the settle changes
+/// them. SQLite: nothing to do (writers are serialized). Postgres: the
+/// rows are locked, so no other drainer's claim takes one in between.
+pub(crate) fn lock_counted_rows(dialect: Dialect, outbox: &str) -> String {
+    match dialect {
+        Dialect::Sqlite => String::new(),
+        Dialect::Postgres => format!(" FOR UPDATE OF {outbox}"),
+    }
+}
+
+/// Moves the rollups of `rollups` matching `matching` into coarser periods:
+/// `insert` (an `INSERT … SELECT` of the moved rows' aggregates) followed by
+/// `grouped` (its `GROUP BY` and conflict clause); every statement binds
+/// `matching`'s one parameter.
+///
+/// - **SQLite**: the insert, then a delete of the same rows; writers are
+///   serialized, so no other statement sees the rows in between.
+/// - **Postgres**: one statement whose insert reads what its delete
+///   removed: two sweeps at once cannot both fold the same rows (the second
+///   delete finds them gone).
+pub(crate) fn period_fold(
+    dialect: Dialect,
+    rollups: &str,
+    matching: &str,
+    insert: &str,
+    grouped: &str,
+) -> Vec<String> {
+    match dialect {
+        Dialect::Sqlite => vec![
+            format!("{insert} FROM {rollups} WHERE {matching} {grouped}"),
+            format!("DELETE FROM {rollups} WHERE {matching}"),
+        ],
+        Dialect::Postgres => vec![format!(
+            "WITH folded AS (DELETE FROM {rollups} WHERE {matching} RETURNING *) \
+             {insert} FROM folded {grouped}"
+        )],
+    }
+}

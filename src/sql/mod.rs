@@ -16,6 +16,7 @@ pub(crate) mod dialects;
 pub(crate) mod enqueue;
 pub(crate) mod inbox;
 pub(crate) mod pause;
+pub(crate) mod rollups;
 pub(crate) mod schema;
 pub(crate) mod settle;
 #[cfg(test)]
@@ -45,6 +46,7 @@ pub(crate) mod col {
     pub(crate) const DEFERRALS: &str = "deferrals";
     pub(crate) const TRACEPARENT: &str = "traceparent";
     pub(crate) const TRACESTATE: &str = "tracestate";
+    pub(crate) const BECAME_DUE: &str = "became_due";
 }
 
 /// The values of the outbox's `state` column.
