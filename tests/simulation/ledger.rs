@@ -76,6 +76,11 @@ pub(crate) struct Figures {
     /// Attempts spent by messages other than the poison from a minute into
     /// the 2-hour outage to its end.
     pub(crate) outage_attempts: i64,
+    /// Where the rollups of the run and the database's own audit of every
+    /// row change disagree (topic, kind: both counts).
+    pub(crate) rollup_differences: Vec<String>,
+    /// Changes the audit recorded (each one a rollup must count).
+    pub(crate) audited_changes: u64,
     pub(crate) simulated_seconds: u64,
 }
 
@@ -91,6 +96,8 @@ impl Figures {
             && self.rows_left_not_dead == 0
             && self.outage_attempts == 0
             && self.poison_dead_after.is_some()
+            && self.rollup_differences.is_empty()
+            && self.audited_changes > 0
     }
 }
 
@@ -138,6 +145,18 @@ impl fmt::Display for Figures {
             self.rows_left_not_dead
         )?;
         writeln!(f, "total redeliveries {}", self.redeliveries)?;
+        writeln!(
+            f,
+            "rollups against the database's audit (delivered, retried, deferred, dead, handed back \
+             per topic): {} differences in {} changes{}",
+            self.rollup_differences.len(),
+            self.audited_changes,
+            if self.rollup_differences.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", self.rollup_differences.join("; "))
+            }
+        )?;
         write!(
             f,
             "innocent messages dead {} ({} of them with their last lease unsettled) · \

@@ -14,6 +14,7 @@
 //! (`SIM_MESSAGES`, `SIM_DRAINERS`, `SIM_SEED` override 10000, 8, 1;
 //! `SIM_DATABASE=postgres` runs it on Postgres).
 
+mod audit;
 mod faults;
 mod ledger;
 #[path = "../support/postgres.rs"]
@@ -563,6 +564,7 @@ fn simulate_with(raw: Arc<dyn Database>, seed: u64, messages: usize, drainers: u
             "CREATE TABLE effects (message_id TEXT NOT NULL)",
             vec![],
         ));
+        schema.extend(audit::schema(raw.dialect()));
         raw.batch_atomic(&schema).await.expect("schema");
     });
 
@@ -668,6 +670,7 @@ fn simulate_with(raw: Arc<dyn Database>, seed: u64, messages: usize, drainers: u
             .await,
         )
         .unwrap_or(usize::MAX);
+        let (rollup_differences, audited_changes) = audit::differences(&raw, &clock, start).await;
         let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
         let mut lost = 0;
         let mut delivered = 0;
@@ -727,6 +730,8 @@ fn simulate_with(raw: Arc<dyn Database>, seed: u64, messages: usize, drainers: u
                 .unwrap_or(0),
             poison_dead_after: ledger.dead.get(POISON).copied(),
             outage_attempts: outage_attempts.unwrap_or(0),
+            rollup_differences,
+            audited_changes,
             simulated_seconds,
         }
     })
