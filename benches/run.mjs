@@ -66,6 +66,12 @@ const results = { d1: {}, sqlite: {} };
 results.d1.drain = [];
 for (const algo of ALGOS) for (const batch of BATCHES) results.d1.drain.push(await d1Drain(algo, batch));
 
+// Rollups on and off, side by side: three drains each, alternating.
+results.d1.rollups = [];
+for (let repetition = 0; repetition < 3; repetition++) {
+  for (const algo of ["ours", "ours-no-rollups"]) results.d1.rollups.push(await d1Drain(algo, 100));
+}
+
 results.d1.budget = [];
 for (const [algo, batch] of [["ours", 100], ["ours", 500], ["baseline", 100]]) {
   for (const budget of [1000, 50]) {
@@ -199,6 +205,14 @@ results.sqlite.drain = native.drain.map(({ algo, batch, run }) => ({
 results.sqlite.claim = native.claim.map(({ algo, rows, run }) => ({ algo, rows, meanMs: run.mean_ms }));
 results.sqlite.loop = native.loop.map(({ algo, run }) => ({ algo, messages: run.messages, calls: run.meter.calls }));
 results.sqlite.latency = native.latency;
+results.sqlite.rollups = native.rollups.map(({ algo, run }) => ({
+  algo,
+  messages: run.messages,
+  calls: run.meter.calls,
+  statements: run.meter.statements,
+  wallMs: run.elapsed_ms,
+  msgsPerSecond: (run.messages / run.elapsed_ms) * 1000,
+}));
 
 results.drainers = runDrainers(root, log);
 results.simulation = runSimulation(root, log);
@@ -263,6 +277,39 @@ function markdown(r) {
       ["SQLite", "batch loop (before)", callsPer(r.sqlite.loop, "batch-loop"), speed(r.sqlite.latency, "batch-loop")],
     ],
   );
+  lines.push(
+    "## Rollups on and off",
+    "",
+    "The same no-op drain of the same backlog at batch 100, with the outbox's rollups on (the",
+    "default: counts and histograms written in the same atomic call as each settle) and off,",
+    "three runs each, alternating. Median (range) of the three.",
+    "",
+  );
+  const median = (values) => {
+    const sorted = [...values].sort((a, b) => a - b);
+    return sorted[Math.floor(sorted.length / 2)];
+  };
+  const spread = (values, digits) =>
+    `${fmt(median(values), digits)} (${fmt(Math.min(...values), digits)} – ${fmt(Math.max(...values), digits)})`;
+  const rollupRows = [];
+  for (const [backend, list] of [["D1", r.d1.rollups], ["SQLite", r.sqlite.rollups]]) {
+    const of = (algo) => list.filter((x) => x.algo === algo);
+    const speeds = (algo) => of(algo).map((x) => x.msgsPerSecond);
+    for (const [algo, label] of [["ours", "on"], ["ours-no-rollups", "off"]]) {
+      const runs = of(algo);
+      rollupRows.push([
+        backend,
+        label,
+        spread(runs.map((x) => x.calls / x.messages), 4),
+        spread(runs.map((x) => x.statements / x.messages), 3),
+        backend === "D1" ? spread(runs.map((x) => x.rows_read / x.messages), 2) : "–",
+        spread(speeds(algo), 0),
+      ]);
+    }
+    const ratios = of("ours").map((x, i) => x.msgsPerSecond / of("ours-no-rollups")[i].msgsPerSecond);
+    rollupRows.push([backend, "**on / off**", "", "", "", `**${spread(ratios.map((x) => 100 * x), 1)} %**`]);
+  }
+  table(["backend", "rollups", "database calls / msg", "statements / msg", "rows read / msg", "msgs / s"], rollupRows);
   lines.push(
     "## Draining on D1: cost per delivered message",
     "",

@@ -271,3 +271,17 @@ pub(crate) fn period_fold(
         )],
     }
 }
+
+/// `kinds` (plain names, no quotes) as a constant table `k` of one text
+/// column, `value`.
+pub(crate) fn counted_kinds(dialect: Dialect, kinds: &[&str]) -> String {
+    let list = kinds
+        .iter()
+        .map(|kind| format!("\"{kind}\""))
+        .collect::<Vec<_>>()
+        .join(",");
+    match dialect {
+        Dialect::Sqlite => format!("json_each('[{list}]') AS k"),
+        Dialect::Postgres => format!("json_array_elements_text('[{list}]') AS k(value)"),
+    }
+}

@@ -9,7 +9,7 @@
 //! (`FOR UPDATE`), so no other drainer can take them between the count and
 //! the settle.
 
-use super::dialects::{entries_from, entry_field, lock_counted_rows, period_fold};
+use super::dialects::{counted_kinds, entries_from, entry_field, lock_counted_rows, period_fold};
 use super::{Fence, col, state};
 use crate::database::value::Value;
 use crate::database::{Dialect, Statement};
@@ -73,6 +73,19 @@ pub(crate) fn minute_of(at: Timestamp) -> i64 {
     let ms = at.as_unix_millis();
     ms - ms.rem_euclid(MINUTE_MS)
 }
+
+/// What each counted lease may count, one row of rollups each: its
+/// outcome's counter, then the others (zeros are left out). A constant
+/// table, not a `UNION ALL`: D1 allows few terms in a compound `SELECT`.
+const KINDS: [&str; 7] = [
+    "outcome",
+    metric::LATENESS,
+    metric::AGE,
+    metric::DURATION,
+    metric::LEASE_LOST,
+    metric::SUSPECTS_ALONE,
+    metric::BREAKER_TRIPS,
+];
 
 /// What one settled lease counts, should its lease still hold.
 #[derive(Debug, Clone, Copy)]
@@ -160,15 +173,19 @@ pub(crate) fn count_settles(
          FROM {entries} CROSS JOIN {outbox} \
          WHERE {outbox}.{state_col} = '{ready}' AND {outbox}.{due} = {until} \
          AND {outbox}.{id} = {entry_id} AND {outbox}.{token_col} = {token}{lock}) \
-         {insert} SELECT {MINUTE_MS}, ?, topic, metric, le, SUM(n) FROM (\
-         SELECT topic, outcome AS metric, 0 AS le, 1 AS n FROM held \
-         UNION ALL SELECT topic, '{lateness}', late, 1 FROM held WHERE late IS NOT NULL \
-         UNION ALL SELECT topic, '{age_metric}', age, 1 FROM held WHERE age IS NOT NULL \
-         UNION ALL SELECT topic, '{duration_metric}', duration, 1 FROM held WHERE duration IS NOT NULL \
-         UNION ALL SELECT topic, '{lease_lost}', 0, lost FROM held WHERE lost > 0 \
-         UNION ALL SELECT topic, '{suspects}', 0, 1 FROM held WHERE alone = 1 \
-         UNION ALL SELECT topic, '{trips}', 0, 1 FROM held WHERE tripped = 1\
-         ) AS counted GROUP BY topic, metric, le ORDER BY topic, metric, le {conflict}",
+         {insert} SELECT {MINUTE_MS}, ?, topic, metric, le, SUM(n) FROM (SELECT topic, \
+         CASE k.value WHEN 'outcome' THEN outcome ELSE k.value END AS metric, \
+         CASE k.value WHEN '{lateness}' THEN COALESCE(late, 0) \
+         WHEN '{age_metric}' THEN COALESCE(age, 0) \
+         WHEN '{duration_metric}' THEN COALESCE(duration, 0) ELSE 0 END AS le, \
+         CASE k.value WHEN 'outcome' THEN 1 \
+         WHEN '{lateness}' THEN CASE WHEN late IS NULL THEN 0 ELSE 1 END \
+         WHEN '{age_metric}' THEN CASE WHEN age IS NULL THEN 0 ELSE 1 END \
+         WHEN '{duration_metric}' THEN CASE WHEN duration IS NULL THEN 0 ELSE 1 END \
+         WHEN '{lease_lost}' THEN lost WHEN '{suspects}' THEN alone \
+         WHEN '{trips}' THEN tripped END AS n \
+         FROM held CROSS JOIN {kinds}\
+         ) AS counted WHERE n > 0 GROUP BY topic, metric, le ORDER BY topic, metric, le {conflict}",
         topic = col::TOPIC,
         outcome = field(3, false),
         late = field(4, true),
@@ -195,6 +212,7 @@ pub(crate) fn count_settles(
         lease_lost = metric::LEASE_LOST,
         suspects = metric::SUSPECTS_ALONE,
         trips = metric::BREAKER_TRIPS,
+        kinds = counted_kinds(dialect, &KINDS),
         conflict = add_on_conflict(table),
     );
     Some(Statement::new(

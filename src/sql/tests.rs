@@ -411,3 +411,100 @@ fn postgres_erasure_guard_takes_and_gives_back_the_key() {
     assert_eq!(guard[1].values(), [text("u1"), mark.clone()]);
     assert_eq!(guard[2].values(), [text("u1"), mark]);
 }
+
+fn counted() -> rollups::Counted<'static> {
+    rollups::Counted {
+        fence: held(),
+        outcome: rollups::metric::DELIVERED,
+        lateness_ms: Some(30),
+        age_ms: Some(4_000),
+        duration_ms: None,
+        counts_lost_leases: true,
+        alone: false,
+        tripped: false,
+    }
+}
+
+const ROLLUPS_CONFLICT: &str = r#"ON CONFLICT (period_ms, period_start, topic, metric, le) DO UPDATE SET "count" = "outbox_rollups"."count" + excluded."count""#;
+
+#[test]
+fn a_settles_count_reads_the_leased_rows_as_they_are_before_the_settle() {
+    let outbox = table("outbox");
+    let sqlite = rollups::count_settles(&outbox, Dialect::Sqlite, &[counted()], at(NOW)).unwrap();
+    assert_eq!(
+        sqlite.sql(),
+        format!(
+            r#"WITH held AS MATERIALIZED (SELECT COALESCE(CAST("outbox".topic AS TEXT), '') AS topic, json_extract(e.value, '$[3]') AS outcome, json_extract(e.value, '$[4]') AS late, json_extract(e.value, '$[5]') AS age, json_extract(e.value, '$[6]') AS duration, CASE WHEN json_extract(e.value, '$[7]') = 1 THEN "outbox".unsettled_leases ELSE 0 END AS lost, json_extract(e.value, '$[8]') AS alone, json_extract(e.value, '$[9]') AS tripped FROM json_each(?) AS e CROSS JOIN "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = json_extract(e.value, '$[2]') AND "outbox".id = json_extract(e.value, '$[0]') AND "outbox".lease_token = json_extract(e.value, '$[1]')) INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, ?, topic, metric, le, SUM(n) FROM (SELECT topic, CASE k.value WHEN 'outcome' THEN outcome ELSE k.value END AS metric, CASE k.value WHEN 'lateness_ms' THEN COALESCE(late, 0) WHEN 'age_ms' THEN COALESCE(age, 0) WHEN 'duration_ms' THEN COALESCE(duration, 0) ELSE 0 END AS le, CASE k.value WHEN 'outcome' THEN 1 WHEN 'lateness_ms' THEN CASE WHEN late IS NULL THEN 0 ELSE 1 END WHEN 'age_ms' THEN CASE WHEN age IS NULL THEN 0 ELSE 1 END WHEN 'duration_ms' THEN CASE WHEN duration IS NULL THEN 0 ELSE 1 END WHEN 'lease_lost' THEN lost WHEN 'suspects_alone' THEN alone WHEN 'breaker_trips' THEN tripped END AS n FROM held CROSS JOIN json_each('["outcome","lateness_ms","age_ms","duration_ms","lease_lost","suspects_alone","breaker_trips"]') AS k) AS counted WHERE n > 0 GROUP BY topic, metric, le ORDER BY topic, metric, le {ROLLUPS_CONFLICT}"#
+        )
+    );
+    // One entry per lease: its fence, what it counts, the buckets.
+    assert_eq!(
+        sqlite.values(),
+        [
+            text(r#"[["m1","tok",61000,"delivered",50,5000,null,1,0,0]]"#),
+            Value::Integer(0),
+        ]
+    );
+    assert!(rollups::count_settles(&outbox, Dialect::Sqlite, &[], at(NOW)).is_none());
+}
+
+#[test]
+#[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+fn a_postgres_settles_count_locks_the_rows_it_counts() {
+    let postgres =
+        rollups::count_settles(&table("outbox"), Dialect::Postgres, &[counted()], at(NOW)).unwrap();
+    let sql = postgres.sql();
+    assert!(
+        sql.contains(r#"FROM json_array_elements(CAST($1 AS TEXT)::json) AS e(entry) CROSS JOIN "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = (e.entry ->> 2)::bigint AND "outbox".id = (e.entry ->> 0) AND "outbox".lease_token = (e.entry ->> 1) FOR UPDATE OF "outbox")"#),
+        "{sql}"
+    );
+    assert!(sql.contains("SELECT 60000, $2, topic"), "{sql}");
+}
+
+#[test]
+fn a_claims_deaths_are_counted_by_its_token() {
+    let statement = rollups::count_claim_deaths(&table("outbox"), Dialect::Sqlite, at(NOW), "tok");
+    assert_eq!(
+        statement.sql(),
+        format!(
+            r#"INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, ?, COALESCE(CAST(topic AS TEXT), ''), 'dead', 0, COUNT(*) FROM "outbox" WHERE state = 'dead' AND due_at = ? AND lease_token = ? GROUP BY 3 ORDER BY 3 {ROLLUPS_CONFLICT}"#
+        )
+    );
+    assert_eq!(
+        statement.values(),
+        [Value::Integer(0), Value::Integer(NOW), text("tok")]
+    );
+}
+
+#[test]
+fn retention_folds_old_minutes_once_in_each_dialect() {
+    let fold = r#"INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 3600000, period_start - period_start % 3600000, topic, metric, le, SUM("count")"#;
+    let grouped = format!("GROUP BY 2, 3, 4, 5 ORDER BY 2, 3, 4, 5 {ROLLUPS_CONFLICT}");
+    let minutes = "period_ms = 60000 AND period_start < ?";
+    let forget = r#"DELETE FROM "outbox_rollups" WHERE period_ms = 3600000 AND period_start < ?"#;
+    let sqlite: Vec<String> = rollups::retention(&table("outbox"), Dialect::Sqlite, at(NOW))
+        .iter()
+        .map(|statement| statement.sql().to_owned())
+        .collect();
+    assert_eq!(
+        sqlite,
+        [
+            format!(r#"{fold} FROM "outbox_rollups" WHERE {minutes} {grouped}"#),
+            format!(r#"DELETE FROM "outbox_rollups" WHERE {minutes}"#),
+            forget.to_owned(),
+        ]
+    );
+    let postgres: Vec<String> = rollups::retention(&table("outbox"), Dialect::Postgres, at(NOW))
+        .iter()
+        .map(|statement| statement.sql().to_owned())
+        .collect();
+    assert_eq!(
+        postgres,
+        [
+            Dialect::Postgres.number_placeholders(&format!(
+                r#"WITH folded AS (DELETE FROM "outbox_rollups" WHERE {minutes} RETURNING *) {fold} FROM folded {grouped}"#
+            )),
+            Dialect::Postgres.number_placeholders(forget),
+        ]
+    );
+}

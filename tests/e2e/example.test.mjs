@@ -122,6 +122,35 @@ describe("example Worker", () => {
     }
   });
 
+  it("counts what happened in the outbox's rollups, written with the settles", async () => {
+    const { mf, sink, call, signup, stats, cron, sleep } = await example();
+    try {
+      sink.status = 503;
+      assert.equal((await signup("edsger@example.com")).status, 201);
+      await eventually(async () => sink.mails.length === 1 && (await stats()).pending === 1);
+      sink.status = 202;
+      await sleep(150); // past the retry's backoff
+      await cron();
+      assert.equal(sink.delivered().length, 1);
+      const read = await call("/admin/outbox/rollups?minutes=5", { headers: admin });
+      assert.equal(read.status, 200);
+      const { topics } = await read.json();
+      const mail = topics["signup-confirmation"];
+      // A 503 is the API unavailable: deferred, no attempt spent.
+      assert.deepEqual(
+        { delivered: mail.delivered, deferred: mail.deferred, retried: mail.retried, dead: mail.dead },
+        { delivered: 1, deferred: 1, retried: 0, dead: 0 },
+      );
+      assert.equal(mail.lateness.count, 1);
+      assert.equal(mail.duration.count, 2, "both deliveries were timed");
+      assert.equal(typeof mail.age.p99_ms, "number");
+      const bad = await call("/admin/outbox/rollups?minutes=0", { headers: admin });
+      assert.equal(bad.status, 400);
+    } finally {
+      await mf.dispose();
+    }
+  });
+
   it("parks a mail the API rejects, and replays it", async () => {
     const { mf, sink, call, signup, stats, cron } = await example();
     try {

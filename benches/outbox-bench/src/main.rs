@@ -133,6 +133,22 @@ mod native {
             );
             loops.push(json!({ "algo": name(algorithm), "run": run }));
         }
+        // Rollups on and off, side by side: three runs each, alternating.
+        let mut rollups = Vec::new();
+        for repetition in 0..3 {
+            for algorithm in [Algorithm::Ours, Algorithm::OursNoRollups] {
+                bench.reset().await?;
+                bench.seed(algorithm, Kind::Due, messages).await?;
+                let run = bench.drain(algorithm, 100, u32::MAX, u32::MAX).await?;
+                eprintln!(
+                    "sqlite drain {} (run {repetition}): {} msgs in {:.0} ms",
+                    name(algorithm),
+                    run.messages,
+                    run.elapsed_ms
+                );
+                rollups.push(json!({ "algo": name(algorithm), "run": run }));
+            }
+        }
         let mix = Mix {
             scale: 0.1,
             timeout: Duration::from_secs(1),
@@ -148,12 +164,19 @@ mod native {
             );
             latency.push(run);
         }
-        Ok(json!({ "drain": drains, "claim": claims, "loop": loops, "latency": latency }))
+        Ok(json!({
+            "drain": drains,
+            "claim": claims,
+            "loop": loops,
+            "latency": latency,
+            "rollups": rollups,
+        }))
     }
 
     fn name(algorithm: Algorithm) -> &'static str {
         match algorithm {
             Algorithm::Ours => "ours",
+            Algorithm::OursNoRollups => "ours-no-rollups",
             Algorithm::Baseline => "baseline",
             Algorithm::BatchLoop => "batch-loop",
         }

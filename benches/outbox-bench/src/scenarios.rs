@@ -53,6 +53,8 @@ pub trait Probe {
 pub enum Algorithm {
     /// This crate's outbox.
     Ours,
+    /// This crate's outbox with its rollups off.
+    OursNoRollups,
     /// The original algorithm.
     Baseline,
     /// This crate's drain loop before streaming (batch barrier).
@@ -64,6 +66,7 @@ impl Algorithm {
     pub fn parse(name: &str) -> Option<Self> {
         match name {
             "ours" => Some(Algorithm::Ours),
+            "ours-no-rollups" => Some(Algorithm::OursNoRollups),
             "baseline" => Some(Algorithm::Baseline),
             "batch-loop" => Some(Algorithm::BatchLoop),
             _ => None,
@@ -115,9 +118,16 @@ impl Bench {
         Outbox::new(self.db.clone(), "outbox")
     }
 
+    /// The outbox `algorithm` drains (rollups on, unless it says off).
+    fn outbox_of(&self, algorithm: Algorithm) -> Result<Outbox> {
+        Outbox::builder(self.db.clone(), "outbox")
+            .rollups(algorithm != Algorithm::OursNoRollups)
+            .build()
+    }
+
     /// Drops and recreates both algorithms' tables.
     pub async fn reset(&self) -> Result<()> {
-        for table in ["outbox", baseline::TABLE, "accounts"] {
+        for table in ["outbox", "outbox_rollups", baseline::TABLE, "accounts"] {
             self.db
                 .execute(&Statement::new(
                     format!("DROP TABLE IF EXISTS {table}"),
@@ -147,7 +157,7 @@ impl Bench {
             let numbers =
                 "WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM n WHERE i < ?)";
             let statement = match algorithm {
-                Algorithm::Ours | Algorithm::BatchLoop => {
+                Algorithm::Ours | Algorithm::OursNoRollups | Algorithm::BatchLoop => {
                     let (state, due, token) = match kind {
                         Kind::Due => ("ready", now, None),
                         Kind::Future => ("ready", tomorrow, None),
@@ -229,7 +239,7 @@ impl Bench {
         let before = self.probe.meter();
         let started = self.probe.now_ms();
         let delivered = match algorithm {
-            Algorithm::Ours => {
+            Algorithm::Ours | Algorithm::OursNoRollups => {
                 let limits = DrainLimits {
                     batch_size: batch,
                     max_queries: max_calls,
@@ -239,7 +249,12 @@ impl Bench {
                     ..DrainLimits::scheduled()
                 };
                 let deliver = deliver_fn(|_: ClaimedMessage| async { Delivery::Delivered });
-                u64::from(self.drain_ours(Arc::new(deliver), limits).await?.delivered)
+                let outbox = self.outbox_of(algorithm)?;
+                u64::from(
+                    self.drain_ours(outbox, Arc::new(deliver), limits)
+                        .await?
+                        .delivered,
+                )
             }
             Algorithm::BatchLoop => {
                 let deliver = deliver_fn(|_: ClaimedMessage| async { Delivery::Delivered });
@@ -295,10 +310,11 @@ impl Bench {
     /// One drain of this crate's outbox; a database error is the bench's.
     async fn drain_ours(
         &self,
+        outbox: Outbox,
         deliver: Arc<dyn Deliver>,
         limits: DrainLimits,
     ) -> Result<DrainReport> {
-        let drainer = Drainer::builder(self.outbox()?, deliver)
+        let drainer = Drainer::builder(outbox, deliver)
             .timer(self.timer.clone())
             .limits(limits)
             .build()?;
@@ -317,8 +333,8 @@ impl Bench {
         for _ in 0..claims {
             let started = self.probe.now_ms();
             claimed += match algorithm {
-                Algorithm::Ours | Algorithm::BatchLoop => {
-                    self.outbox()?.claim(batch, LEASE).await?.len() as u64
+                Algorithm::Ours | Algorithm::OursNoRollups | Algorithm::BatchLoop => {
+                    self.outbox_of(algorithm)?.claim(batch, LEASE).await?.len() as u64
                 }
                 Algorithm::Baseline => {
                     let now = SystemClock.now();
@@ -370,7 +386,7 @@ impl Bench {
                 .await?;
                 "batch-loop"
             }
-            Algorithm::Ours | Algorithm::Baseline => {
+            Algorithm::Ours | Algorithm::OursNoRollups | Algorithm::Baseline => {
                 let limits = DrainLimits {
                     batch_size: 100,
                     concurrency,
@@ -384,7 +400,8 @@ impl Bench {
                     breaker: None,
                     ..DrainLimits::scheduled()
                 };
-                self.drain_ours(downstream.clone(), limits).await?;
+                self.drain_ours(self.outbox()?, downstream.clone(), limits)
+                    .await?;
                 "streaming"
             }
         };

@@ -1,13 +1,14 @@
-//! `/admin/…`: outbox stats, dead letters, paused topics, drains, and
-//! subject export and erasure. Every route needs `Authorization: Bearer <ADMIN_TOKEN>`.
+//! `/admin/…`: outbox stats and rollups, dead letters, paused topics,
+//! drains, and subject export and erasure. Every route needs `Authorization: Bearer <ADMIN_TOKEN>`.
 
 use percent_encoding::percent_decode_str;
 use serde_json::json;
 use std::collections::BTreeMap;
 use subtle::ConstantTimeEq;
 use worker::{Method, Request, Response, Result};
+use workers_outbox::outbox::{Histogram, Resolution, Rollup};
 use workers_outbox::subject::export_subject;
-use workers_outbox::{Batch, DrainLimits, Outbox, Statement, Value};
+use workers_outbox::{Batch, Clock, DrainLimits, Outbox, Statement, SystemClock, Value};
 
 use crate::app::App;
 use crate::{error_response, json, json_error};
@@ -25,6 +26,13 @@ pub(crate) async fn handle(request: Request, app: &App, path: &[&str]) -> Result
     let subject = |raw: &str| percent_decode_str(raw).decode_utf8_lossy().into_owned();
     let result = match (request.method(), path) {
         (Method::Get, ["outbox"]) => app.outbox.stats().await.map(|s| json!(s)),
+        (Method::Get, ["outbox", "rollups"]) => {
+            let minutes = param("minutes").map_or(Ok(60), |text| text.parse::<u32>());
+            match minutes {
+                Ok(minutes @ 1..=2880) => rollups(&app.outbox, minutes).await,
+                _ => return json_error(400, "minutes must be a whole number in 1 ..= 2880"),
+            }
+        }
         (Method::Get, ["events"]) => events(app).await,
         (Method::Get, ["events", "dead"]) => {
             let dead = app.events.list_dead(Outbox::MAX_CLAIM, None);
@@ -99,6 +107,44 @@ pub(crate) async fn handle(request: Request, app: &App, path: &[&str]) -> Result
         Ok(body) => json(200, &body),
         Err(error) => error_response(&error),
     }
+}
+
+/// The last `minutes` of `outbox`'s rollups, per topic: counts, and the
+/// p50/p90/p99 of lateness, age and delivery time (the upper bounds of
+/// their histogram buckets, in ms).
+async fn rollups(outbox: &Outbox, minutes: u32) -> workers_outbox::Result<serde_json::Value> {
+    let to = SystemClock.now();
+    let from = to.saturating_sub(std::time::Duration::from_secs(u64::from(minutes) * 60));
+    let mut topics: BTreeMap<String, Rollup> = BTreeMap::new();
+    for rollup in outbox.rollups(from, to, Resolution::Minute).await? {
+        match topics.get_mut(&rollup.topic) {
+            Some(sum) => sum.merge(&rollup),
+            None => drop(topics.insert(rollup.topic.clone(), rollup)),
+        }
+    }
+    let quantiles = |histogram: &Histogram| {
+        let ms = |q| {
+            histogram
+                .quantile(q)
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        };
+        json!({ "count": histogram.count(), "p50_ms": ms(0.5), "p90_ms": ms(0.9), "p99_ms": ms(0.99) })
+    };
+    let topics: serde_json::Map<String, serde_json::Value> = topics
+        .into_iter()
+        .map(|(topic, sum)| {
+            let c = sum.counts;
+            let body = json!({
+                "delivered": c.delivered, "retried": c.retried, "deferred": c.deferred,
+                "dead": c.dead, "handed_back": c.handed_back, "lease_lost": c.lease_lost,
+                "suspects_alone": c.suspects_alone, "breaker_trips": c.breaker_trips,
+                "lateness": quantiles(&sum.lateness), "age": quantiles(&sum.age),
+                "duration": quantiles(&sum.duration),
+            });
+            (topic, body)
+        })
+        .collect();
+    Ok(json!({ "minutes": minutes, "topics": topics }))
 }
 
 /// The bearer token (the scheme in any case, RFC 9110), compared in
