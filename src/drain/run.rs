@@ -453,7 +453,7 @@ impl<'a> Run<'a> {
     /// breaker while its topic's streak is short.
     fn finish(&mut self, message: ClaimedMessage, attempt: Attempt) {
         let now = self.now();
-        self.ended(&message, now);
+        self.ended(&message, now, &attempt);
         let destination = self.destination(&message).map(str::to_owned);
         self.destinations.finish(destination.as_deref());
         let until = message.lease().until();
@@ -510,10 +510,12 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// A delivery of `message` ended at `now`: how long it took.
-    fn ended(&mut self, message: &ClaimedMessage, now: Timestamp) {
+    /// A delivery of `message` ended at `now`: how long it took (unless it
+    /// never started: too late).
+    fn ended(&mut self, message: &ClaimedMessage, now: Timestamp, attempt: &Attempt) {
         if let Some(taken) = self.taken.get_mut(&message.id)
             && let Some(started) = taken.started.take()
+            && !matches!(attempt, Attempt::TooLate)
         {
             taken.observed.duration = Some(now.duration_since(started));
         }
@@ -849,7 +851,7 @@ impl<'a> Run<'a> {
             return;
         };
         let now = self.now();
-        self.ended(&message, now);
+        self.ended(&message, now, &attempt);
         if let Some(taken) = self.taken.get_mut(&message.id) {
             taken.observed.alone = true;
         }

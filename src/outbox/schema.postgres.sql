@@ -50,8 +50,7 @@ CREATE TABLE IF NOT EXISTS "{table}_paused" (
     reason    TEXT   NOT NULL,
     paused_at BIGINT NOT NULL
 );
--- Statistics from the start: a table filled before autovacuum first analyzes it would otherwise be
--- planned as tiny, and its claims would sort every due row instead of walking the due index.
+-- Rollups of "{table}": see src/outbox/schema.sql.
 CREATE TABLE IF NOT EXISTS "{table}_rollups" (
     period_ms    BIGINT NOT NULL,
     period_start BIGINT NOT NULL,
@@ -61,4 +60,6 @@ CREATE TABLE IF NOT EXISTS "{table}_rollups" (
     count        BIGINT NOT NULL,
     PRIMARY KEY (period_ms, period_start, topic, metric, le)
 );
+-- Statistics from the start: a table filled before autovacuum first analyzes it would otherwise be
+-- planned as tiny, and its claims would sort every due row instead of walking the due index.
 ANALYZE "{table}";

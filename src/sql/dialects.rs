@@ -224,12 +224,25 @@ pub(crate) fn entries_from(dialect: Dialect) -> &'static str {
     }
 }
 
-/// Field `index` of entry `e` (an integer, or text).
-pub(crate) fn entry_field(dialect: Dialect, index: usize, integer: bool) -> String {
+/// Field `index` of the JSON array `alias` (an entry `e`, or a signature's
+/// row `m`), as an integer or text.
+pub(crate) fn entry_field(dialect: Dialect, alias: &str, index: usize, integer: bool) -> String {
     match (dialect, integer) {
-        (Dialect::Sqlite, _) => format!("json_extract(e.value, '$[{index}]')"),
-        (Dialect::Postgres, true) => format!("(e.entry ->> {index})::bigint"),
-        (Dialect::Postgres, false) => format!("(e.entry ->> {index})"),
+        (Dialect::Sqlite, _) => format!("json_extract({alias}.value, '$[{index}]')"),
+        (Dialect::Postgres, true) => format!("({alias}.entry ->> {index})::bigint"),
+        (Dialect::Postgres, false) => format!("({alias}.entry ->> {index})"),
+    }
+}
+
+/// The rollup rows of signature `signature` (a column), bound as one JSON
+/// text (an array of arrays of rows): a table `m` of only that
+/// signature's rows, read by position.
+pub(crate) fn signature_rows_of(dialect: Dialect, signature: &str) -> String {
+    match dialect {
+        Dialect::Sqlite => format!("json_each(?, '$[' || {signature} || ']') AS m"),
+        Dialect::Postgres => format!(
+            "LATERAL json_array_elements(CAST(? AS TEXT)::json -> CAST({signature} AS INTEGER)) AS m(entry)"
+        ),
     }
 }
 
@@ -269,19 +282,5 @@ pub(crate) fn period_fold(
             "WITH folded AS (DELETE FROM {rollups} WHERE {matching} RETURNING *) \
              {insert} FROM folded {grouped}"
         )],
-    }
-}
-
-/// `kinds` (plain names, no quotes) as a constant table `k` of one text
-/// column, `value`.
-pub(crate) fn counted_kinds(dialect: Dialect, kinds: &[&str]) -> String {
-    let list = kinds
-        .iter()
-        .map(|kind| format!("\"{kind}\""))
-        .collect::<Vec<_>>()
-        .join(",");
-    match dialect {
-        Dialect::Sqlite => format!("json_each('[{list}]') AS k"),
-        Dialect::Postgres => format!("json_array_elements_text('[{list}]') AS k(value)"),
     }
 }

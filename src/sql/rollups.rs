@@ -9,7 +9,9 @@
 //! (`FOR UPDATE`), so no other drainer can take them between the count and
 //! the settle.
 
-use super::dialects::{counted_kinds, entries_from, entry_field, lock_counted_rows, period_fold};
+use super::dialects::{
+    entries_from, entry_field, lock_counted_rows, period_fold, signature_rows_of,
+};
 use super::{Fence, col, state};
 use crate::database::value::Value;
 use crate::database::{Dialect, Statement};
@@ -32,6 +34,10 @@ pub(crate) mod metric {
     pub(crate) const RETRIED: &str = "retried";
     pub(crate) const DEFERRED: &str = "deferred";
     pub(crate) const DEAD: &str = "dead";
+    /// Rows a claim parked as dead: read as `dead`, stored apart so that a
+    /// claim's count never waits on a row a settle's count locked (on
+    /// Postgres every transaction locks settle rows first, then these).
+    pub(crate) const DEAD_AT_CLAIM: &str = "dead_at_claim";
     pub(crate) const HANDED_BACK: &str = "handed_back";
     pub(crate) const LEASE_LOST: &str = "lease_lost";
     pub(crate) const SUSPECTS_ALONE: &str = "suspects_alone";
@@ -39,6 +45,26 @@ pub(crate) mod metric {
     pub(crate) const LATENESS: &str = "lateness_ms";
     pub(crate) const AGE: &str = "age_ms";
     pub(crate) const DURATION: &str = "duration_ms";
+}
+
+/// Whether `name` is a metric this version writes.
+pub(crate) fn is_known(name: &str) -> bool {
+    use metric::*;
+    [
+        DELIVERED,
+        RETRIED,
+        DEFERRED,
+        DEAD,
+        DEAD_AT_CLAIM,
+        HANDED_BACK,
+        LEASE_LOST,
+        SUSPECTS_ALONE,
+        BREAKER_TRIPS,
+        LATENESS,
+        AGE,
+        DURATION,
+    ]
+    .contains(&name)
 }
 
 /// A minute, in ms: the period rollups are written in.
@@ -74,19 +100,6 @@ pub(crate) fn minute_of(at: Timestamp) -> i64 {
     ms - ms.rem_euclid(MINUTE_MS)
 }
 
-/// What each counted lease may count, one row of rollups each: its
-/// outcome's counter, then the others (zeros are left out). A constant
-/// table, not a `UNION ALL`: D1 allows few terms in a compound `SELECT`.
-const KINDS: [&str; 7] = [
-    "outcome",
-    metric::LATENESS,
-    metric::AGE,
-    metric::DURATION,
-    metric::LEASE_LOST,
-    metric::SUSPECTS_ALONE,
-    metric::BREAKER_TRIPS,
-];
-
 /// What one settled lease counts, should its lease still hold.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Counted<'a> {
@@ -108,20 +121,29 @@ pub(crate) struct Counted<'a> {
 }
 
 impl Counted<'_> {
-    fn entry(&self) -> serde_json::Value {
-        let flag = |on: bool| i64::from(on);
-        serde_json::json!([
-            self.fence.id,
-            self.fence.token,
-            self.fence.until.as_unix_millis(),
-            self.outcome,
-            self.lateness_ms.map(bucket_of),
-            self.age_ms.map(bucket_of),
-            self.duration_ms.map(bucket_of),
-            flag(self.counts_lost_leases),
-            flag(self.alone),
-            flag(self.tripped),
-        ])
+    /// The rollup rows this lease adds to: (metric, le, counted from the
+    /// row's unsettled leases rather than as 1).
+    fn signature(&self) -> Vec<(&'static str, i64, bool)> {
+        let mut rows = vec![(self.outcome, 0, false)];
+        for (name, ms) in [
+            (metric::LATENESS, self.lateness_ms),
+            (metric::AGE, self.age_ms),
+            (metric::DURATION, self.duration_ms),
+        ] {
+            if let Some(ms) = ms {
+                rows.push((name, bucket_of(ms), false));
+            }
+        }
+        if self.counts_lost_leases {
+            rows.push((metric::LEASE_LOST, 0, true));
+        }
+        if self.alone {
+            rows.push((metric::SUSPECTS_ALONE, 0, false));
+        }
+        if self.tripped {
+            rows.push((metric::BREAKER_TRIPS, 0, false));
+        }
+        rows
     }
 }
 
@@ -151,50 +173,76 @@ fn add_on_conflict(table: &TableName) -> String {
 /// Counts `counted` into the minute of `now`: to send before the settle
 /// statements of the same leases, in the same atomic call. `None` when
 /// there is nothing to count. A row whose topic does not decode counts
-/// under the topic `""`.
+/// under the topic `""`; a lease listed twice counts once.
+///
+/// Leases with the same rollup rows share a signature: the statement finds
+/// the leases that still hold (one primary-key lookup each), counts them
+/// per topic and signature, and adds each group to its signature's rows:
+/// about two rows read per lease, plus a few per group.
 pub(crate) fn count_settles(
     table: &TableName,
     dialect: Dialect,
     counted: &[Counted<'_>],
     now: Timestamp,
 ) -> Option<Statement> {
-    if counted.is_empty() {
+    let mut signatures: Vec<Vec<(&'static str, i64, bool)>> = Vec::new();
+    let mut entries = Vec::with_capacity(counted.len());
+    let mut seen = std::collections::BTreeSet::new();
+    for lease in counted {
+        if !seen.insert((lease.fence.id, lease.fence.token, lease.fence.until)) {
+            continue;
+        }
+        let signature = lease.signature();
+        let index = match signatures.iter().position(|known| *known == signature) {
+            Some(index) => index,
+            None => {
+                signatures.push(signature);
+                signatures.len() - 1
+            }
+        };
+        entries.push(serde_json::json!([
+            lease.fence.id,
+            lease.fence.token,
+            lease.fence.until.as_unix_millis(),
+            index,
+        ]));
+    }
+    if entries.is_empty() {
         return None;
     }
-    let entries =
-        serde_json::Value::Array(counted.iter().map(Counted::entry).collect()).to_string();
-    let field = |index: usize, integer: bool| entry_field(dialect, index, integer);
+    let rows = serde_json::Value::Array(
+        signatures
+            .iter()
+            .map(|rows| {
+                serde_json::Value::Array(
+                    rows.iter()
+                        .map(|(name, le, from_row)| {
+                            serde_json::json!([name, le, i64::from(*from_row)])
+                        })
+                        .collect(),
+                )
+            })
+            .collect(),
+    );
+    let field = |index: usize, integer: bool| entry_field(dialect, "e", index, integer);
+    let row_field = |index: usize, integer: bool| entry_field(dialect, "m", index, integer);
     let outbox = format!("\"{}\"", table.as_str());
     let sql = format!(
-        "WITH held AS MATERIALIZED (SELECT COALESCE(CAST({outbox}.{topic} AS TEXT), '') AS topic, {outcome} AS outcome, \
-         {late} AS late, {age} AS age, {duration} AS duration, \
-         CASE WHEN {lost} = 1 THEN {outbox}.{unsettled} ELSE 0 END AS lost, {alone} AS alone, \
-         {tripped} AS tripped \
+        "WITH held AS MATERIALIZED (SELECT COALESCE(CAST(l.{topic} AS TEXT), '') AS topic, \
+         l.signature AS signature, COUNT(*) AS leases, SUM(l.{unsettled}) AS lost \
+         FROM (SELECT {outbox}.{topic}, {outbox}.{unsettled}, {entry_signature} AS signature \
          FROM {entries} CROSS JOIN {outbox} \
          WHERE {outbox}.{state_col} = '{ready}' AND {outbox}.{due} = {until} \
-         AND {outbox}.{id} = {entry_id} AND {outbox}.{token_col} = {token}{lock}) \
-         {insert} SELECT {MINUTE_MS}, ?, topic, metric, le, SUM(n) FROM (SELECT topic, \
-         CASE k.value WHEN 'outcome' THEN outcome ELSE k.value END AS metric, \
-         CASE k.value WHEN '{lateness}' THEN COALESCE(late, 0) \
-         WHEN '{age_metric}' THEN COALESCE(age, 0) \
-         WHEN '{duration_metric}' THEN COALESCE(duration, 0) ELSE 0 END AS le, \
-         CASE k.value WHEN 'outcome' THEN 1 \
-         WHEN '{lateness}' THEN CASE WHEN late IS NULL THEN 0 ELSE 1 END \
-         WHEN '{age_metric}' THEN CASE WHEN age IS NULL THEN 0 ELSE 1 END \
-         WHEN '{duration_metric}' THEN CASE WHEN duration IS NULL THEN 0 ELSE 1 END \
-         WHEN '{lease_lost}' THEN lost WHEN '{suspects}' THEN alone \
-         WHEN '{trips}' THEN tripped END AS n \
-         FROM held CROSS JOIN {kinds}\
-         ) AS counted WHERE n > 0 GROUP BY topic, metric, le ORDER BY topic, metric, le {conflict}",
+         AND {outbox}.{id} = {entry_id} AND {outbox}.{token_col} = {token}{lock}) AS l \
+         GROUP BY 1, 2) \
+         {insert} SELECT {MINUTE_MS}, ?, topic, {metric}, {le}, \
+         SUM(CASE WHEN {from_row} = 1 THEN lost ELSE leases END) \
+         FROM held CROSS JOIN {signature_rows} \
+         WHERE true GROUP BY 3, 4, 5 HAVING SUM(CASE WHEN {from_row} = 1 THEN lost ELSE leases END) > 0 \
+         ORDER BY 3, 4, 5 {conflict}",
         topic = col::TOPIC,
-        outcome = field(3, false),
-        late = field(4, true),
-        age = field(5, true),
-        duration = field(6, true),
-        lost = field(7, true),
         unsettled = col::UNSETTLED_LEASES,
-        alone = field(8, true),
-        tripped = field(9, true),
+        entry_signature = field(3, true),
         entries = entries_from(dialect),
         state_col = col::STATE,
         ready = state::READY,
@@ -206,18 +254,19 @@ pub(crate) fn count_settles(
         token = field(1, false),
         lock = lock_counted_rows(dialect, &outbox),
         insert = insert_head(table),
-        lateness = metric::LATENESS,
-        age_metric = metric::AGE,
-        duration_metric = metric::DURATION,
-        lease_lost = metric::LEASE_LOST,
-        suspects = metric::SUSPECTS_ALONE,
-        trips = metric::BREAKER_TRIPS,
-        kinds = counted_kinds(dialect, &KINDS),
+        metric = row_field(0, false),
+        le = row_field(1, true),
+        from_row = row_field(2, true),
+        signature_rows = signature_rows_of(dialect, "held.signature"),
         conflict = add_on_conflict(table),
     );
     Some(Statement::new(
         dialect.number_placeholders(&sql),
-        vec![Value::Text(entries), Value::Integer(minute_of(now))],
+        vec![
+            Value::Text(serde_json::Value::Array(entries).to_string()),
+            Value::Integer(minute_of(now)),
+            Value::Text(rows.to_string()),
+        ],
     ))
 }
 
@@ -235,7 +284,7 @@ pub(crate) fn count_claim_deaths(
          GROUP BY 3 ORDER BY 3 {conflict}",
         insert = insert_head(table),
         topic = col::TOPIC,
-        dead = metric::DEAD,
+        dead = metric::DEAD_AT_CLAIM,
         outbox = table.as_str(),
         state_col = col::STATE,
         dead_state = state::DEAD,
@@ -293,8 +342,9 @@ pub(crate) fn retention(table: &TableName, dialect: Dialect, now: Timestamp) -> 
     statements
 }
 
-/// The stored rollups of periods of `period_ms` (and, for hours, of the
-/// minutes not folded yet) starting in `from .. to`, in period order.
+/// The stored rollups starting in `from .. to`, summed per period of
+/// `period_ms` (hours sum their folded row and their minutes not folded
+/// yet), topic, metric and bucket, in period order.
 pub(crate) fn read(
     table: &TableName,
     dialect: Dialect,
@@ -304,14 +354,16 @@ pub(crate) fn read(
 ) -> Statement {
     use rollup_col::*;
     let sql = format!(
-        "SELECT {PERIOD_MS}, {PERIOD_START}, {TOPIC}, {METRIC}, {LE}, \"{COUNT}\" FROM {} \
+        "SELECT {PERIOD_START} - {PERIOD_START} % ? AS {PERIOD_START}, {TOPIC}, {METRIC}, {LE}, \
+         CAST(SUM(\"{COUNT}\") AS BIGINT) AS \"{COUNT}\" FROM {} \
          WHERE {PERIOD_MS} IN (?, ?) AND {PERIOD_START} >= ? AND {PERIOD_START} < ? \
-         ORDER BY {PERIOD_START}, {TOPIC}, {METRIC}, {LE}",
+         GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
         rollups_table(table)
     );
     Statement::new(
         dialect.number_placeholders(&sql),
         vec![
+            Value::Integer(period_ms),
             Value::Integer(period_ms),
             Value::Integer(MINUTE_MS),
             Value::Integer(from.as_unix_millis()),

@@ -434,15 +434,21 @@ fn a_settles_count_reads_the_leased_rows_as_they_are_before_the_settle() {
     assert_eq!(
         sqlite.sql(),
         format!(
-            r#"WITH held AS MATERIALIZED (SELECT COALESCE(CAST("outbox".topic AS TEXT), '') AS topic, json_extract(e.value, '$[3]') AS outcome, json_extract(e.value, '$[4]') AS late, json_extract(e.value, '$[5]') AS age, json_extract(e.value, '$[6]') AS duration, CASE WHEN json_extract(e.value, '$[7]') = 1 THEN "outbox".unsettled_leases ELSE 0 END AS lost, json_extract(e.value, '$[8]') AS alone, json_extract(e.value, '$[9]') AS tripped FROM json_each(?) AS e CROSS JOIN "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = json_extract(e.value, '$[2]') AND "outbox".id = json_extract(e.value, '$[0]') AND "outbox".lease_token = json_extract(e.value, '$[1]')) INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, ?, topic, metric, le, SUM(n) FROM (SELECT topic, CASE k.value WHEN 'outcome' THEN outcome ELSE k.value END AS metric, CASE k.value WHEN 'lateness_ms' THEN COALESCE(late, 0) WHEN 'age_ms' THEN COALESCE(age, 0) WHEN 'duration_ms' THEN COALESCE(duration, 0) ELSE 0 END AS le, CASE k.value WHEN 'outcome' THEN 1 WHEN 'lateness_ms' THEN CASE WHEN late IS NULL THEN 0 ELSE 1 END WHEN 'age_ms' THEN CASE WHEN age IS NULL THEN 0 ELSE 1 END WHEN 'duration_ms' THEN CASE WHEN duration IS NULL THEN 0 ELSE 1 END WHEN 'lease_lost' THEN lost WHEN 'suspects_alone' THEN alone WHEN 'breaker_trips' THEN tripped END AS n FROM held CROSS JOIN json_each('["outcome","lateness_ms","age_ms","duration_ms","lease_lost","suspects_alone","breaker_trips"]') AS k) AS counted WHERE n > 0 GROUP BY topic, metric, le ORDER BY topic, metric, le {ROLLUPS_CONFLICT}"#
+            r#"WITH held AS MATERIALIZED (SELECT COALESCE(CAST(l.topic AS TEXT), '') AS topic, l.signature AS signature, COUNT(*) AS leases, SUM(l.unsettled_leases) AS lost FROM (SELECT "outbox".topic, "outbox".unsettled_leases, json_extract(e.value, '$[3]') AS signature FROM json_each(?) AS e CROSS JOIN "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = json_extract(e.value, '$[2]') AND "outbox".id = json_extract(e.value, '$[0]') AND "outbox".lease_token = json_extract(e.value, '$[1]')) AS l GROUP BY 1, 2) INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, ?, topic, json_extract(m.value, '$[0]'), json_extract(m.value, '$[1]'), SUM(CASE WHEN json_extract(m.value, '$[2]') = 1 THEN lost ELSE leases END) FROM held CROSS JOIN json_each(?, '$[' || held.signature || ']') AS m WHERE true GROUP BY 3, 4, 5 HAVING SUM(CASE WHEN json_extract(m.value, '$[2]') = 1 THEN lost ELSE leases END) > 0 ORDER BY 3, 4, 5 {ROLLUPS_CONFLICT}"#
         )
     );
-    // One entry per lease: its fence, what it counts, the buckets.
+    // One entry per lease (its fence and signature; a lease listed twice
+    // counts once), then the minute, then each signature's rows.
     assert_eq!(
-        sqlite.values(),
+        rollups::count_settles(&outbox, Dialect::Sqlite, &[counted(), counted()], at(NOW))
+            .unwrap()
+            .values(),
         [
-            text(r#"[["m1","tok",61000,"delivered",50,5000,null,1,0,0]]"#),
+            text(r#"[["m1","tok",61000,0]]"#),
             Value::Integer(0),
+            text(
+                r#"[[["delivered",0,0],["lateness_ms",50,0],["age_ms",5000,0],["lease_lost",0,1]]]"#
+            ),
         ]
     );
     assert!(rollups::count_settles(&outbox, Dialect::Sqlite, &[], at(NOW)).is_none());
@@ -455,10 +461,14 @@ fn a_postgres_settles_count_locks_the_rows_it_counts() {
         rollups::count_settles(&table("outbox"), Dialect::Postgres, &[counted()], at(NOW)).unwrap();
     let sql = postgres.sql();
     assert!(
-        sql.contains(r#"FROM json_array_elements(CAST($1 AS TEXT)::json) AS e(entry) CROSS JOIN "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = (e.entry ->> 2)::bigint AND "outbox".id = (e.entry ->> 0) AND "outbox".lease_token = (e.entry ->> 1) FOR UPDATE OF "outbox")"#),
+        sql.contains(r#"FROM json_array_elements(CAST($1 AS TEXT)::json) AS e(entry) CROSS JOIN "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = (e.entry ->> 2)::bigint AND "outbox".id = (e.entry ->> 0) AND "outbox".lease_token = (e.entry ->> 1) FOR UPDATE OF "outbox") AS l"#),
         "{sql}"
     );
     assert!(sql.contains("SELECT 60000, $2, topic"), "{sql}");
+    assert!(
+        sql.contains("CROSS JOIN LATERAL json_array_elements(CAST($3 AS TEXT)::json -> CAST(held.signature AS INTEGER)) AS m(entry)"),
+        "{sql}"
+    );
 }
 
 #[test]
@@ -467,7 +477,7 @@ fn a_claims_deaths_are_counted_by_its_token() {
     assert_eq!(
         statement.sql(),
         format!(
-            r#"INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, ?, COALESCE(CAST(topic AS TEXT), ''), 'dead', 0, COUNT(*) FROM "outbox" WHERE state = 'dead' AND due_at = ? AND lease_token = ? GROUP BY 3 ORDER BY 3 {ROLLUPS_CONFLICT}"#
+            r#"INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, ?, COALESCE(CAST(topic AS TEXT), ''), 'dead_at_claim', 0, COUNT(*) FROM "outbox" WHERE state = 'dead' AND due_at = ? AND lease_token = ? GROUP BY 3 ORDER BY 3 {ROLLUPS_CONFLICT}"#
         )
     );
     assert_eq!(
