@@ -51,6 +51,7 @@ export function simulationMarkdown(runs) {
     ["innocent messages dead (of an unknown outcome)", (f) => `${f.innocent_dead} (${f.innocent_dead_unsettled})`],
     ["poison dead after (attempts)", (f) => f.poison_dead_after ?? "–"],
     ["attempts spent during the outage (poison aside)", (f) => `**${f.outage_attempts}**`],
+    ["rollups against the database's audit: differences / changes", (f) => `**${f.rollup_differences.length}** / ${int(f.audited_changes)}`],
   ];
   const same = JSON.stringify(sqlite) === JSON.stringify(postgres);
   lines.push(

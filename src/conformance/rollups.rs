@@ -26,16 +26,23 @@ async fn recent(
         .await?)
 }
 
-/// The counts of `topic`, summed over `rollups`.
-fn counts_of(rollups: &[Rollup], topic: &str) -> Counts {
+/// `rollups` summed into one (`None` if there are none).
+fn merged<'r>(rollups: impl IntoIterator<Item = &'r Rollup>) -> Option<Rollup> {
     let mut sum: Option<Rollup> = None;
-    for rollup in rollups.iter().filter(|rollup| rollup.topic == topic) {
+    for rollup in rollups {
         match &mut sum {
             Some(sum) => sum.merge(rollup),
             None => sum = Some(rollup.clone()),
         }
     }
-    sum.map(|sum| sum.counts).unwrap_or_default()
+    sum
+}
+
+/// The counts of `topic`, summed over `rollups`.
+fn counts_of(rollups: &[Rollup], topic: &str) -> Counts {
+    merged(rollups.iter().filter(|rollup| rollup.topic == topic))
+        .map(|sum| sum.counts)
+        .unwrap_or_default()
 }
 
 fn counts(delivered: u64, retried: u64, deferred: u64, dead: u64) -> Counts {
@@ -210,14 +217,7 @@ pub(crate) async fn a_drain_counts_durations_suspects_and_trips(h: Harness) -> C
     ensure_eq!(down.breaker_trips, 1);
     let settled = down.retried + down.deferred + down.handed_back;
     ensure_eq!(settled, 6);
-    let mut all: Option<Rollup> = None;
-    for rollup in &minutes {
-        match &mut all {
-            Some(all) => all.merge(rollup),
-            None => all = Some(rollup.clone()),
-        }
-    }
-    let all = all.ok_or_else(|| Failure("no rollups".into()))?;
+    let all = merged(&minutes).ok_or_else(|| Failure("no rollups".into()))?;
     // Every attempt took 40 ms on the drain's clock.
     ensure!(all.duration.count() >= 3, "{:?}", all.duration);
     ensure_eq!(all.duration.quantile(0.5), Some(Duration::from_millis(50)));
