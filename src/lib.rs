@@ -73,6 +73,7 @@ mod random;
 mod retry;
 mod sql;
 pub mod subject;
+pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod time;

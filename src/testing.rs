@@ -105,6 +105,91 @@ impl Deliver for RecordingDeliverer {
     }
 }
 
+/// One settle a [`RecordingTelemetry`] was told of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ToldSettle {
+    /// The outbox (its table).
+    pub outbox: String,
+    /// The message's topic.
+    pub topic: String,
+    /// The message's id.
+    pub id: String,
+    /// How its settle ended.
+    pub outcome: crate::telemetry::Outcome,
+    /// The class of failure, if any.
+    pub error_type: Option<&'static str>,
+    /// How long its delivery took.
+    pub duration: Option<std::time::Duration>,
+    /// How late it was delivered.
+    pub lateness: Option<std::time::Duration>,
+    /// How old it was when delivered.
+    pub age: Option<std::time::Duration>,
+    /// Delivered alone, as a suspect.
+    pub alone: bool,
+    /// Its failure tripped its receiver's breaker.
+    pub tripped: bool,
+}
+
+/// What a [`RecordingTelemetry`] was told, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Told {
+    /// Settles.
+    pub settled: Vec<ToldSettle>,
+    /// Backlog samples: outbox, messages due, oldest due age.
+    pub backlogs: Vec<(String, u64, Option<std::time::Duration>)>,
+    /// Outboxes whose runs ended, one entry per run.
+    pub runs_ended: Vec<String>,
+}
+
+/// A [`Telemetry`](crate::telemetry::Telemetry) that records everything it
+/// is told. Clones share the record.
+#[derive(Debug, Clone, Default)]
+pub struct RecordingTelemetry {
+    told: Arc<Mutex<Told>>,
+}
+
+impl RecordingTelemetry {
+    /// What it was told so far.
+    pub fn told(&self) -> Told {
+        self.record().clone()
+    }
+
+    fn record(&self) -> std::sync::MutexGuard<'_, Told> {
+        self.told.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl crate::telemetry::Telemetry for RecordingTelemetry {
+    fn settled(&self, settled: &crate::telemetry::Settled<'_>) {
+        self.record().settled.push(ToldSettle {
+            outbox: settled.outbox.to_owned(),
+            topic: settled.topic.to_owned(),
+            id: settled.id.to_owned(),
+            outcome: settled.outcome,
+            error_type: settled.error_type,
+            duration: settled.duration,
+            lateness: settled.lateness,
+            age: settled.age,
+            alone: settled.alone,
+            tripped: settled.tripped,
+        });
+    }
+
+    fn backlog(&self, backlog: &crate::telemetry::Backlog<'_>) {
+        self.record().backlogs.push((
+            backlog.outbox.to_owned(),
+            backlog.due,
+            backlog.oldest_due_age,
+        ));
+    }
+
+    fn run_ended(&self, outbox: &str) {
+        self.record().runs_ended.push(outbox.to_owned());
+    }
+}
+
 /// Runs a future until it finishes or `crashed` is raised; a raised flag
 /// drops it where it stands, as a dying isolate (or an aborted task) would:
 /// `None`. For testing what survives a crash mid-drain.

@@ -98,4 +98,18 @@ impl Delivery {
             Delivery::Retry { .. } | Delivery::RetryAfter { .. } | Delivery::Unavailable { .. }
         )
     }
+
+    /// The verdict's class, fit for a metric's label (`error.type`):
+    /// `delivered`, `failed`, `throttled`, `unavailable`, `permanent` or
+    /// `gone`. Never the error's text.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Delivery::Delivered => "delivered",
+            Delivery::Retry { .. } => "failed",
+            Delivery::RetryAfter { .. } => "throttled",
+            Delivery::Unavailable { .. } => "unavailable",
+            Delivery::Permanent { .. } => "permanent",
+            Delivery::Gone { .. } => "gone",
+        }
+    }
 }

@@ -27,6 +27,7 @@ mod rollups;
 mod settle;
 mod stats;
 mod subject;
+mod telemetry;
 
 use std::fmt;
 use std::sync::Arc;
@@ -260,6 +261,8 @@ pub fn cases() -> Vec<Case> {
         rollups::minutes_fold_into_hours_and_old_hours_are_forgotten,
         rollups::rollups_off_write_nothing,
         rollups::bad_ranges_are_refused,
+        telemetry::a_drain_tells_its_sinks_what_it_settled,
+        telemetry::a_claims_deaths_are_told,
     ]
 }
 

@@ -10,6 +10,7 @@ use super::destinations::DestinationLimits;
 use super::limits::DrainLimits;
 use crate::error::Result;
 use crate::outbox::{ClaimedMessage, Outbox};
+use crate::telemetry::{Sinks, Telemetry, spans};
 use crate::time::{Timer, Timestamp};
 use crate::verdict::Delivery;
 
@@ -23,6 +24,8 @@ pub struct Drainer {
     pub(super) timer: Arc<dyn Timer>,
     pub(super) limits: DrainLimits,
     pub(super) destinations: Option<DestinationLimits>,
+    /// Where what the drain does is told as it happens.
+    pub(super) telemetry: Sinks,
     /// When this drainer (and its clones) last swept (stranded ordering
     /// keys, expired tombstones), in Unix ms (see `run::Run::sweep`).
     pub(super) last_sweep: Arc<AtomicI64>,
@@ -111,6 +114,7 @@ pub struct DrainerBuilder {
     timer: Option<Arc<dyn Timer>>,
     limits: DrainLimits,
     destinations: Option<DestinationLimits>,
+    telemetry: Sinks,
 }
 
 impl std::fmt::Debug for DrainerBuilder {
@@ -127,6 +131,13 @@ impl DrainerBuilder {
     /// [`DrainLimits::concurrency`]); see [`DestinationLimits`].
     pub fn destination_limits(mut self, limits: DestinationLimits) -> Self {
         self.destinations = Some(limits);
+        self
+    }
+
+    /// Tells `sink` what each drain does, as it happens (default: no
+    /// sink); call again to add another. See [`telemetry`](crate::telemetry).
+    pub fn telemetry(mut self, sink: Arc<dyn Telemetry>) -> Self {
+        self.telemetry.add(sink);
         self
     }
 
@@ -176,6 +187,7 @@ impl DrainerBuilder {
             timer,
             limits: self.limits,
             destinations: self.destinations,
+            telemetry: self.telemetry,
             last_sweep: Arc::new(AtomicI64::new(i64::MIN)),
         })
     }
@@ -200,6 +212,7 @@ impl Drainer {
             timer: None,
             limits: DrainLimits::scheduled(),
             destinations: None,
+            telemetry: Sinks::default(),
         }
     }
 
@@ -213,6 +226,7 @@ impl Drainer {
             timer: None,
             limits: DrainLimits::scheduled(),
             destinations: None,
+            telemetry: Sinks::default(),
         }
     }
 
@@ -259,9 +273,11 @@ impl Drainer {
             return late.collect();
         }
         let delivery: crate::future::BoxFuture<'_, Vec<Delivery>> = match &self.deliver {
-            Deliverer::One(deliver) => Box::pin(futures_util::future::join_all(
-                messages.iter().map(|message| deliver.deliver(message)),
-            )),
+            Deliverer::One(deliver) => {
+                Box::pin(futures_util::future::join_all(messages.iter().map(
+                    |message| spans::in_process_span(message, deliver.deliver(message)),
+                )))
+            }
             Deliverer::Batch(deliver) => deliver.deliver_batch(&messages),
         };
         let timeout = self.timer.sleep(self.limits.delivery_timeout);

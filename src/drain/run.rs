@@ -18,6 +18,7 @@ use crate::database::Statement;
 use crate::error::Error;
 use crate::future::BoxFuture;
 use crate::outbox::{Claim, ClaimedMessage, DeathCause, Fate, LeaseHandle, Observed, SettleReport};
+use crate::telemetry::{BACKLOG_CAP, Backlog, Outcome as Told, Settled};
 use crate::time::Timestamp;
 use crate::verdict::Delivery;
 
@@ -34,6 +35,8 @@ struct Planned {
     claimed: Option<(ClaimSlot, u32)>,
     /// The topic streaks the outbox remembers, read with the first claim.
     streaks: Option<ReadSlot>,
+    /// The backlog sample, read with the sweep when telemetry is on.
+    backlog: Option<ReadSlot>,
 }
 
 /// Whether a failure may wait for its topic's streak to decide.
@@ -55,6 +58,13 @@ struct Taken {
     /// rollups, with its settle).
     started: Option<Timestamp>,
     observed: Observed,
+    /// What the settle in flight counts, kept for telemetry.
+    settling: Observed,
+    /// When it was due, and enqueued (for lateness and age).
+    became_due: Option<Timestamp>,
+    created_at: Timestamp,
+    /// The class of what last went wrong with it (`error.type`).
+    error_type: Option<&'static str>,
 }
 
 impl Taken {
@@ -69,6 +79,10 @@ impl Taken {
             receiver,
             started: None,
             observed: Observed::default(),
+            settling: Observed::default(),
+            became_due: message.lease().became_due,
+            created_at: message.created_at,
+            error_type: None,
         }
     }
 }
@@ -199,6 +213,9 @@ impl<'a> Run<'a> {
         self.report.tripped = self.breaker.tripped();
         self.report.paused = self.paused.iter().cloned().collect();
         self.report.elapsed = self.now().duration_since(started);
+        self.drainer
+            .telemetry
+            .run_ended(self.drainer.outbox.table().as_str());
         self.report
     }
 
@@ -271,10 +288,11 @@ impl<'a> Run<'a> {
                     // Given back for the cooldown: should the pause not have
                     // been stored (or be resumed already), claims do not
                     // churn the topic's rows.
-                    self.hand_back(message, now);
+                    self.hand_back(message, now, "paused");
                 } else if self.breaker.is_open(self.receiver(&message)) {
-                    self.hand_back(message, now);
+                    self.hand_back(message, now, "circuit_open");
                 } else if self.failed || !self.drainer.room_before(finish_by, now) {
+                    self.mark(&message.id, "no_time");
                     self.push(message.lease().clone(), Fate::Release { due: now }, now);
                 } else {
                     bytes = bytes.saturating_add(size);
@@ -315,7 +333,8 @@ impl<'a> Run<'a> {
         settle_by
     }
 
-    fn hand_back(&mut self, message: ClaimedMessage, now: Timestamp) {
+    fn hand_back(&mut self, message: ClaimedMessage, now: Timestamp, why: &'static str) {
+        self.mark(&message.id, why);
         let cooldown = self
             .drainer
             .limits
@@ -330,6 +349,9 @@ impl<'a> Run<'a> {
     /// Counts what a settle did, and logs a line per message it parked as
     /// dead.
     fn tally(&mut self, mut settled: SettleReport) {
+        for (id, told) in std::mem::take(&mut settled.told) {
+            self.tell(&id, told);
+        }
         let outbox = self.drainer.outbox.table().as_str();
         for (id, cause) in std::mem::take(&mut settled.died) {
             let reason = match cause {
@@ -344,6 +366,61 @@ impl<'a> Run<'a> {
             );
         }
         self.report.tally(settled);
+    }
+
+    /// Tells the telemetry sinks how the settle of message `id` ended.
+    fn tell(&self, id: &str, told: Told) {
+        if self.drainer.telemetry.is_empty() {
+            return;
+        }
+        let outbox = self.drainer.outbox.table().as_str();
+        let Some(taken) = self.taken.get(id) else {
+            if self.malformed.contains(id) {
+                // A row that did not decode: its topic is unknown.
+                self.drainer.telemetry.settled(&Settled {
+                    outbox,
+                    topic: "(unknown)",
+                    id,
+                    outcome: told,
+                    error_type: Some("malformed"),
+                    duration: None,
+                    lateness: None,
+                    age: None,
+                    alone: false,
+                    tripped: false,
+                });
+            }
+            return;
+        };
+        let now = self.now();
+        let delivered = told == Told::Delivered;
+        let error_type = match told {
+            Told::Delivered => None,
+            Told::LeaseLost => Some("lease_lost"),
+            _ => taken.error_type,
+        };
+        self.drainer.telemetry.settled(&Settled {
+            outbox,
+            topic: &taken.topic,
+            id,
+            outcome: told,
+            error_type,
+            duration: taken.settling.duration,
+            lateness: taken
+                .became_due
+                .filter(|_| delivered)
+                .map(|due| now.duration_since(due)),
+            age: delivered.then(|| now.duration_since(taken.created_at)),
+            alone: taken.settling.alone,
+            tripped: taken.settling.tripped,
+        });
+    }
+
+    /// Records why message `id` was not delivered (`error.type`).
+    fn mark(&mut self, id: &str, error_type: &'static str) {
+        if let Some(taken) = self.taken.get_mut(id) {
+            taken.error_type = Some(error_type);
+        }
     }
 
     /// Whose failures `message` counts toward: its topic's receiver, per
@@ -454,6 +531,7 @@ impl<'a> Run<'a> {
     fn finish(&mut self, message: ClaimedMessage, attempt: Attempt) {
         let now = self.now();
         self.ended(&message, now, &attempt);
+        self.classify(&message, &attempt);
         let destination = self.destination(&message).map(str::to_owned);
         self.destinations.finish(destination.as_deref());
         let until = message.lease().until();
@@ -503,6 +581,17 @@ impl<'a> Run<'a> {
         self.push_all(settles);
     }
 
+    /// Records the class of a failed attempt of `message`.
+    fn classify(&mut self, message: &ClaimedMessage, attempt: &Attempt) {
+        let class = match attempt {
+            Attempt::Answered(Delivery::Delivered) => return,
+            Attempt::Answered(delivery) => delivery.class(),
+            Attempt::TimedOut => "timeout",
+            Attempt::TooLate => "no_time",
+        };
+        self.mark(&message.id, class);
+    }
+
     /// A delivery of `message` started at `now`.
     fn started(&mut self, message: &ClaimedMessage, now: Timestamp) {
         if let Some(taken) = self.taken.get_mut(&message.id) {
@@ -549,6 +638,7 @@ impl<'a> Run<'a> {
             swept: None,
             claimed: None,
             streaks: None,
+            backlog: None,
         };
         if let Some(wanted) = wanted {
             let claim = self.drainer.outbox.claim_statement(wanted, limits.lease);
@@ -559,6 +649,7 @@ impl<'a> Run<'a> {
                 Ok((claim, streaks)) => {
                     if let Some(sweep) = self.sweep.take() {
                         planned.swept = Some((planned.call.sweep(sweep.clone()), sweep));
+                        planned.backlog = self.backlog_read(&mut planned.call);
                     }
                     let recovery = claim.recovery().ok();
                     planned.claimed = Some((planned.call.claim(claim, recovery), wanted));
@@ -572,6 +663,23 @@ impl<'a> Run<'a> {
         }
         self.write_streaks(&mut planned.call);
         Some(planned)
+    }
+
+    /// Reads the backlog in `call`, before its claim, if a sink is told.
+    fn backlog_read(&self, call: &mut Call) -> Option<ReadSlot> {
+        if self.drainer.telemetry.is_empty() {
+            return None;
+        }
+        match self.drainer.outbox.backlog_statement(BACKLOG_CAP) {
+            Ok(statement) => Some(call.read(statement)),
+            Err(error) => {
+                log::warn!(
+                    "outbox drain of {}: backlog not sampled: {error}",
+                    self.drainer.outbox.table()
+                );
+                None
+            }
+        }
     }
 
     /// Adds the changes to the remembered topic streaks to `call`.
@@ -695,7 +803,7 @@ impl<'a> Run<'a> {
         let prepared = self.drainer.outbox.prepare_observed(&fates, observed);
         for (lease, _) in &outcomes {
             if let Some(taken) = self.taken.get_mut(&lease.id) {
-                taken.observed = Observed::default();
+                taken.settling = std::mem::take(&mut taken.observed);
             }
         }
         match prepared {
@@ -764,6 +872,17 @@ impl<'a> Run<'a> {
         {
             self.sweep = Some(sweep);
         }
+        if let Some(slot) = planned.backlog {
+            let outbox = self.drainer.outbox.table().as_str();
+            match self.drainer.outbox.read_backlog(&reply.rows(slot)) {
+                Ok((due, oldest_due_age)) => self.drainer.telemetry.backlog(&Backlog {
+                    outbox,
+                    due,
+                    oldest_due_age,
+                }),
+                Err(error) => log::warn!("outbox drain of {outbox}: backlog unread: {error}"),
+            }
+        }
         if let Some(slot) = planned.streaks {
             self.streaks_read = true;
             match self.drainer.outbox.read_streaks(&reply.rows(slot)) {
@@ -794,6 +913,18 @@ impl<'a> Run<'a> {
         for (id, topic) in claim.exhausted.iter().zip(&claim.exhausted_topics) {
             let reason = DeadReason::UnsettledLeases;
             log::warn!("{}", dead_letter_line(outbox, id, Some(topic), reason));
+            self.drainer.telemetry.settled(&Settled {
+                outbox,
+                topic,
+                id,
+                outcome: Told::Dead,
+                error_type: Some("attempts_exhausted"),
+                duration: None,
+                lateness: None,
+                age: None,
+                alone: false,
+                tripped: false,
+            });
         }
         for malformed in claim.malformed {
             if let Some(lease) = malformed.lease {
@@ -852,6 +983,7 @@ impl<'a> Run<'a> {
         };
         let now = self.now();
         self.ended(&message, now, &attempt);
+        self.classify(&message, &attempt);
         if let Some(taken) = self.taken.get_mut(&message.id) {
             taken.observed.alone = true;
         }
@@ -877,7 +1009,7 @@ impl<'a> Run<'a> {
             return None;
         }
         if self.breaker.is_open(self.receiver(&message)) {
-            self.hand_back(message, now);
+            self.hand_back(message, now, "circuit_open");
             return None;
         }
         let finish_by = self.finish_by(Timestamp::MAX);
@@ -937,6 +1069,7 @@ impl<'a> Run<'a> {
             .into_iter()
             .chain(std::mem::take(&mut self.suspects))
         {
+            self.mark(&message.id, "run_ended");
             self.push(message.lease().clone(), Fate::Release { due: now }, now);
         }
         if self.outcomes.is_empty() || self.report.queries >= self.drainer.limits.max_queries {

@@ -127,6 +127,7 @@ impl Outbox {
         };
         let due_at = message.not_before.map_or(now, |at| at.max(now));
         let insert = self.insert_statement(&message, &id, due_at, None, now)?;
+        crate::telemetry::spans::sent(&message.topic, &id);
         Enqueue::new(self, id, &message, insert, now)
     }
 
@@ -165,6 +166,7 @@ impl Outbox {
         let until = now.checked_add(lease)?;
         let token = self.new_ulid(now);
         let insert = self.insert_statement(&message, &id, until, Some(&token), now)?;
+        crate::telemetry::spans::sent(&message.topic, &id);
         let enqueue = Enqueue::new(self, id.clone(), &message, insert, now)?;
         let fence = sql::Fence {
             id: &id,

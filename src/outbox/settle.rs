@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::sql;
 use crate::sql::dialects::sweep_promotes_heads;
 use crate::sql::settle::Retry;
+use crate::telemetry::Outcome as Told;
 use crate::time::Timestamp;
 use crate::verdict::Delivery;
 
@@ -84,6 +85,8 @@ pub struct SettleReport {
     pub lease_lost: Vec<String>,
     /// The rows parked as dead, and why (for the drain's dead letter lines).
     pub(crate) died: Vec<(String, DeathCause)>,
+    /// Each lease's outcome, in the order settled (for live telemetry).
+    pub(crate) told: Vec<(String, Told)>,
 }
 
 /// Why a settle parked a row as dead.
@@ -139,11 +142,23 @@ impl PreparedSettle {
     /// Reads the outcomes of [`statements`](PreparedSettle::statements), in
     /// the same order.
     pub(crate) fn read(&self, outcomes: &[Outcome]) -> SettleReport {
-        let mut report = SettleReport::default();
+        let mut report = SettleReport {
+            told: Vec::with_capacity(self.plan.len()),
+            ..SettleReport::default()
+        };
         for planned in &self.plan {
             let applied = outcomes
                 .get(planned.statement)
                 .is_some_and(|outcome| outcome.rows_affected > 0);
+            let told = match (applied, planned.effect) {
+                (false, _) => Told::LeaseLost,
+                (true, Effect::Completed) => Told::Delivered,
+                (true, Effect::Retried) => Told::Retried,
+                (true, Effect::Deferred) => Told::Deferred,
+                (true, Effect::Dead(_)) => Told::Dead,
+                (true, Effect::Released | Effect::Paused) => Told::HandedBack,
+            };
+            report.told.push((planned.id.clone(), told));
             match (applied, planned.effect) {
                 (false, _) => report.lease_lost.push(planned.id.clone()),
                 (true, Effect::Completed) => report.completed += 1,

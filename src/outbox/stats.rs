@@ -81,6 +81,44 @@ impl Outbox {
             .map_err(|error| error.in_row(self.table().as_str(), None))
     }
 
+    /// A drain's backlog sample: messages due now (at most `at_most`) and
+    /// when the most overdue of them fell due, reading at most `at_most`
+    /// rows of the primary key.
+    pub(crate) fn backlog_statement(&self, at_most: u64) -> Result<Statement> {
+        let now = self.now().as_unix_millis();
+        let mut due = Query::select();
+        due.column(col::DUE_AT)
+            .from(self.table_name())
+            .and_where(Expr::col(col::STATE).eq(state::READY))
+            .and_where(Expr::col(col::DUE_AT).lte(now))
+            .order_by(col::DUE_AT, sea_query::Order::Asc)
+            .limit(at_most);
+        let mut backlog = Query::select();
+        backlog
+            .expr_as(Expr::col(Asterisk).count(), "due")
+            .expr_as(Expr::col(col::DUE_AT).min(), "oldest_due_at")
+            .from_subquery(due, "due_rows");
+        self.render(&backlog)
+    }
+
+    /// Reads [`backlog_statement`](Outbox::backlog_statement)'s row: the
+    /// count, and how overdue the oldest due message is.
+    ///
+    /// # Errors
+    /// [`Error::MalformedRow`] if the row is missing or not integers.
+    pub(crate) fn read_backlog(
+        &self,
+        rows: &crate::database::Rows,
+    ) -> Result<(u64, Option<Duration>)> {
+        let row = rows
+            .first()
+            .ok_or_else(|| Error::database("an aggregate query returned no row"))?;
+        let in_table = |error: Error| error.in_row(self.table().as_str(), None);
+        let due: u64 = row.get("due").map_err(in_table)?;
+        let oldest: Option<Timestamp> = row.get("oldest_due_at").map_err(in_table)?;
+        Ok((due, oldest.map(|at| self.now().duration_since(at))))
+    }
+
     fn count_due_statement(&self, at_most: u32) -> Result<Statement> {
         let now = self.now().as_unix_millis();
         let mut due = Query::select();

@@ -14,7 +14,10 @@
 //!   named `<object>` (see `durable.rs`).
 //! - `/relay/<route>` and the Queue consumers: outbox → Queue → consumer
 //!   (see `relay.rs`).
+//! - `POST /analytics/drain`: a drain's Analytics Engine data points (see
+//!   `analytics.rs`).
 
+mod analytics;
 // The `#[durable_object]` macro generates undocumented methods.
 #[allow(missing_docs)]
 mod durable;
@@ -66,6 +69,7 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
                 .await
         }
         (_, "relay") => relay::route(request, env, rest).await,
+        (Method::Post, "analytics") if rest == "drain" => analytics::drain(&env).await,
         (_, "alarmed") => {
             let (object, inner) = rest.split_once('/').unwrap_or((rest, ""));
             let stub = env
