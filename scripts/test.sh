@@ -19,7 +19,7 @@ cargo clippy -p outbox-bench --all-targets -- -D warnings
 cargo clippy -p quickstart-postgres -- -D warnings
 
 say "rustdoc (no broken links)"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features conformance,postgres,native-http
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features conformance,postgres,native-http,metrics,tracing
 
 say "the core builds for wasm32 with its default features"
 cargo check --target wasm32-unknown-unknown -p workers-outbox

@@ -1,7 +1,7 @@
 //! Live telemetry: what a drain did, told as it happens to sinks of the
 //! caller's choosing — an Analytics Engine dataset on Workers
-//! ([`AnalyticsEngineTelemetry`]), the `metrics` crate's facade natively
-//! ([`MetricsTelemetry`], feature `metrics`), or a [`Telemetry`] of one's own.
+//! (`AnalyticsEngineTelemetry`, feature `workers`), the `metrics` crate's facade natively
+//! (`MetricsTelemetry`, feature `metrics`), or a [`Telemetry`] of one's own.
 //! With the `tracing` feature, enqueues and deliveries also open spans
 //! (`send {topic}`, `process {topic}`) after the OpenTelemetry messaging
 //! conventions.

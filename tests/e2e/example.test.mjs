@@ -25,6 +25,8 @@ async function example(settings = {}) {
     outboundService: sink.handler,
     queueProducers,
     queueConsumers,
+    // As wrangler.toml binds it: Miniflare accepts the writes and keeps none.
+    analyticsEngineDatasets: { OUTBOX_ANALYTICS: { dataset: "workers_outbox" } },
   });
   const call = (path, init = {}) => mf.dispatchFetch(`http://example.test${path}`, init);
   const signup = (email) =>

@@ -21,6 +21,7 @@ export async function start(
     queueConsumers,
     hyperdrives,
     outboundService,
+    analyticsEngineDatasets,
     migrate = true,
     onLog,
   } = {},
@@ -42,6 +43,7 @@ export async function start(
     hyperdrives,
     bindings,
     outboundService,
+    analyticsEngineDatasets,
     // The Worker's log lines (drain reports) go to `onLog`, and to the
     // terminal only with E2E_VERBOSE=1.
     handleRuntimeStdio(stdout, stderr) {

@@ -4,8 +4,10 @@
 use std::sync::Arc;
 
 use worker::Env;
+use workers_outbox::drain::DrainerBuilder;
 use workers_outbox::http::HttpDeliverer;
 use workers_outbox::queue::{FanOut, QueueDeliverer};
+use workers_outbox::telemetry::{AnalyticsEngineTelemetry, Telemetry};
 use workers_outbox::topic::Router;
 use workers_outbox::{
     D1Database, Database, DrainLimits, Drainer, Error, Inbox, Outbox, Result, RetryPolicy,
@@ -42,6 +44,9 @@ pub(crate) struct App {
     pub(crate) after_response: DrainLimits,
     pub(crate) scheduled: DrainLimits,
     mail_api: String,
+    /// This invocation's drains, written to the `OUTBOX_ANALYTICS` dataset
+    /// if bound.
+    telemetry: Option<Arc<dyn Telemetry>>,
 }
 
 impl App {
@@ -68,8 +73,13 @@ impl App {
                 FanOut::default().messages_per_drain,
             )?,
         };
+        let telemetry = env
+            .analytics_engine("OUTBOX_ANALYTICS")
+            .ok()
+            .map(|dataset| Arc::new(AnalyticsEngineTelemetry::new(dataset)) as Arc<dyn Telemetry>);
         Ok(App {
             mail_api,
+            telemetry,
             events: Outbox::new(db.clone(), "account_events")?,
             events_queue: env.queue("ACCOUNT_EVENTS").ok(),
             drain_requests: env.queue("DRAIN_REQUESTS").ok(),
@@ -91,18 +101,28 @@ impl App {
         let Some(queue) = self.events_queue.clone() else {
             return Ok(None);
         };
-        Drainer::batch_builder(self.events.clone(), QueueDeliverer::new(queue))
-            .limits(limits)
-            .build()
-            .map(Some)
+        self.observed(Drainer::batch_builder(
+            self.events.clone(),
+            QueueDeliverer::new(queue),
+        ))
+        .limits(limits)
+        .build()
+        .map(Some)
     }
 
     /// A drainer sending confirmation mails to the mail API.
     pub(crate) fn drainer(&self, limits: DrainLimits) -> Result<Drainer> {
         let mail_api = HttpDeliverer::new(&self.mail_api)?.timeout(limits.delivery_timeout);
         let router = Router::new().route::<Mail, _>(mail_api);
-        Drainer::builder(self.outbox.clone(), router)
+        self.observed(Drainer::builder(self.outbox.clone(), router))
             .limits(limits)
             .build()
+    }
+
+    fn observed(&self, drainer: DrainerBuilder) -> DrainerBuilder {
+        match &self.telemetry {
+            Some(telemetry) => drainer.telemetry(telemetry.clone()),
+            None => drainer,
+        }
     }
 }
