@@ -66,9 +66,9 @@ const results = { d1: {}, sqlite: {} };
 results.d1.drain = [];
 for (const algo of ALGOS) for (const batch of BATCHES) results.d1.drain.push(await d1Drain(algo, batch));
 
-// Rollups on and off, side by side: three drains each, alternating.
+// Rollups on and off, side by side: five drains each, alternating.
 results.d1.rollups = [];
-for (let repetition = 0; repetition < 3; repetition++) {
+for (let repetition = 0; repetition < 5; repetition++) {
   for (const algo of ["ours", "ours-no-rollups"]) results.d1.rollups.push(await d1Drain(algo, 100));
 }
 
@@ -282,7 +282,7 @@ function markdown(r) {
     "",
     "The same no-op drain of the same backlog at batch 100, with the outbox's rollups on (the",
     "default: counts and histograms written in the same atomic call as each settle) and off,",
-    "three runs each, alternating. Median (range) of the three.",
+    "five runs each, alternating. Median (range) of the five.",
     "",
   );
   const median = (values) => {

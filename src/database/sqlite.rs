@@ -13,6 +13,9 @@ use super::{Database, Dialect, Outcome, Rows, Statement};
 use crate::error::{Error, Result, RetryAdvice};
 use crate::future::BoxFuture;
 
+/// Prepared statements each connection keeps.
+const PREPARED_STATEMENTS: usize = 64;
+
 /// A SQLite database: the embedded default for native use and for tests.
 ///
 /// One connection behind a mutex. Statements run on the calling task: SQLite
@@ -48,7 +51,8 @@ impl SqliteDatabase {
         Self::from_connection(connection)
     }
 
-    /// Wraps an open connection.
+    /// Wraps an open connection (its prepared-statement cache resized to
+    /// 64 statements).
     ///
     /// # Errors
     /// [`Error::Database`] if the connection cannot be configured.
@@ -56,6 +60,9 @@ impl SqliteDatabase {
         connection
             .busy_timeout(Duration::from_secs(5))
             .map_err(map_error)?;
+        // A drain's call holds a dozen distinct statements (claim, settles,
+        // counts, sweep): room for all of them and the caller's own.
+        connection.set_prepared_statement_cache_capacity(PREPARED_STATEMENTS);
         Ok(SqliteDatabase {
             connection: Mutex::new(connection),
         })

@@ -317,6 +317,7 @@ mod tests {
     fn lease(id: &str, until: i64) -> LeaseHandle {
         LeaseHandle {
             id: id.into(),
+            topic: "topic".into(),
             token: "t".into(),
             until: Timestamp::from_unix_millis(until).unwrap_or(Timestamp::EPOCH),
             attempt: 1,

@@ -20,6 +20,8 @@ use crate::time::Timestamp;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseHandle {
     pub(crate) id: String,
+    /// The message's topic (`""` for a row whose topic does not decode).
+    pub(crate) topic: String,
     pub(crate) token: String,
     pub(crate) until: Timestamp,
     pub(crate) attempt: u32,
@@ -224,8 +226,9 @@ impl ClaimStatement {
                 lease: None,
             })
         })?;
-        let lease = |attempt, ordering_key, deferrals, created_at, became_due| LeaseHandle {
+        let lease = |topic, attempt, ordering_key, deferrals, created_at, became_due| LeaseHandle {
             id: id.clone(),
+            topic,
             token: self.token.clone(),
             until: self.until,
             attempt,
@@ -242,9 +245,10 @@ impl ClaimStatement {
             // A claim spends no attempt: this lease is attempt `attempts + 1`.
             let attempts: u32 = row.get(col::ATTEMPTS)?;
             let created_at = row.get(col::CREATED_AT)?;
+            let topic: String = row.get(col::TOPIC)?;
             Ok(Returned::Leased(Box::new(ClaimedMessage {
                 id: id.clone(),
-                topic: row.get(col::TOPIC)?,
+                topic: topic.clone(),
                 payload: row.get(col::PAYLOAD)?,
                 subject: row.get(col::SUBJECT)?,
                 // A trace that no longer parses is dropped, never the message.
@@ -255,6 +259,7 @@ impl ClaimStatement {
                 created_at,
                 unsettled_leases: row.get(col::UNSETTLED_LEASES)?,
                 lease: lease(
+                    topic,
                     attempts.saturating_add(1),
                     row.get(col::ORDERING_KEY)?,
                     row.get(col::DEFERRALS)?,
@@ -271,7 +276,14 @@ impl ClaimStatement {
                 .map_or(u32::MAX, |attempts| attempts.saturating_add(1));
             Box::new(MalformedMessage {
                 error: error.in_row(self.table.as_str(), Some(&id)),
-                lease: Some(lease(attempt, None, 0, Timestamp::EPOCH, None)),
+                lease: Some(lease(
+                    row.get::<String>(col::TOPIC).unwrap_or_default(),
+                    attempt,
+                    None,
+                    0,
+                    Timestamp::EPOCH,
+                    None,
+                )),
             })
         })
     }
@@ -352,9 +364,9 @@ impl Outbox {
         };
         Ok(ClaimStatement {
             statement: sql::claim::claim(self.table(), self.dialect(), &spec)?,
-            deaths: self.counts_rollups().then(|| {
-                sql::rollups::count_claim_deaths(self.table(), self.dialect(), now, &token)
-            }),
+            deaths: self
+                .rollup_writes()
+                .map(|writes| writes.count_claim_deaths(now, &token)),
             token,
             until,
             table: self.table().clone(),

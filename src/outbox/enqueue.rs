@@ -176,7 +176,7 @@ impl Outbox {
         let unlease = sql::pause::unlease_if_paused(self.table(), self.dialect(), &fence, now)?;
         let claimed = ClaimedMessage {
             id: id.clone(),
-            topic: message.topic,
+            topic: message.topic.clone(),
             payload: message.payload,
             subject: message.subject,
             trace: message.trace,
@@ -184,6 +184,7 @@ impl Outbox {
             unsettled_leases: 0,
             lease: LeaseHandle {
                 id: id.clone(),
+                topic: message.topic,
                 token,
                 until,
                 attempt: 1,

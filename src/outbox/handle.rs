@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::identifier::TableName;
 use crate::random::{FastRandom, RandomSource};
 use crate::retry::RetryPolicy;
-use crate::sql::{dialects, schema};
+use crate::sql::{self, dialects, schema};
 use crate::time::{Clock, SystemClock};
 
 const SCHEMA_TEMPLATE: &str = include_str!("schema.sql");
@@ -32,7 +32,8 @@ pub(super) struct Inner {
     pub(super) random: Arc<dyn RandomSource>,
     pub(super) retry: RetryPolicy,
     pub(super) limits: MessageLimits,
-    pub(super) rollups: bool,
+    /// Its rollup writes, when rollups are on.
+    pub(super) rollups: Option<sql::rollups::RollupWrites>,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -105,19 +106,23 @@ impl OutboxBuilder {
     /// [`Error::InvalidInput`](crate::error::Error::InvalidInput) if a table name
     /// is not a plain identifier (see [`TableName`]).
     pub fn build(self) -> Result<Outbox> {
+        let table = TableName::new(&self.table)?;
+        let rollups = self
+            .rollups
+            .then(|| sql::rollups::RollupWrites::new(&table, self.db.dialect()));
         Ok(Outbox {
             inner: Arc::new(Inner {
                 dialect: self.db.dialect(),
                 tombstones: Tombstones::new(&self.tombstones, self.db.dialect())?,
                 db: self.db,
-                table: TableName::new(&self.table)?,
+                table,
                 clock: self.clock,
                 random: self
                     .random
                     .unwrap_or_else(|| Arc::new(FastRandom::from_entropy())),
                 retry: self.retry,
                 limits: self.limits,
-                rollups: self.rollups,
+                rollups,
             }),
         })
     }
@@ -199,7 +204,12 @@ impl Outbox {
 
     /// Whether settles and claims write rollups.
     pub(crate) fn counts_rollups(&self) -> bool {
-        self.inner.rollups
+        self.inner.rollups.is_some()
+    }
+
+    /// Its rollup writes, when rollups are on.
+    pub(crate) fn rollup_writes(&self) -> Option<&sql::rollups::RollupWrites> {
+        self.inner.rollups.as_ref()
     }
 
     /// The SQL dialect its statements are rendered in.

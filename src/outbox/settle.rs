@@ -207,6 +207,7 @@ fn counting(
     };
     sql::rollups::Counted {
         fence: lease.fence(),
+        topic: &lease.topic,
         outcome,
         lateness_ms: lease.became_due.filter(|_| delivered).and_then(ms),
         age_ms: delivered.then(|| ms(lease.created_at)).flatten(),
@@ -323,9 +324,10 @@ impl Outbox {
             }
         }
         // First: it counts the rows the settles after it are about to change.
-        if let Some(count) =
-            sql::rollups::count_settles(self.table(), self.dialect(), &counted, now)
-        {
+        if let Some(count) = match self.rollup_writes() {
+            Some(writes) => writes.count_settles(&counted, now)?,
+            None => None,
+        } {
             prepared.statements.insert(0, count);
             for planned in &mut prepared.plan {
                 planned.statement += 1;

@@ -10,7 +10,7 @@ use sea_query::{
 };
 
 use super::tombstone_col::{ERASED_AT, GUARD_MARK, SUBJECT};
-use super::{col, schema};
+use super::{col, schema, state};
 use crate::database::{Dialect, Statement, query_error};
 use crate::error::Result;
 use crate::identifier::TableName;
@@ -214,18 +214,75 @@ pub(crate) fn schema_sql(dialect: Dialect, templates: [&str; 2], table: &TableNa
     }
 }
 
-/// The rollup entries of a settle, bound as one JSON text: a table of one
-/// row per entry, `e`.
+/// The lease groups of a settle, bound as one JSON text: a table of one
+/// row per group, `g`.
 pub(crate) fn entries_from(dialect: Dialect) -> &'static str {
     match dialect {
-        Dialect::Sqlite => "json_each(?) AS e",
+        Dialect::Sqlite => "json_each(?) AS g",
         // Bound as text: a JSON parameter would need a JSON-typed value.
-        Dialect::Postgres => "json_array_elements(CAST(? AS TEXT)::json) AS e(entry)",
+        Dialect::Postgres => "json_array_elements(CAST(? AS TEXT)::json) AS g(entry)",
     }
 }
 
-/// Field `index` of the JSON array `alias` (an entry `e`, or a signature's
-/// row `m`), as an integer or text.
+/// The common table expressions that end in `held`: per group of `groups`
+/// (topic, token, until, signature and ids), the leases that still hold in
+/// `outbox`, counted: rows of `topic`, `signature`, `leases` (how many hold)
+/// and `lost` (their unsettled leases).
+///
+/// - **SQLite** (and D1, which bills every row read, a sorter's too): one
+///   correlated sum per group, no sort. Both counts ride in one integer:
+///   each lease adds 1 to the low 32 bits and its unsettled leases to the
+///   high ones (a group has far fewer than 2³² leases).
+/// - **Postgres**: the matched rows are locked (`FOR UPDATE`), so no other
+///   drainer's claim takes one between the count and the settle; a lock
+///   cannot sit under an aggregate, so the locked rows are grouped outside.
+pub(crate) fn held_leases(dialect: Dialect, outbox: &str) -> String {
+    let (state_col, due, id, token, unsettled) = (
+        col::STATE,
+        col::DUE_AT,
+        col::ID,
+        col::LEASE_TOKEN,
+        col::UNSETTLED_LEASES,
+    );
+    // Unaliased: a plan names the table it searches.
+    let fenced = format!(
+        "{outbox}.{state_col} = '{ready}' AND {outbox}.{due} = groups.until \
+         AND {outbox}.{id} = {{id}} AND {outbox}.{token} = groups.token",
+        ready = state::READY,
+    );
+    match dialect {
+        // Materialized first: the packed sum is computed once, not once
+        // per use.
+        Dialect::Sqlite => format!(
+            "packed AS MATERIALIZED (SELECT groups.topic AS topic, groups.signature AS signature, \
+             (SELECT COALESCE(SUM(1 + ({outbox}.{unsettled} << 32)), 0) \
+             FROM json_each(groups.ids) AS i CROSS JOIN {outbox} WHERE {fenced}) AS packed \
+             FROM groups), \
+             held AS MATERIALIZED (SELECT topic, signature, packed & 4294967295 AS leases, \
+             packed >> 32 AS lost FROM packed)",
+            fenced = fenced.replace("{id}", "i.value"),
+        ),
+        Dialect::Postgres => format!(
+            "held AS MATERIALIZED (SELECT topic, signature, COUNT(*) AS leases, SUM(unsettled) AS lost \
+             FROM (SELECT groups.topic AS topic, groups.signature AS signature, \
+             {outbox}.{unsettled} AS unsettled FROM groups \
+             CROSS JOIN LATERAL json_array_elements_text(groups.ids) AS i(id) \
+             CROSS JOIN {outbox} WHERE {fenced} FOR UPDATE OF {outbox}) AS locked GROUP BY 1, 2)",
+            fenced = fenced.replace("{id}", "i.id"),
+        ),
+    }
+}
+
+/// Field `index` of a group's JSON array, as JSON (for its ids).
+pub(crate) fn entry_json(dialect: Dialect, alias: &str, index: usize) -> String {
+    match dialect {
+        Dialect::Sqlite => format!("json_extract({alias}.value, '$[{index}]')"),
+        Dialect::Postgres => format!("({alias}.entry -> {index})"),
+    }
+}
+
+/// Field `index` of the JSON array `alias` (a lease group `g`, or a
+/// signature's row `m`), as an integer or text.
 pub(crate) fn entry_field(dialect: Dialect, alias: &str, index: usize, integer: bool) -> String {
     match (dialect, integer) {
         (Dialect::Sqlite, _) => format!("json_extract({alias}.value, '$[{index}]')"),
@@ -243,16 +300,6 @@ pub(crate) fn signature_rows_of(dialect: Dialect, signature: &str) -> String {
         Dialect::Postgres => format!(
             "LATERAL json_array_elements(CAST(? AS TEXT)::json -> CAST({signature} AS INTEGER)) AS m(entry)"
         ),
-    }
-}
-
-/// How a settle's count holds the rows it counts until the settle changes
-/// them. SQLite: nothing to do (writers are serialized). Postgres: the
-/// rows are locked, so no other drainer's claim takes one in between.
-pub(crate) fn lock_counted_rows(dialect: Dialect, outbox: &str) -> String {
-    match dialect {
-        Dialect::Sqlite => String::new(),
-        Dialect::Postgres => format!(" FOR UPDATE OF {outbox}"),
     }
 }
 

@@ -10,11 +10,14 @@
 //! the settle.
 
 use super::dialects::{
-    entries_from, entry_field, lock_counted_rows, period_fold, signature_rows_of,
+    entries_from, entry_field, entry_json, held_leases, period_fold, signature_rows_of,
 };
+use serde::Serialize;
+
 use super::{Fence, col, state};
 use crate::database::value::Value;
 use crate::database::{Dialect, Statement};
+use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::time::Timestamp;
 
@@ -104,6 +107,8 @@ pub(crate) fn minute_of(at: Timestamp) -> i64 {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Counted<'a> {
     pub(crate) fence: Fence<'a>,
+    /// The leased row's topic, as its claim read it.
+    pub(crate) topic: &'a str,
     /// The counter the settle moves: delivered, retried, deferred, dead or
     /// handed back.
     pub(crate) outcome: &'static str,
@@ -121,29 +126,54 @@ pub(crate) struct Counted<'a> {
 }
 
 impl Counted<'_> {
-    /// The rollup rows this lease adds to: (metric, le, counted from the
-    /// row's unsettled leases rather than as 1).
-    fn signature(&self) -> Vec<(&'static str, i64, bool)> {
-        let mut rows = vec![(self.outcome, 0, false)];
-        for (name, ms) in [
-            (metric::LATENESS, self.lateness_ms),
-            (metric::AGE, self.age_ms),
-            (metric::DURATION, self.duration_ms),
-        ] {
-            if let Some(ms) = ms {
-                rows.push((name, bucket_of(ms), false));
-            }
+    /// The rollup rows this lease adds to.
+    fn signature(&self) -> Signature {
+        Signature {
+            outcome: self.outcome,
+            lateness: self.lateness_ms.map(bucket_of),
+            age: self.age_ms.map(bucket_of),
+            duration: self.duration_ms.map(bucket_of),
+            counts_lost_leases: self.counts_lost_leases,
+            alone: self.alone,
+            tripped: self.tripped,
         }
-        if self.counts_lost_leases {
-            rows.push((metric::LEASE_LOST, 0, true));
-        }
-        if self.alone {
-            rows.push((metric::SUSPECTS_ALONE, 0, false));
-        }
-        if self.tripped {
-            rows.push((metric::BREAKER_TRIPS, 0, false));
-        }
-        rows
+    }
+}
+
+/// The rollup rows a lease adds to, its buckets chosen: leases of one
+/// signature add to the same rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Signature {
+    outcome: &'static str,
+    lateness: Option<i64>,
+    age: Option<i64>,
+    duration: Option<i64>,
+    counts_lost_leases: bool,
+    alone: bool,
+    tripped: bool,
+}
+
+impl Signature {
+    /// Its rows: (metric, le, counted from the row's unsettled leases
+    /// rather than as 1).
+    fn rows(&self) -> impl Iterator<Item = (&'static str, i64, bool)> {
+        let buckets = [
+            (metric::LATENESS, self.lateness),
+            (metric::AGE, self.age),
+            (metric::DURATION, self.duration),
+        ];
+        std::iter::once((self.outcome, 0, false))
+            .chain(
+                buckets
+                    .into_iter()
+                    .filter_map(|(name, le)| le.map(|le| (name, le, false))),
+            )
+            .chain(
+                self.counts_lost_leases
+                    .then_some((metric::LEASE_LOST, 0, true)),
+            )
+            .chain(self.alone.then_some((metric::SUSPECTS_ALONE, 0, false)))
+            .chain(self.tripped.then_some((metric::BREAKER_TRIPS, 0, false)))
     }
 }
 
@@ -170,136 +200,158 @@ fn add_on_conflict(table: &TableName) -> String {
     )
 }
 
-/// Counts `counted` into the minute of `now`: to send before the settle
-/// statements of the same leases, in the same atomic call. `None` when
-/// there is nothing to count. A row whose topic does not decode counts
-/// under the topic `""`; a lease listed twice counts once.
-///
-/// Leases with the same rollup rows share a signature: the statement finds
-/// the leases that still hold (one primary-key lookup each), counts them
-/// per topic and signature, and adds each group to its signature's rows:
-/// about two rows read per lease, plus a few per group.
-pub(crate) fn count_settles(
-    table: &TableName,
-    dialect: Dialect,
-    counted: &[Counted<'_>],
-    now: Timestamp,
-) -> Option<Statement> {
-    let mut signatures: Vec<Vec<(&'static str, i64, bool)>> = Vec::new();
-    let mut entries = Vec::with_capacity(counted.len());
-    let mut seen = std::collections::BTreeSet::new();
-    for lease in counted {
-        if !seen.insert((lease.fence.id, lease.fence.token, lease.fence.until)) {
-            continue;
-        }
-        let signature = lease.signature();
-        let index = match signatures.iter().position(|known| *known == signature) {
-            Some(index) => index,
-            None => {
-                signatures.push(signature);
-                signatures.len() - 1
-            }
-        };
-        entries.push(serde_json::json!([
-            lease.fence.id,
-            lease.fence.token,
-            lease.fence.until.as_unix_millis(),
-            index,
-        ]));
-    }
-    if entries.is_empty() {
-        return None;
-    }
-    let rows = serde_json::Value::Array(
-        signatures
-            .iter()
-            .map(|rows| {
-                serde_json::Value::Array(
-                    rows.iter()
-                        .map(|(name, le, from_row)| {
-                            serde_json::json!([name, le, i64::from(*from_row)])
-                        })
-                        .collect(),
-                )
-            })
-            .collect(),
-    );
-    let field = |index: usize, integer: bool| entry_field(dialect, "e", index, integer);
-    let row_field = |index: usize, integer: bool| entry_field(dialect, "m", index, integer);
-    let outbox = format!("\"{}\"", table.as_str());
-    let sql = format!(
-        "WITH held AS MATERIALIZED (SELECT COALESCE(CAST(l.{topic} AS TEXT), '') AS topic, \
-         l.signature AS signature, COUNT(*) AS leases, SUM(l.{unsettled}) AS lost \
-         FROM (SELECT {outbox}.{topic}, {outbox}.{unsettled}, {entry_signature} AS signature \
-         FROM {entries} CROSS JOIN {outbox} \
-         WHERE {outbox}.{state_col} = '{ready}' AND {outbox}.{due} = {until} \
-         AND {outbox}.{id} = {entry_id} AND {outbox}.{token_col} = {token}{lock}) AS l \
-         GROUP BY 1, 2) \
-         {insert} SELECT {MINUTE_MS}, ?, topic, {metric}, {le}, \
-         SUM(CASE WHEN {from_row} = 1 THEN lost ELSE leases END) \
-         FROM held CROSS JOIN {signature_rows} \
-         WHERE true GROUP BY 3, 4, 5 HAVING SUM(CASE WHEN {from_row} = 1 THEN lost ELSE leases END) > 0 \
-         ORDER BY 3, 4, 5 {conflict}",
-        topic = col::TOPIC,
-        unsettled = col::UNSETTLED_LEASES,
-        entry_signature = field(3, true),
-        entries = entries_from(dialect),
-        state_col = col::STATE,
-        ready = state::READY,
-        due = col::DUE_AT,
-        until = field(2, true),
-        id = col::ID,
-        entry_id = field(0, false),
-        token_col = col::LEASE_TOKEN,
-        token = field(1, false),
-        lock = lock_counted_rows(dialect, &outbox),
-        insert = insert_head(table),
-        metric = row_field(0, false),
-        le = row_field(1, true),
-        from_row = row_field(2, true),
-        signature_rows = signature_rows_of(dialect, "held.signature"),
-        conflict = add_on_conflict(table),
-    );
-    Some(Statement::new(
-        dialect.number_placeholders(&sql),
-        vec![
-            Value::Text(serde_json::Value::Array(entries).to_string()),
-            Value::Integer(minute_of(now)),
-            Value::Text(rows.to_string()),
-        ],
-    ))
+/// The text of an outbox's rollup writes, rendered once per outbox (they
+/// depend only on its table and dialect).
+#[derive(Debug, Clone)]
+pub(crate) struct RollupWrites {
+    count_settles: String,
+    count_claim_deaths: String,
 }
 
-/// Counts the rows a claim at `now` with `token` parked as dead: to send
-/// right after the claim, in the same atomic call.
-pub(crate) fn count_claim_deaths(
-    table: &TableName,
-    dialect: Dialect,
-    now: Timestamp,
-    token: &str,
-) -> Statement {
-    let sql = format!(
-        "{insert} SELECT {MINUTE_MS}, ?, COALESCE(CAST({topic} AS TEXT), ''), '{dead}', 0, COUNT(*) \
-         FROM \"{outbox}\" WHERE {state_col} = '{dead_state}' AND {due} = ? AND {token_col} = ? \
-         GROUP BY 3 ORDER BY 3 {conflict}",
-        insert = insert_head(table),
-        topic = col::TOPIC,
-        dead = metric::DEAD_AT_CLAIM,
-        outbox = table.as_str(),
-        state_col = col::STATE,
-        dead_state = state::DEAD,
-        due = col::DUE_AT,
-        token_col = col::LEASE_TOKEN,
-        conflict = add_on_conflict(table),
-    );
-    Statement::new(
-        dialect.number_placeholders(&sql),
-        vec![
-            Value::Integer(minute_of(now)),
-            Value::Integer(now.as_unix_millis()),
-            Value::Text(token.to_owned()),
-        ],
-    )
+/// One group of a settle's leases, bound as `[topic, token, until,
+/// signature, [ids]]`.
+#[derive(Serialize)]
+struct Group<'a>(&'a str, &'a str, i64, usize, Vec<&'a str>);
+
+impl RollupWrites {
+    /// `table`'s rollup writes in `dialect`.
+    ///
+    /// Leases with the same rollup rows share a signature. A settle's
+    /// count binds them in groups of one topic, one claim's token and lease
+    /// end and one signature (a group's fields are read once, its ids one
+    /// by one): it finds the leases that still hold (one primary-key lookup
+    /// each, see [`held_leases`]), and adds each group's count to its
+    /// signature's rows.
+    pub(crate) fn new(table: &TableName, dialect: Dialect) -> Self {
+        let field = |index: usize, integer: bool| entry_field(dialect, "g", index, integer);
+        let row_field = |index: usize, integer: bool| entry_field(dialect, "m", index, integer);
+        let outbox = format!("\"{}\"", table.as_str());
+        let count_settles = format!(
+            "WITH groups AS MATERIALIZED (SELECT {topic} AS topic, {token} AS token, \
+             {until} AS until, {group_signature} AS signature, {ids} AS ids FROM {entries}), \
+             {held} \
+             {insert} SELECT {MINUTE_MS}, ?, topic, {metric}, {le}, \
+             SUM(CASE WHEN {from_row} = 1 THEN lost ELSE leases END) \
+             FROM held CROSS JOIN {signature_rows} \
+             WHERE true GROUP BY 3, 4, 5 HAVING SUM(CASE WHEN {from_row} = 1 THEN lost ELSE leases END) > 0 \
+             ORDER BY 3, 4, 5 {conflict}",
+            topic = field(0, false),
+            token = field(1, false),
+            until = field(2, true),
+            group_signature = field(3, true),
+            ids = entry_json(dialect, "g", 4),
+            entries = entries_from(dialect),
+            held = held_leases(dialect, &outbox),
+            insert = insert_head(table),
+            metric = row_field(0, false),
+            le = row_field(1, true),
+            from_row = row_field(2, true),
+            signature_rows = signature_rows_of(dialect, "held.signature"),
+            conflict = add_on_conflict(table),
+        );
+        let count_claim_deaths = format!(
+            "{insert} SELECT {MINUTE_MS}, ?, COALESCE(CAST({topic} AS TEXT), ''), '{dead}', 0, COUNT(*) \
+             FROM \"{outbox}\" WHERE {state_col} = '{dead_state}' AND {due} = ? AND {token_col} = ? \
+             GROUP BY 3 ORDER BY 3 {conflict}",
+            insert = insert_head(table),
+            topic = col::TOPIC,
+            dead = metric::DEAD_AT_CLAIM,
+            outbox = table.as_str(),
+            state_col = col::STATE,
+            dead_state = state::DEAD,
+            due = col::DUE_AT,
+            token_col = col::LEASE_TOKEN,
+            conflict = add_on_conflict(table),
+        );
+        RollupWrites {
+            count_settles: dialect.number_placeholders(&count_settles),
+            count_claim_deaths: dialect.number_placeholders(&count_claim_deaths),
+        }
+    }
+
+    /// Counts `counted` into the minute of `now`: to send before the settle
+    /// statements of the same leases, in the same atomic call. `None` when
+    /// there is nothing to count. A lease listed twice counts once.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if the leases cannot be written as JSON.
+    pub(crate) fn count_settles(
+        &self,
+        counted: &[Counted<'_>],
+        now: Timestamp,
+    ) -> Result<Option<Statement>> {
+        let mut signatures: Vec<Signature> = Vec::new();
+        let mut groups: Vec<Group<'_>> = Vec::new();
+        let mut seen = std::collections::HashSet::with_capacity(counted.len());
+        for lease in counted {
+            let fence = &lease.fence;
+            let until = fence.until.as_unix_millis();
+            if !seen.insert((fence.id, fence.token, until)) {
+                continue;
+            }
+            let signature = lease.signature();
+            let index = match signatures.iter().position(|known| *known == signature) {
+                Some(index) => index,
+                None => {
+                    signatures.push(signature);
+                    signatures.len() - 1
+                }
+            };
+            match groups.iter_mut().find(|group| {
+                group.0 == lease.topic
+                    && group.1 == fence.token
+                    && group.2 == until
+                    && group.3 == index
+            }) {
+                Some(group) => group.4.push(fence.id),
+                None => groups.push(Group(
+                    lease.topic,
+                    fence.token,
+                    until,
+                    index,
+                    vec![fence.id],
+                )),
+            }
+        }
+        if groups.is_empty() {
+            return Ok(None);
+        }
+        let rows: Vec<Vec<(&str, i64, i64)>> = signatures
+            .iter()
+            .map(|signature| {
+                signature
+                    .rows()
+                    .map(|(name, le, from_row)| (name, le, i64::from(from_row)))
+                    .collect()
+            })
+            .collect();
+        Ok(Some(Statement::new(
+            self.count_settles.clone(),
+            vec![
+                Value::Text(to_json(&groups)?),
+                Value::Integer(minute_of(now)),
+                Value::Text(to_json(&rows)?),
+            ],
+        )))
+    }
+
+    /// Counts the rows a claim at `now` with `token` parked as dead: to
+    /// send right after the claim, in the same atomic call.
+    pub(crate) fn count_claim_deaths(&self, now: Timestamp, token: &str) -> Statement {
+        Statement::new(
+            self.count_claim_deaths.clone(),
+            vec![
+                Value::Integer(minute_of(now)),
+                Value::Integer(now.as_unix_millis()),
+                Value::Text(token.to_owned()),
+            ],
+        )
+    }
+}
+
+fn to_json(value: &impl Serialize) -> Result<String> {
+    serde_json::to_string(value)
+        .map_err(|error| Error::internal(format!("a settle's count as JSON: {error}")))
 }
 
 /// Retention, for a drain's sweep at `now`: minutes older than 48 h are

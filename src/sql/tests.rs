@@ -415,6 +415,7 @@ fn postgres_erasure_guard_takes_and_gives_back_the_key() {
 fn counted() -> rollups::Counted<'static> {
     rollups::Counted {
         fence: held(),
+        topic: "mail",
         outcome: rollups::metric::DELIVERED,
         lateness_ms: Some(30),
         age_ms: Some(4_000),
@@ -430,38 +431,74 @@ const ROLLUPS_CONFLICT: &str = r#"ON CONFLICT (period_ms, period_start, topic, m
 #[test]
 fn a_settles_count_reads_the_leased_rows_as_they_are_before_the_settle() {
     let outbox = table("outbox");
-    let sqlite = rollups::count_settles(&outbox, Dialect::Sqlite, &[counted()], at(NOW)).unwrap();
+    let writes = rollups::RollupWrites::new(&outbox, Dialect::Sqlite);
+    let sqlite = writes
+        .count_settles(&[counted()], at(NOW))
+        .unwrap()
+        .unwrap();
     assert_eq!(
         sqlite.sql(),
         format!(
-            r#"WITH held AS MATERIALIZED (SELECT COALESCE(CAST(l.topic AS TEXT), '') AS topic, l.signature AS signature, COUNT(*) AS leases, SUM(l.unsettled_leases) AS lost FROM (SELECT "outbox".topic, "outbox".unsettled_leases, json_extract(e.value, '$[3]') AS signature FROM json_each(?) AS e CROSS JOIN "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = json_extract(e.value, '$[2]') AND "outbox".id = json_extract(e.value, '$[0]') AND "outbox".lease_token = json_extract(e.value, '$[1]')) AS l GROUP BY 1, 2) INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, ?, topic, json_extract(m.value, '$[0]'), json_extract(m.value, '$[1]'), SUM(CASE WHEN json_extract(m.value, '$[2]') = 1 THEN lost ELSE leases END) FROM held CROSS JOIN json_each(?, '$[' || held.signature || ']') AS m WHERE true GROUP BY 3, 4, 5 HAVING SUM(CASE WHEN json_extract(m.value, '$[2]') = 1 THEN lost ELSE leases END) > 0 ORDER BY 3, 4, 5 {ROLLUPS_CONFLICT}"#
+            r#"WITH groups AS MATERIALIZED (SELECT json_extract(g.value, '$[0]') AS topic, json_extract(g.value, '$[1]') AS token, json_extract(g.value, '$[2]') AS until, json_extract(g.value, '$[3]') AS signature, json_extract(g.value, '$[4]') AS ids FROM json_each(?) AS g), packed AS MATERIALIZED (SELECT groups.topic AS topic, groups.signature AS signature, (SELECT COALESCE(SUM(1 + ("outbox".unsettled_leases << 32)), 0) FROM json_each(groups.ids) AS i CROSS JOIN "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = groups.until AND "outbox".id = i.value AND "outbox".lease_token = groups.token) AS packed FROM groups), held AS MATERIALIZED (SELECT topic, signature, packed & 4294967295 AS leases, packed >> 32 AS lost FROM packed) INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, ?, topic, json_extract(m.value, '$[0]'), json_extract(m.value, '$[1]'), SUM(CASE WHEN json_extract(m.value, '$[2]') = 1 THEN lost ELSE leases END) FROM held CROSS JOIN json_each(?, '$[' || held.signature || ']') AS m WHERE true GROUP BY 3, 4, 5 HAVING SUM(CASE WHEN json_extract(m.value, '$[2]') = 1 THEN lost ELSE leases END) > 0 ORDER BY 3, 4, 5 {ROLLUPS_CONFLICT}"#
         )
     );
-    // One entry per lease (its fence and signature; a lease listed twice
-    // counts once), then the minute, then each signature's rows.
+    // One group per topic, claim token, lease end and signature, with its
+    // ids (a lease listed twice counts once); then the minute, then each
+    // signature's rows.
+    let other_claim = rollups::Counted {
+        fence: Fence {
+            token: "tok2",
+            ..held()
+        },
+        ..counted()
+    };
+    let other_row = rollups::Counted {
+        fence: Fence { id: "m2", ..held() },
+        ..counted()
+    };
+    let failed = rollups::Counted {
+        fence: Fence { id: "m3", ..held() },
+        outcome: rollups::metric::RETRIED,
+        lateness_ms: None,
+        age_ms: None,
+        ..counted()
+    };
     assert_eq!(
-        rollups::count_settles(&outbox, Dialect::Sqlite, &[counted(), counted()], at(NOW))
+        writes
+            .count_settles(
+                &[counted(), counted(), other_claim, other_row, failed],
+                at(NOW)
+            )
+            .unwrap()
             .unwrap()
             .values(),
         [
-            text(r#"[["m1","tok",61000,0]]"#),
+            text(
+                r#"[["mail","tok",61000,0,["m1","m2"]],["mail","tok2",61000,0,["m1"]],["mail","tok",61000,1,["m3"]]]"#
+            ),
             Value::Integer(0),
             text(
-                r#"[[["delivered",0,0],["lateness_ms",50,0],["age_ms",5000,0],["lease_lost",0,1]]]"#
+                r#"[[["delivered",0,0],["lateness_ms",50,0],["age_ms",5000,0],["lease_lost",0,1]],[["retried",0,0],["lease_lost",0,1]]]"#
             ),
         ]
     );
-    assert!(rollups::count_settles(&outbox, Dialect::Sqlite, &[], at(NOW)).is_none());
+    assert!(writes.count_settles(&[], at(NOW)).unwrap().is_none());
 }
 
 #[test]
 #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
 fn a_postgres_settles_count_locks_the_rows_it_counts() {
-    let postgres =
-        rollups::count_settles(&table("outbox"), Dialect::Postgres, &[counted()], at(NOW)).unwrap();
+    let postgres = rollups::RollupWrites::new(&table("outbox"), Dialect::Postgres)
+        .count_settles(&[counted()], at(NOW))
+        .unwrap()
+        .unwrap();
     let sql = postgres.sql();
     assert!(
-        sql.contains(r#"FROM json_array_elements(CAST($1 AS TEXT)::json) AS e(entry) CROSS JOIN "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = (e.entry ->> 2)::bigint AND "outbox".id = (e.entry ->> 0) AND "outbox".lease_token = (e.entry ->> 1) FOR UPDATE OF "outbox") AS l"#),
+        sql.starts_with(r#"WITH groups AS MATERIALIZED (SELECT (g.entry ->> 0) AS topic, (g.entry ->> 1) AS token, (g.entry ->> 2)::bigint AS until, (g.entry ->> 3)::bigint AS signature, (g.entry -> 4) AS ids FROM json_array_elements(CAST($1 AS TEXT)::json) AS g(entry))"#),
+        "{sql}"
+    );
+    assert!(
+        sql.contains(r#"FROM groups CROSS JOIN LATERAL json_array_elements_text(groups.ids) AS i(id) CROSS JOIN "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = groups.until AND "outbox".id = i.id AND "outbox".lease_token = groups.token FOR UPDATE OF "outbox") AS locked GROUP BY 1, 2)"#),
         "{sql}"
     );
     assert!(sql.contains("SELECT 60000, $2, topic"), "{sql}");
@@ -473,7 +510,8 @@ fn a_postgres_settles_count_locks_the_rows_it_counts() {
 
 #[test]
 fn a_claims_deaths_are_counted_by_its_token() {
-    let statement = rollups::count_claim_deaths(&table("outbox"), Dialect::Sqlite, at(NOW), "tok");
+    let statement = rollups::RollupWrites::new(&table("outbox"), Dialect::Sqlite)
+        .count_claim_deaths(at(NOW), "tok");
     assert_eq!(
         statement.sql(),
         format!(

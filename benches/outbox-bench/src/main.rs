@@ -83,7 +83,35 @@ mod native {
         Ok(())
     }
 
+    /// Rollups on and off, side by side: `repetitions` runs each, alternating.
+    async fn rollups_on_and_off(
+        bench: &Bench,
+        messages: u64,
+        repetitions: u32,
+    ) -> Result<Vec<Json>> {
+        let mut rollups = Vec::new();
+        for repetition in 0..repetitions {
+            for algorithm in [Algorithm::Ours, Algorithm::OursNoRollups] {
+                bench.reset().await?;
+                bench.seed(algorithm, Kind::Due, messages).await?;
+                let run = bench.drain(algorithm, 100, u32::MAX, u32::MAX).await?;
+                eprintln!(
+                    "sqlite drain {} (run {repetition}): {} msgs in {:.0} ms",
+                    name(algorithm),
+                    run.messages,
+                    run.elapsed_ms
+                );
+                rollups.push(json!({ "algo": name(algorithm), "run": run }));
+            }
+        }
+        Ok(rollups)
+    }
+
     async fn scenarios(bench: &Bench, messages: u64, largest: u64) -> Result<Json> {
+        // `OUTBOX_BENCH_ONLY=rollups`: only rollups on and off, to iterate on them.
+        if std::env::var("OUTBOX_BENCH_ONLY").is_ok_and(|only| only == "rollups") {
+            return Ok(json!({ "rollups": rollups_on_and_off(bench, messages, 5).await? }));
+        }
         let mut drains = Vec::new();
         for algorithm in [Algorithm::Ours, Algorithm::Baseline] {
             for batch in [1u32, 10, 50, 100] {
@@ -133,22 +161,7 @@ mod native {
             );
             loops.push(json!({ "algo": name(algorithm), "run": run }));
         }
-        // Rollups on and off, side by side: three runs each, alternating.
-        let mut rollups = Vec::new();
-        for repetition in 0..3 {
-            for algorithm in [Algorithm::Ours, Algorithm::OursNoRollups] {
-                bench.reset().await?;
-                bench.seed(algorithm, Kind::Due, messages).await?;
-                let run = bench.drain(algorithm, 100, u32::MAX, u32::MAX).await?;
-                eprintln!(
-                    "sqlite drain {} (run {repetition}): {} msgs in {:.0} ms",
-                    name(algorithm),
-                    run.messages,
-                    run.elapsed_ms
-                );
-                rollups.push(json!({ "algo": name(algorithm), "run": run }));
-            }
-        }
+        let rollups = rollups_on_and_off(bench, messages, 5).await?;
         let mix = Mix {
             scale: 0.1,
             timeout: Duration::from_secs(1),
