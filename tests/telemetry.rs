@@ -224,3 +224,53 @@ fn spans_send_at_enqueue_and_process_at_delivery_with_the_creation_context()
     );
     Ok(())
 }
+
+/// Takes every message in one call, delivered.
+struct AllAtOnce;
+
+impl workers_outbox::drain::DeliverBatch for AllAtOnce {
+    fn limits(&self) -> workers_outbox::drain::BatchLimits {
+        workers_outbox::drain::BatchLimits {
+            max_messages: 100,
+            max_bytes: usize::MAX,
+        }
+    }
+
+    fn deliver_batch<'a>(
+        &'a self,
+        messages: &'a [workers_outbox::ClaimedMessage],
+    ) -> workers_outbox::future::BoxFuture<'a, Vec<Delivery>> {
+        Box::pin(std::future::ready(vec![
+            Delivery::Delivered;
+            messages.len()
+        ]))
+    }
+}
+
+#[test]
+fn a_batch_call_is_one_process_span_counting_its_messages() -> workers_outbox::Result<()> {
+    let t = block_on(TestOutbox::new())?;
+    for _ in 0..3 {
+        let enqueue = t
+            .outbox
+            .enqueue(Message::json("relay", &serde_json::json!({"n": 1}))?)?;
+        block_on(t.db.batch_atomic(enqueue.statements()))?;
+    }
+    let spans = Arc::new(Spans::default());
+    let dispatch = tracing_core::Dispatch::from(spans.clone());
+    let report = tracing_core::dispatcher::with_default(&dispatch, || {
+        let drainer = Drainer::batch_builder(t.outbox.clone(), AllAtOnce)
+            .timer(Arc::new(t.clock.clone()))
+            .build()?;
+        Ok::<_, workers_outbox::Error>(block_on(drainer.drain()))
+    })?;
+    assert_eq!(report.delivered, 3);
+    let spans = spans.0.lock().unwrap_or_else(PoisonError::into_inner);
+    let processes: Vec<_> = spans.iter().filter(|(name, _)| name == "process").collect();
+    assert_eq!(processes.len(), 1, "{spans:?}");
+    let fields = &processes[0].1;
+    assert_eq!(fields["otel.name"], "process relay");
+    assert_eq!(fields["messaging.batch.message_count"], "3");
+    assert_eq!(fields["messaging.destination.name"], "relay");
+    Ok(())
+}

@@ -278,7 +278,9 @@ impl Drainer {
                     |message| spans::in_process_span(message, deliver.deliver(message)),
                 )))
             }
-            Deliverer::Batch(deliver) => deliver.deliver_batch(&messages),
+            Deliverer::Batch(deliver) => {
+                spans::in_batch_span(&messages, deliver.deliver_batch(&messages))
+            }
         };
         let timeout = self.timer.sleep(self.limits.delivery_timeout);
         let attempts: Vec<Attempt> = match select(delivery, timeout).await {

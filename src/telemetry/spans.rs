@@ -4,7 +4,9 @@
 //!   caller's span: the request that caused it;
 //! - `process {topic}` (kind consumer) around each delivery, with the
 //!   message's stored `traceparent` as `messaging.creation_context`, so a
-//!   trace backend can link the delivery to the request that enqueued it.
+//!   trace backend can link the delivery to the request that enqueued it;
+//!   around a batch call, one span with `messaging.batch.message_count`
+//!   (named after the topic when the batch has one).
 
 #[cfg(feature = "tracing")]
 use crate::outbox::ClaimedMessage;
@@ -69,5 +71,39 @@ pub(crate) fn in_process_span<'a>(
     _message: &'a crate::outbox::ClaimedMessage,
     delivery: crate::future::BoxFuture<'a, crate::verdict::Delivery>,
 ) -> crate::future::BoxFuture<'a, crate::verdict::Delivery> {
+    delivery
+}
+
+/// Runs the batch call `delivery` of `messages` inside one `process` span.
+#[cfg(feature = "tracing")]
+pub(crate) fn in_batch_span<'a>(
+    messages: &[ClaimedMessage],
+    delivery: crate::future::BoxFuture<'a, Vec<crate::verdict::Delivery>>,
+) -> crate::future::BoxFuture<'a, Vec<crate::verdict::Delivery>> {
+    use tracing::Instrument;
+    let topic = messages.first().map_or("", |first| first.topic.as_str());
+    let one_topic = messages.iter().all(|message| message.topic == topic);
+    let name = if one_topic {
+        format!("process {topic}")
+    } else {
+        "process".to_owned()
+    };
+    let span = tracing::info_span!(
+        "process",
+        otel.name = %name,
+        otel.kind = "consumer",
+        messaging.system = super::MESSAGING_SYSTEM,
+        messaging.operation.type = "process",
+        messaging.destination.name = one_topic.then_some(topic),
+        messaging.batch.message_count = messages.len(),
+    );
+    Box::pin(delivery.instrument(span))
+}
+
+#[cfg(not(feature = "tracing"))]
+pub(crate) fn in_batch_span<'a>(
+    _messages: &[crate::outbox::ClaimedMessage],
+    delivery: crate::future::BoxFuture<'a, Vec<crate::verdict::Delivery>>,
+) -> crate::future::BoxFuture<'a, Vec<crate::verdict::Delivery>> {
     delivery
 }
