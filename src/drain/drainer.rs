@@ -193,6 +193,16 @@ impl DrainerBuilder {
     }
 }
 
+/// What a delivery's span names of `message`.
+fn processed(message: &ClaimedMessage) -> spans::Processed<'_> {
+    spans::Processed {
+        topic: &message.topic,
+        id: &message.id,
+        attempt: message.attempt(),
+        creation_context: message.trace.as_ref().map(|trace| trace.traceparent()),
+    }
+}
+
 /// The runtime's timer, where the enabled features provide one.
 fn default_timer() -> Option<Arc<dyn Timer>> {
     #[cfg(all(feature = "workers", target_arch = "wasm32"))]
@@ -275,11 +285,12 @@ impl Drainer {
         let delivery: crate::future::BoxFuture<'_, Vec<Delivery>> = match &self.deliver {
             Deliverer::One(deliver) => {
                 Box::pin(futures_util::future::join_all(messages.iter().map(
-                    |message| spans::in_process_span(message, deliver.deliver(message)),
+                    |message| spans::in_process_span(processed(message), deliver.deliver(message)),
                 )))
             }
             Deliverer::Batch(deliver) => {
-                spans::in_batch_span(&messages, deliver.deliver_batch(&messages))
+                let topics = messages.iter().map(|message| message.topic.as_str());
+                spans::in_batch_span(topics, deliver.deliver_batch(&messages))
             }
         };
         let timeout = self.timer.sleep(self.limits.delivery_timeout);

@@ -8,8 +8,20 @@
 //!   around a batch call, one span with `messaging.batch.message_count`
 //!   (named after the topic when the batch has one).
 
-#[cfg(feature = "tracing")]
-use crate::outbox::ClaimedMessage;
+use crate::future::BoxFuture;
+use crate::verdict::Delivery;
+
+/// What a `process` span names of the message it delivers.
+#[derive(Debug, Clone, Copy)]
+// Read only by the spans of the `tracing` feature.
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+pub(crate) struct Processed<'a> {
+    pub(crate) topic: &'a str,
+    pub(crate) id: &'a str,
+    pub(crate) attempt: u32,
+    /// The `traceparent` it was enqueued with.
+    pub(crate) creation_context: Option<&'a str>,
+}
 
 /// A message was enqueued.
 #[cfg(feature = "tracing")]
@@ -29,10 +41,15 @@ pub(crate) fn sent(topic: &str, id: &str) {
 #[cfg(not(feature = "tracing"))]
 pub(crate) fn sent(_topic: &str, _id: &str) {}
 
-/// The span of one delivery of `message`.
+/// Runs `delivery` inside its message's `process` span, and records its
+/// verdict there.
 #[cfg(feature = "tracing")]
-pub(crate) fn process(message: &ClaimedMessage) -> tracing::Span {
-    tracing::info_span!(
+pub(crate) fn in_process_span<'a>(
+    message: Processed<'_>,
+    delivery: BoxFuture<'a, Delivery>,
+) -> BoxFuture<'a, Delivery> {
+    use tracing::Instrument;
+    let span = tracing::info_span!(
         "process",
         otel.name = %format_args!("process {}", message.topic),
         otel.kind = "consumer",
@@ -40,21 +57,10 @@ pub(crate) fn process(message: &ClaimedMessage) -> tracing::Span {
         messaging.operation.type = "process",
         messaging.destination.name = %message.topic,
         messaging.message.id = %message.id,
-        messaging.delivery.attempt = message.attempt(),
-        messaging.creation_context = message.trace.as_ref().map(|trace| trace.traceparent()),
+        messaging.delivery.attempt = message.attempt,
+        messaging.creation_context = message.creation_context,
         workers_outbox.outcome = tracing::field::Empty,
-    )
-}
-
-/// Runs `delivery` inside `message`'s `process` span, and records its
-/// verdict there.
-#[cfg(feature = "tracing")]
-pub(crate) fn in_process_span<'a>(
-    message: &'a ClaimedMessage,
-    delivery: crate::future::BoxFuture<'a, crate::verdict::Delivery>,
-) -> crate::future::BoxFuture<'a, crate::verdict::Delivery> {
-    use tracing::Instrument;
-    let span = process(message);
+    );
     let recorded = span.clone();
     Box::pin(
         async move {
@@ -68,21 +74,23 @@ pub(crate) fn in_process_span<'a>(
 
 #[cfg(not(feature = "tracing"))]
 pub(crate) fn in_process_span<'a>(
-    _message: &'a crate::outbox::ClaimedMessage,
-    delivery: crate::future::BoxFuture<'a, crate::verdict::Delivery>,
-) -> crate::future::BoxFuture<'a, crate::verdict::Delivery> {
+    _message: Processed<'_>,
+    delivery: BoxFuture<'a, Delivery>,
+) -> BoxFuture<'a, Delivery> {
     delivery
 }
 
 /// Runs the batch call `delivery` of `messages` inside one `process` span.
 #[cfg(feature = "tracing")]
-pub(crate) fn in_batch_span<'a>(
-    messages: &[ClaimedMessage],
-    delivery: crate::future::BoxFuture<'a, Vec<crate::verdict::Delivery>>,
-) -> crate::future::BoxFuture<'a, Vec<crate::verdict::Delivery>> {
+pub(crate) fn in_batch_span<'a, 't>(
+    topics: impl ExactSizeIterator<Item = &'t str>,
+    delivery: BoxFuture<'a, Vec<Delivery>>,
+) -> BoxFuture<'a, Vec<Delivery>> {
     use tracing::Instrument;
-    let topic = messages.first().map_or("", |first| first.topic.as_str());
-    let one_topic = messages.iter().all(|message| message.topic == topic);
+    let count = topics.len();
+    let mut topics = topics.peekable();
+    let topic = topics.peek().copied().unwrap_or("");
+    let one_topic = topics.all(|other| other == topic);
     let name = if one_topic {
         format!("process {topic}")
     } else {
@@ -95,15 +103,15 @@ pub(crate) fn in_batch_span<'a>(
         messaging.system = super::MESSAGING_SYSTEM,
         messaging.operation.type = "process",
         messaging.destination.name = one_topic.then_some(topic),
-        messaging.batch.message_count = messages.len(),
+        messaging.batch.message_count = count,
     );
     Box::pin(delivery.instrument(span))
 }
 
 #[cfg(not(feature = "tracing"))]
-pub(crate) fn in_batch_span<'a>(
-    _messages: &[crate::outbox::ClaimedMessage],
-    delivery: crate::future::BoxFuture<'a, Vec<crate::verdict::Delivery>>,
-) -> crate::future::BoxFuture<'a, Vec<crate::verdict::Delivery>> {
+pub(crate) fn in_batch_span<'a, 't>(
+    _topics: impl ExactSizeIterator<Item = &'t str>,
+    delivery: BoxFuture<'a, Vec<Delivery>>,
+) -> BoxFuture<'a, Vec<Delivery>> {
     delivery
 }
