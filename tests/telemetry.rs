@@ -77,20 +77,21 @@ fn metrics_are_named_after_the_opentelemetry_messaging_conventions() -> workers_
         labels.sort();
         seen.insert(format!("{} {}", key.key().name(), labels.join(",")), value);
     }
-    let base = "messaging.destination.name=mail,messaging.operation.name=deliver,messaging.system=workers_outbox,workers_outbox.outbox=outbox";
+    let base = "messaging.destination.name=mail,messaging.operation.name=send,messaging.system=workers_outbox,workers_outbox.outbox=outbox";
     assert_eq!(
         seen.get(&format!("messaging.client.sent.messages {base}")),
         Some(&DebugValue::Counter(2)),
         "{seen:#?}"
     );
-    let failed = "error.type=permanent,messaging.destination.name=bad,messaging.operation.name=deliver,messaging.system=workers_outbox,workers_outbox.outbox=outbox";
+    let failed = "error.type=permanent,messaging.destination.name=bad,messaging.operation.name=send,messaging.system=workers_outbox,workers_outbox.outbox=outbox";
     assert_eq!(
         seen.get(&format!("messaging.client.sent.messages {failed}")),
         Some(&DebugValue::Counter(1)),
         "a failed attempt carries its error.type: {seen:#?}"
     );
+    let processed = base.replace("operation.name=send", "operation.name=process");
     let Some(DebugValue::Histogram(durations)) =
-        seen.get(&format!("messaging.process.duration {base}"))
+        seen.get(&format!("messaging.process.duration {processed}"))
     else {
         panic!("no process duration: {seen:#?}");
     };
@@ -200,6 +201,7 @@ fn spans_send_at_enqueue_and_process_at_delivery_with_the_creation_context()
     assert_eq!(sends.len(), 3);
     assert_eq!(sends[0]["otel.name"], "send mail");
     assert_eq!(sends[0]["otel.kind"], "producer");
+    assert_eq!(sends[0]["messaging.operation.name"], "send");
     assert_eq!(sends[0]["messaging.destination.name"], "mail");
     let processes = named("process");
     assert_eq!(processes.len(), 3);
@@ -208,6 +210,7 @@ fn spans_send_at_enqueue_and_process_at_delivery_with_the_creation_context()
         .find(|fields| fields["otel.name"] == "process mail")
         .expect("a process span of a mail");
     assert_eq!(mail["otel.kind"], "consumer");
+    assert_eq!(mail["messaging.operation.name"], "process");
     assert_eq!(mail["messaging.system"], "workers_outbox");
     assert_eq!(mail["messaging.creation_context"], TRACEPARENT);
     assert_eq!(mail["workers_outbox.outcome"], "delivered");

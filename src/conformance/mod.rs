@@ -263,6 +263,7 @@ pub fn cases() -> Vec<Case> {
         rollups::bad_ranges_are_refused,
         telemetry::a_drain_tells_its_sinks_what_it_settled,
         telemetry::a_claims_deaths_are_told,
+        telemetry::a_stale_holders_settle_is_told_as_lease_lost,
     ]
 }
 

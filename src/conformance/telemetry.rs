@@ -145,3 +145,53 @@ pub(crate) async fn a_claims_deaths_are_told(h: Harness) -> CaseResult {
     );
     Ok(())
 }
+
+pub(crate) async fn a_stale_holders_settle_is_told_as_lease_lost(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let id = enqueue(&outbox, "mail").await?;
+    let leased = outbox.claim(1, LEASE).await?.messages;
+    let telemetry = RecordingTelemetry::default();
+    // While its delivery runs, another drainer takes the message over (its
+    // lease token changes under the delivery).
+    let db = h.db();
+    let takeover = crate::database::Statement::new(
+        h.db().dialect().number_placeholders(&format!(
+            "UPDATE \"{}\" SET lease_token = 'another drainer' WHERE id = ?",
+            outbox.table()
+        )),
+        vec![id.clone().into()],
+    );
+    let overtaken = deliver_fn(move |_| {
+        let (db, takeover) = (db.clone(), takeover.clone());
+        async move {
+            match db.execute(&takeover).await {
+                Ok(1) => Delivery::retry("500"),
+                other => Delivery::permanent(format!("the takeover failed: {other:?}")),
+            }
+        }
+    });
+    let report = Drainer::builder(outbox.clone(), overtaken)
+        .timer(Arc::new(h.clock().clone()))
+        .limits(DrainLimits {
+            breaker: None,
+            ..super::drain::limits()
+        })
+        .telemetry(Arc::new(telemetry.clone()))
+        .build()?
+        .deliver_claimed(leased)
+        .await;
+    ensure_eq!(report.lease_lost, 1);
+    let told = telemetry.told();
+    ensure_eq!(told.settled.len(), 1);
+    let lost = &told.settled[0];
+    // Told once, keeping what went wrong with the attempt.
+    ensure_eq!(
+        (lost.id.as_str(), lost.outcome, lost.error_type),
+        (id.as_str(), Outcome::LeaseLost, Some("failed"))
+    );
+    ensure!(
+        told.backlogs.is_empty(),
+        "a delivery of leased messages samples no backlog"
+    );
+    Ok(())
+}

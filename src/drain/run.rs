@@ -108,7 +108,9 @@ pub(super) struct Run<'a> {
     /// What the run knows of each message it took up, by id.
     taken: BTreeMap<String, Taken>,
     /// Rows buried because they do not decode.
-    malformed: BTreeSet<String>,
+    /// Rows buried because they do not decode: their ids, and topics as
+    /// far as they decoded (`""` if not at all).
+    malformed: BTreeMap<String, String>,
     /// Lease ends of the deliveries in flight, with how many share each.
     running: BTreeMap<Timestamp, usize>,
     /// Why no more claims are made, once that is decided.
@@ -117,6 +119,8 @@ pub(super) struct Run<'a> {
     failed: bool,
     /// Whether a call has read the topic streaks the outbox remembers.
     streaks_read: bool,
+    /// Whether a call has sampled the backlog (for telemetry).
+    backlog_sampled: bool,
     /// Housekeeping sent before the run's first claim in the same call, at
     /// most once a minute per drainer (see `Outbox::sweep_statements`).
     sweep: Option<Vec<Statement>>,
@@ -140,11 +144,12 @@ impl<'a> Run<'a> {
             destinations: Destinations::new(drainer.destinations),
             paused: BTreeSet::new(),
             taken: BTreeMap::new(),
-            malformed: BTreeSet::new(),
+            malformed: BTreeMap::new(),
             running: BTreeMap::new(),
             claims_over: (!may_claim).then_some(StopReason::Drained),
             failed: false,
             streaks_read: false,
+            backlog_sampled: false,
             sweep: (may_claim && drainer.sweep_due(started))
                 .then(|| drainer.outbox.sweep_statements().ok())
                 .flatten(),
@@ -349,13 +354,23 @@ impl<'a> Run<'a> {
     /// Counts what a settle did, and logs a line per message it parked as
     /// dead.
     fn tally(&mut self, mut settled: SettleReport) {
-        for (id, told) in std::mem::take(&mut settled.told) {
-            self.tell(&id, told);
+        let told = std::mem::take(&mut settled.told);
+        // A message given back under both its leases (an isolation whose
+        // call failed) is told once, by the lease that held.
+        let applied: BTreeSet<&str> = told
+            .iter()
+            .filter(|(_, told)| *told != Told::LeaseLost)
+            .map(|(id, _)| id.as_str())
+            .collect();
+        for (id, told) in &told {
+            if *told != Told::LeaseLost || !applied.contains(id.as_str()) {
+                self.tell(id, *told);
+            }
         }
         let outbox = self.drainer.outbox.table().as_str();
         for (id, cause) in std::mem::take(&mut settled.died) {
             let reason = match cause {
-                _ if self.malformed.remove(&id) => DeadReason::Malformed,
+                _ if self.malformed.remove(&id).is_some() => DeadReason::Malformed,
                 DeathCause::Buried => DeadReason::Permanent,
                 DeathCause::AttemptsExhausted => DeadReason::AttemptsExhausted,
             };
@@ -375,11 +390,11 @@ impl<'a> Run<'a> {
         }
         let outbox = self.drainer.outbox.table().as_str();
         let Some(taken) = self.taken.get(id) else {
-            if self.malformed.contains(id) {
-                // A row that did not decode: its topic is unknown.
+            if let Some(topic) = self.malformed.get(id) {
+                // A row that did not decode.
                 self.drainer.telemetry.settled(&Settled {
                     outbox,
-                    topic: "(unknown)",
+                    topic: if topic.is_empty() { "(unknown)" } else { topic },
                     id,
                     outcome: told,
                     error_type: Some("malformed"),
@@ -394,11 +409,7 @@ impl<'a> Run<'a> {
         };
         let now = self.now();
         let delivered = told == Told::Delivered;
-        let error_type = match told {
-            Told::Delivered => None,
-            Told::LeaseLost => Some("lease_lost"),
-            _ => taken.error_type,
-        };
+        let error_type = taken.error_type.filter(|_| !delivered);
         self.drainer.telemetry.settled(&Settled {
             outbox,
             topic: &taken.topic,
@@ -666,10 +677,11 @@ impl<'a> Run<'a> {
     }
 
     /// Reads the backlog in `call`, before its claim, if a sink is told.
-    fn backlog_read(&self, call: &mut Call) -> Option<ReadSlot> {
-        if self.drainer.telemetry.is_empty() {
+    fn backlog_read(&mut self, call: &mut Call) -> Option<ReadSlot> {
+        if self.drainer.telemetry.is_empty() || self.backlog_sampled {
             return None;
         }
+        self.backlog_sampled = true;
         match self.drainer.outbox.backlog_statement(BACKLOG_CAP) {
             Ok(statement) => Some(call.read(statement)),
             Err(error) => {
@@ -929,7 +941,7 @@ impl<'a> Run<'a> {
         for malformed in claim.malformed {
             if let Some(lease) = malformed.lease {
                 let error = malformed.error.to_string();
-                self.malformed.insert(lease.id.clone());
+                self.malformed.insert(lease.id.clone(), lease.topic.clone());
                 self.push(lease, Fate::Bury { error }, now);
             }
         }
@@ -1005,6 +1017,7 @@ impl<'a> Run<'a> {
     async fn isolate(&mut self, mut message: ClaimedMessage) -> Option<ClaimedMessage> {
         let now = self.now();
         if self.paused.contains(&message.topic) {
+            self.mark(&message.id, "paused");
             self.push(message.lease().clone(), Fate::Release { due: now }, now);
             return None;
         }
@@ -1014,6 +1027,7 @@ impl<'a> Run<'a> {
         }
         let finish_by = self.finish_by(Timestamp::MAX);
         if self.failed || !self.can_afford_call() || !self.drainer.room_before(finish_by, now) {
+            self.mark(&message.id, "no_time");
             self.push(message.lease().clone(), Fate::Release { due: now }, now);
             return None;
         }
@@ -1026,6 +1040,7 @@ impl<'a> Run<'a> {
             Ok(isolation) => isolation,
             Err(error) => {
                 self.fail(error);
+                self.mark(&message.id, "no_time");
                 self.push(message.lease().clone(), Fate::Release { due: now }, now);
                 return None;
             }

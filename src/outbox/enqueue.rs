@@ -127,8 +127,9 @@ impl Outbox {
         };
         let due_at = message.not_before.map_or(now, |at| at.max(now));
         let insert = self.insert_statement(&message, &id, due_at, None, now)?;
-        crate::telemetry::spans::sent(&message.topic, &id);
-        Enqueue::new(self, id, &message, insert, now)
+        let enqueue = Enqueue::new(self, id, &message, insert, now)?;
+        crate::telemetry::spans::sent(&message.topic, enqueue.id());
+        Ok(enqueue)
     }
 
     /// Like [`enqueue`](Outbox::enqueue), but the row is written leased to
@@ -166,8 +167,8 @@ impl Outbox {
         let until = now.checked_add(lease)?;
         let token = self.new_ulid(now);
         let insert = self.insert_statement(&message, &id, until, Some(&token), now)?;
-        crate::telemetry::spans::sent(&message.topic, &id);
         let enqueue = Enqueue::new(self, id.clone(), &message, insert, now)?;
+        crate::telemetry::spans::sent(&message.topic, &id);
         let fence = sql::Fence {
             id: &id,
             token: &token,

@@ -224,6 +224,9 @@ pub(crate) fn entries_from(dialect: Dialect) -> &'static str {
     }
 }
 
+/// The most unsettled leases a settle's count reads from one row.
+pub(crate) const MAX_COUNTED_UNSETTLED: i64 = 65_535;
+
 /// The common table expressions that end in `held`: per group of `groups`
 /// (topic, token, until, signature and ids), the leases that still hold in
 /// `outbox`, counted: rows of `topic`, `signature`, `leases` (how many hold)
@@ -232,7 +235,9 @@ pub(crate) fn entries_from(dialect: Dialect) -> &'static str {
 /// - **SQLite** (and D1, which bills every row read, a sorter's too): one
 ///   correlated sum per group, no sort. Both counts ride in one integer:
 ///   each lease adds 1 to the low 32 bits and its unsettled leases to the
-///   high ones (a group has far fewer than 2³² leases).
+///   high ones. Both dialects count a row's unsettled leases as at most
+///   [`MAX_COUNTED_UNSETTLED`] (a real row has a handful): with fewer than
+///   2¹⁵ leases in a group, neither half can overflow.
 /// - **Postgres**: the matched rows are locked (`FOR UPDATE`), so no other
 ///   drainer's claim takes one between the count and the settle; a lock
 ///   cannot sit under an aggregate, so the locked rows are grouped outside.
@@ -250,25 +255,30 @@ pub(crate) fn held_leases(dialect: Dialect, outbox: &str) -> String {
          AND {outbox}.{id} = {{id}} AND {outbox}.{token} = groups.token",
         ready = state::READY,
     );
+    let clamp = |least: &str, greatest: &str| {
+        format!("{least}({greatest}({outbox}.{unsettled}, 0), {MAX_COUNTED_UNSETTLED})")
+    };
     match dialect {
         // Materialized first: the packed sum is computed once, not once
         // per use.
         Dialect::Sqlite => format!(
             "packed AS MATERIALIZED (SELECT groups.topic AS topic, groups.signature AS signature, \
-             (SELECT COALESCE(SUM(1 + ({outbox}.{unsettled} << 32)), 0) \
+             (SELECT COALESCE(SUM(1 + ({unsettled_counted} << 32)), 0) \
              FROM json_each(groups.ids) AS i CROSS JOIN {outbox} WHERE {fenced}) AS packed \
              FROM groups), \
              held AS MATERIALIZED (SELECT topic, signature, packed & 4294967295 AS leases, \
              packed >> 32 AS lost FROM packed)",
             fenced = fenced.replace("{id}", "i.value"),
+            unsettled_counted = clamp("MIN", "MAX"),
         ),
         Dialect::Postgres => format!(
             "held AS MATERIALIZED (SELECT topic, signature, COUNT(*) AS leases, SUM(unsettled) AS lost \
              FROM (SELECT groups.topic AS topic, groups.signature AS signature, \
-             {outbox}.{unsettled} AS unsettled FROM groups \
+             {unsettled_counted} AS unsettled FROM groups \
              CROSS JOIN LATERAL json_array_elements_text(groups.ids) AS i(id) \
              CROSS JOIN {outbox} WHERE {fenced} FOR UPDATE OF {outbox}) AS locked GROUP BY 1, 2)",
             fenced = fenced.replace("{id}", "i.id"),
+            unsettled_counted = clamp("LEAST", "GREATEST"),
         ),
     }
 }

@@ -151,15 +151,21 @@ impl DataPoints {
     }
 
     /// Takes `outbox`'s points, at most `max` of them: its backlog sample
-    /// first, then its groups, the largest first; groups past the budget
-    /// are summed into one point of topic and outcome `(other)`, so the
-    /// message counts stay whole.
+    /// (unless only one point fits and settles wait), then its groups, the
+    /// largest first; groups past the budget are summed into one point of
+    /// topic and outcome `(other)`, so the message counts stay whole. With
+    /// `max` 0 nothing is taken but everything is dropped.
     pub fn take(&mut self, outbox: &str, max: usize) -> Vec<DataPoint> {
         let mut points = Vec::new();
-        if max == 0 {
-            return points;
-        }
-        if let Some((due, oldest)) = self.backlogs.remove(outbox) {
+        let mine: Vec<Group> = self
+            .groups
+            .keys()
+            .filter(|group| group.outbox == outbox)
+            .cloned()
+            .collect();
+        let backlog = self.backlogs.remove(outbox);
+        // Settles first: with room for one point only, the backlog waits.
+        if let Some((due, oldest)) = backlog.filter(|_| max >= 2 || mine.is_empty()) {
             #[allow(clippy::cast_precision_loss)] // capped counts, milliseconds
             points.push(DataPoint {
                 index: clip_index(outbox),
@@ -176,18 +182,12 @@ impl DataPoints {
                 ],
             });
         }
-        let mine: Vec<Group> = self
-            .groups
-            .keys()
-            .filter(|group| group.outbox == outbox)
-            .cloned()
-            .collect();
         let mut groups: Vec<(Group, Sums)> = mine
             .into_iter()
             .filter_map(|group| self.groups.remove_entry(&group))
             .collect();
         groups.sort_by(|a, b| b.1.messages.cmp(&a.1.messages).then_with(|| a.0.cmp(&b.0)));
-        let room = max - points.len();
+        let room = max.saturating_sub(points.len());
         if groups.len() > room && room > 0 {
             let mut other = Sums::default();
             for (_, sums) in groups.drain(room - 1..) {
@@ -315,6 +315,29 @@ mod tests {
             "other outboxes keep theirs"
         );
         assert!(points.take("outbox", 0).is_empty());
+    }
+
+    #[test]
+    fn with_room_for_one_point_the_settles_go_and_the_backlog_waits() {
+        let mut points = DataPoints::new();
+        points.record_backlog(&Backlog {
+            outbox: "outbox",
+            due: 3,
+            oldest_due_age: None,
+        });
+        points.record(&settled("mail", Outcome::Delivered, None));
+        points.record(&settled("hooks", Outcome::Dead, Some("permanent")));
+        let taken = points.take("outbox", 1);
+        assert_eq!(taken.len(), 1);
+        assert_eq!(taken[0].blobs[1..3], ["(other)", "(other)"]);
+        assert_eq!(taken[0].doubles[0], 2.0);
+        let mut backlog_only = DataPoints::new();
+        backlog_only.record_backlog(&Backlog {
+            outbox: "outbox",
+            due: 3,
+            oldest_due_age: None,
+        });
+        assert_eq!(backlog_only.take("outbox", 1)[0].blobs[2], "backlog");
     }
 
     #[test]

@@ -24,7 +24,8 @@ pub(crate) const OLDEST_DUE_AGE: &str = "workers_outbox.oldest_due_age";
 /// Records what drains did through the [`metrics`] facade, named after the
 /// OpenTelemetry messaging conventions: attributes `messaging.system`
 /// (`workers_outbox`), `messaging.destination.name` (the topic),
-/// `messaging.operation.name` (`deliver`), `error.type` (the failure's
+/// `messaging.operation.name` (`send` for the attempts a drain sends its
+/// receivers, `process` for their durations), `error.type` (the failure's
 /// class, on failed attempts) and `workers_outbox.outbox` (the table);
 /// settles carry `workers_outbox.outcome`.
 ///
@@ -98,17 +99,20 @@ impl Telemetry for MetricsTelemetry {
         let outbox = settled.outbox.to_owned();
         let error = settled.error_type.unwrap_or("");
         if let Some(took) = settled.duration {
-            let mut labels = vec![
-                ("messaging.system", MESSAGING_SYSTEM.to_owned()),
-                ("messaging.destination.name", topic.clone()),
-                ("messaging.operation.name", "deliver".to_owned()),
-                ("workers_outbox.outbox", outbox.clone()),
-            ];
-            if settled.outcome != Outcome::Delivered && !error.is_empty() {
-                labels.push(("error.type", error.to_owned()));
-            }
-            metrics::counter!(SENT_MESSAGES, &labels).increment(1);
-            metrics::histogram!(PROCESS_DURATION, &labels).record(took.as_secs_f64());
+            let labels = |operation: &str| {
+                let mut labels = vec![
+                    ("messaging.system", MESSAGING_SYSTEM.to_owned()),
+                    ("messaging.destination.name", topic.clone()),
+                    ("messaging.operation.name", operation.to_owned()),
+                    ("workers_outbox.outbox", outbox.clone()),
+                ];
+                if !error.is_empty() {
+                    labels.push(("error.type", error.to_owned()));
+                }
+                labels
+            };
+            metrics::counter!(SENT_MESSAGES, &labels("send")).increment(1);
+            metrics::histogram!(PROCESS_DURATION, &labels("process")).record(took.as_secs_f64());
         }
         let mut labels = vec![
             ("messaging.system", MESSAGING_SYSTEM.to_owned()),

@@ -47,8 +47,10 @@ pub trait Telemetry: MaybeSend + MaybeSync {
     /// from the database.
     fn settled(&self, settled: &Settled<'_>);
 
-    /// How far behind an outbox is, sampled as a drain starts (at most once
-    /// a minute per drainer, with its housekeeping).
+    /// How far behind an outbox is, sampled once by a drain that also does
+    /// its housekeeping (at most once a minute per `Drainer` and its clones;
+    /// a Worker that builds a drainer per invocation samples in each), in
+    /// the same database call, reading at most [`BACKLOG_CAP`] rows.
     fn backlog(&self, backlog: &Backlog<'_>) {
         let _ = backlog;
     }
@@ -107,11 +109,13 @@ pub struct Settled<'a> {
     pub id: &'a str,
     /// How its settle ended.
     pub outcome: Outcome,
-    /// The class of failure behind any outcome but `Delivered`
-    /// (`error.type`): `timeout`, `failed`, `throttled`, `unavailable`,
-    /// `permanent`, `gone`, `circuit_open`, `no_time`, `malformed`,
-    /// `attempts_exhausted`, `run_ended` (never started before the run
-    /// stopped) or `lease_lost`.
+    /// The class of what went wrong with the message in this run
+    /// (`error.type`), `None` for `Delivered`: `timeout`, `failed`,
+    /// `throttled`, `unavailable`, `permanent`, `gone` (its attempt's
+    /// verdict), `circuit_open`, `paused`, `no_time`, `run_ended` (never
+    /// started before the run stopped), `malformed` or `attempts_exhausted`.
+    /// A `LeaseLost` settle keeps its attempt's class (`None` if the
+    /// delivery went through).
     pub error_type: Option<&'static str>,
     /// How long its delivery took, if one was made in this run.
     pub duration: Option<Duration>,

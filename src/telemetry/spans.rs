@@ -1,10 +1,13 @@
 //! `tracing` spans after the OpenTelemetry messaging conventions (feature
 //! `tracing`; without it, nothing):
-//! - `send {topic}` (kind producer) when a message is enqueued, inside the
-//!   caller's span: the request that caused it;
+//! - `send {topic}` (kind producer) when a message's enqueue statements
+//!   are built, inside the caller's span: the request that caused it (the
+//!   message exists once the caller's batch commits);
 //! - `process {topic}` (kind consumer) around each delivery, with the
-//!   message's stored `traceparent` as `messaging.creation_context`, so a
-//!   trace backend can link the delivery to the request that enqueued it;
+//!   message's stored `traceparent` in the field
+//!   `messaging.creation_context` (a subscriber such as
+//!   `tracing-opentelemetry` can make it a span link to the request that
+//!   enqueued it; `tracing` itself has no links);
 //!   around a batch call, one span with `messaging.batch.message_count`
 //!   (named after the topic when the batch has one).
 
@@ -32,6 +35,7 @@ pub(crate) fn sent(topic: &str, id: &str) {
         otel.kind = "producer",
         messaging.system = super::MESSAGING_SYSTEM,
         messaging.operation.type = "send",
+        messaging.operation.name = "send",
         messaging.destination.name = %topic,
         messaging.message.id = %id,
     );
@@ -55,6 +59,7 @@ pub(crate) fn in_process_span<'a>(
         otel.kind = "consumer",
         messaging.system = super::MESSAGING_SYSTEM,
         messaging.operation.type = "process",
+        messaging.operation.name = "process",
         messaging.destination.name = %message.topic,
         messaging.message.id = %message.id,
         messaging.delivery.attempt = message.attempt,
@@ -102,6 +107,7 @@ pub(crate) fn in_batch_span<'a, 't>(
         otel.kind = "consumer",
         messaging.system = super::MESSAGING_SYSTEM,
         messaging.operation.type = "process",
+        messaging.operation.name = "process",
         messaging.destination.name = one_topic.then_some(topic),
         messaging.batch.message_count = count,
     );
