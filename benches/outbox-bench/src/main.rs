@@ -161,7 +161,7 @@ mod native {
             );
             loops.push(json!({ "algo": name(algorithm), "run": run }));
         }
-        let rollups = rollups_on_and_off(bench, messages, 5).await?;
+        let rollups = rollups_on_and_off(bench, messages, 9).await?;
         let mix = Mix {
             scale: 0.1,
             timeout: Duration::from_secs(1),
