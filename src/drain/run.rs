@@ -355,18 +355,7 @@ impl<'a> Run<'a> {
     /// dead.
     fn tally(&mut self, mut settled: SettleReport) {
         let told = std::mem::take(&mut settled.told);
-        // A message given back under both its leases (an isolation whose
-        // call failed) is told once, by the lease that held.
-        let applied: BTreeSet<&str> = told
-            .iter()
-            .filter(|(_, told)| *told != Told::LeaseLost)
-            .map(|(id, _)| id.as_str())
-            .collect();
-        for (id, told) in &told {
-            if *told != Told::LeaseLost || !applied.contains(id.as_str()) {
-                self.tell(id, *told);
-            }
-        }
+        self.tell_all(&told);
         let outbox = self.drainer.outbox.table().as_str();
         for (id, cause) in std::mem::take(&mut settled.died) {
             let reason = match cause {
@@ -383,11 +372,27 @@ impl<'a> Run<'a> {
         self.report.tally(settled);
     }
 
-    /// Tells the telemetry sinks how the settle of message `id` ended.
-    fn tell(&self, id: &str, told: Told) {
+    /// Tells the telemetry sinks how each lease of a settle ended. A
+    /// message given back under both its leases (an isolation whose call
+    /// failed) is told once, by the lease that held.
+    fn tell_all(&self, told: &[(String, Told)]) {
         if self.drainer.telemetry.is_empty() {
             return;
         }
+        let applied: BTreeSet<&str> = told
+            .iter()
+            .filter(|(_, told)| *told != Told::LeaseLost)
+            .map(|(id, _)| id.as_str())
+            .collect();
+        for (id, told) in told {
+            if *told != Told::LeaseLost || !applied.contains(id.as_str()) {
+                self.tell(id, *told);
+            }
+        }
+    }
+
+    /// Tells the telemetry sinks how the settle of message `id` ended.
+    fn tell(&self, id: &str, told: Told) {
         let outbox = self.drainer.outbox.table().as_str();
         let Some(taken) = self.taken.get(id) else {
             if let Some(topic) = self.malformed.get(id) {

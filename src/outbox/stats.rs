@@ -6,7 +6,7 @@ use sea_query::{Asterisk, Expr, ExprTrait, Query};
 use serde::Serialize;
 
 use super::{Outbox, col, state};
-use crate::database::Statement;
+use crate::database::{Row, Rows, Statement};
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 
@@ -47,9 +47,7 @@ impl Outbox {
     pub async fn stats(&self) -> Result<OutboxStats> {
         let statement = self.stats_statement()?;
         let rows = self.inner.db.query(&statement).await?;
-        let row = rows
-            .first()
-            .ok_or_else(|| Error::database("an aggregate query returned no row"))?;
+        let row = aggregate_row(&rows)?;
         let in_table = |error: Error| error.in_row(self.table().as_str(), None);
         let oldest: Option<Timestamp> = row.get("oldest_due_at").map_err(in_table)?;
         Ok(OutboxStats {
@@ -72,13 +70,9 @@ impl Outbox {
     pub async fn count_due(&self, at_most: u32) -> Result<u64> {
         // Built apart: a sea-query statement is not `Send`, and must not
         // live across the await.
-        let statement = self.count_due_statement(at_most)?;
+        let statement = self.backlog_statement(u64::from(at_most))?;
         let rows = self.inner.db.query(&statement).await?;
-        let row = rows
-            .first()
-            .ok_or_else(|| Error::database("an aggregate query returned no row"))?;
-        row.get("due")
-            .map_err(|error| error.in_row(self.table().as_str(), None))
+        Ok(self.read_backlog(&rows)?.0)
     }
 
     /// A drain's backlog sample: messages due now (at most `at_most`) and
@@ -106,32 +100,12 @@ impl Outbox {
     ///
     /// # Errors
     /// [`Error::MalformedRow`] if the row is missing or not integers.
-    pub(crate) fn read_backlog(
-        &self,
-        rows: &crate::database::Rows,
-    ) -> Result<(u64, Option<Duration>)> {
-        let row = rows
-            .first()
-            .ok_or_else(|| Error::database("an aggregate query returned no row"))?;
+    pub(crate) fn read_backlog(&self, rows: &Rows) -> Result<(u64, Option<Duration>)> {
+        let row = aggregate_row(rows)?;
         let in_table = |error: Error| error.in_row(self.table().as_str(), None);
         let due: u64 = row.get("due").map_err(in_table)?;
         let oldest: Option<Timestamp> = row.get("oldest_due_at").map_err(in_table)?;
         Ok((due, oldest.map(|at| self.now().duration_since(at))))
-    }
-
-    fn count_due_statement(&self, at_most: u32) -> Result<Statement> {
-        let now = self.now().as_unix_millis();
-        let mut due = Query::select();
-        due.column(col::ID)
-            .from(self.table_name())
-            .and_where(Expr::col(col::STATE).eq(state::READY))
-            .and_where(Expr::col(col::DUE_AT).lte(now))
-            .limit(u64::from(at_most));
-        let mut count = Query::select();
-        count
-            .expr_as(Expr::col(Asterisk).count(), "due")
-            .from_subquery(due, "due_rows");
-        self.render(&count)
     }
 
     fn stats_statement(&self) -> Result<Statement> {
@@ -165,4 +139,10 @@ impl Outbox {
             .from(self.table_name());
         self.render(&select)
     }
+}
+
+/// The one row an aggregate query returns.
+fn aggregate_row(rows: &Rows) -> Result<Row<'_>> {
+    rows.first()
+        .ok_or_else(|| Error::database("an aggregate query returned no row"))
 }
