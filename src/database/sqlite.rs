@@ -63,6 +63,15 @@ impl SqliteDatabase {
         // A drain's call holds a dozen distinct statements (claim, settles,
         // counts, sweep): room for all of them and the caller's own.
         connection.set_prepared_statement_cache_capacity(PREPARED_STATEMENTS);
+        // Plans that never depend on bound values: otherwise a statement
+        // whose `state = ?` is weighed against a partial index's `WHERE
+        // state = 'dead'` is compiled again at every run.
+        connection
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+                true,
+            )
+            .map_err(map_error)?;
         Ok(SqliteDatabase {
             connection: Mutex::new(connection),
         })

@@ -4,7 +4,7 @@
 //! database call holds and how it is retried is in `call`, which failures
 //! spend attempts in `breaker`.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use futures_util::future::{Either, FutureExt, select};
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -65,6 +65,9 @@ struct Taken {
     created_at: Timestamp,
     /// The class of what last went wrong with it (`error.type`).
     error_type: Option<&'static str>,
+    /// Its leases in settles not read yet: it is forgotten when the last
+    /// is (a message taken again meanwhile starts again from 0).
+    settles_in_flight: u32,
 }
 
 impl Taken {
@@ -83,6 +86,7 @@ impl Taken {
             became_due: message.lease().became_due,
             created_at: message.created_at,
             error_type: None,
+            settles_in_flight: 0,
         }
     }
 }
@@ -105,8 +109,9 @@ pub(super) struct Run<'a> {
     destinations: Destinations,
     /// Topics paused in this run (a receiver answered `Gone`).
     paused: BTreeSet<String>,
-    /// What the run knows of each message it took up, by id.
-    taken: BTreeMap<String, Taken>,
+    /// What the run knows of each message it took up and has not seen
+    /// settled, by id.
+    taken: HashMap<String, Taken>,
     /// Rows buried because they do not decode.
     /// Rows buried because they do not decode: their ids, and topics as
     /// far as they decoded (`""` if not at all).
@@ -143,7 +148,7 @@ impl<'a> Run<'a> {
             breaker: Breaker::new(drainer.limits.breaker),
             destinations: Destinations::new(drainer.destinations),
             paused: BTreeSet::new(),
-            taken: BTreeMap::new(),
+            taken: HashMap::new(),
             malformed: BTreeMap::new(),
             running: BTreeMap::new(),
             claims_over: (!may_claim).then_some(StopReason::Drained),
@@ -363,11 +368,18 @@ impl<'a> Run<'a> {
                 DeathCause::Buried => DeadReason::Permanent,
                 DeathCause::AttemptsExhausted => DeadReason::AttemptsExhausted,
             };
-            let topic = self.taken.remove(&id).map(|taken| taken.topic);
-            log::warn!(
-                "{}",
-                dead_letter_line(outbox, &id, topic.as_deref(), reason)
-            );
+            let topic = self.taken.get(&id).map(|taken| taken.topic.as_str());
+            log::warn!("{}", dead_letter_line(outbox, &id, topic, reason));
+        }
+        for (id, _) in &told {
+            if let Some(taken) = self.taken.get_mut(id)
+                && taken.settles_in_flight > 0
+            {
+                taken.settles_in_flight -= 1;
+                if taken.settles_in_flight == 0 {
+                    self.taken.remove(id);
+                }
+            }
         }
         self.report.tally(settled);
     }
@@ -821,6 +833,7 @@ impl<'a> Run<'a> {
         for (lease, _) in &outcomes {
             if let Some(taken) = self.taken.get_mut(&lease.id) {
                 taken.settling = std::mem::take(&mut taken.observed);
+                taken.settles_in_flight += 1;
             }
         }
         match prepared {
