@@ -271,6 +271,11 @@ pub(crate) async fn claim_searches_and_never_scans(h: Harness) -> CaseResult {
     for (name, statement) in statements {
         let steps = plan(&h, &statement).await?;
         ensure!(!scans(&steps, &table), "{name} scans {table}: {steps:?}");
+        // A count that rides on the statement before it reads no row of
+        // the outbox.
+        if !statement.sql().contains(&format!("\"{table}\"")) {
+            continue;
+        }
         ensure!(
             steps.iter().any(|step| {
                 step.strip_prefix("SEARCH ")

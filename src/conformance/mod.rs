@@ -171,6 +171,7 @@ macro_rules! cases {
 pub fn cases() -> Vec<Case> {
     cases![
         port::batch_is_all_or_nothing,
+        port::a_statement_reads_the_changes_of_the_one_before,
         port::values_round_trip_exactly,
         port::writes_return_rows,
         port::empty_batch_touches_nothing,

@@ -38,6 +38,50 @@ pub(crate) async fn batch_is_all_or_nothing(h: Harness) -> CaseResult {
     Ok(())
 }
 
+/// On SQLite, `changes()` in a batch's statement is what the write just
+/// before it changed: the rollups count a settle's deletes this way.
+pub(crate) async fn a_statement_reads_the_changes_of_the_one_before(h: Harness) -> CaseResult {
+    if h.db().dialect() != crate::database::Dialect::Sqlite {
+        return Ok(());
+    }
+    let table = h.table("changed");
+    h.sql(
+        &format!("CREATE TABLE \"{table}\" (k TEXT PRIMARY KEY, v INTEGER)"),
+        vec![],
+    )
+    .await?;
+    let statement = |sql: &str| h.statement(sql, vec![]);
+    let outcomes = h
+        .db()
+        .batch_atomic(&[
+            statement(&format!(
+                "INSERT INTO \"{table}\" (k, v) VALUES ('a', 1), ('b', 1), ('c', 1)"
+            )),
+            statement(&format!(
+                "DELETE FROM \"{table}\" WHERE k IN ('a', 'b', 'x') RETURNING k"
+            )),
+            statement(&format!(
+                "INSERT INTO \"{table}\" (k, v) SELECT 'deleted', changes() WHERE changes() > 0"
+            )),
+            statement(&format!("DELETE FROM \"{table}\" WHERE k = 'x'")),
+            statement(&format!(
+                "INSERT INTO \"{table}\" (k, v) SELECT 'none', changes() WHERE changes() > 0"
+            )),
+        ])
+        .await?;
+    ensure_eq!(outcomes[1].rows.len(), 2);
+    let rows = h
+        .db()
+        .query(&h.statement(&format!("SELECT k, v FROM \"{table}\" ORDER BY k"), vec![]))
+        .await?;
+    let read: Vec<(String, i64)> = rows
+        .iter()
+        .map(|row| Ok((row.get("k")?, row.get("v")?)))
+        .collect::<crate::error::Result<_>>()?;
+    ensure_eq!(read, vec![("c".to_owned(), 1), ("deleted".to_owned(), 2)]);
+    Ok(())
+}
+
 pub(crate) async fn values_round_trip_exactly(h: Harness) -> CaseResult {
     let table = h.table("vals");
     h.sql(

@@ -27,6 +27,10 @@ pub struct Outcome {
 ///   or none does. This is the only multi-statement atomic unit (D1 has no
 ///   interactive transactions), so anything that must happen together goes
 ///   into one batch.
+/// - **One after another.** On the SQLite dialect a batch's statements run
+///   consecutively on one connection, with no other write between them, so
+///   `changes()` in a statement is the number of rows the write before it
+///   changed (a settle's rollup count rides on its delete this way).
 /// - **Visibility.** Once a call returns `Ok`, its writes are durable and
 ///   visible to every later call through any handle to the same database.
 /// - **An error may have committed.** A call refused by the database

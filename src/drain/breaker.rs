@@ -325,6 +325,7 @@ mod tests {
             deferrals: 0,
             created_at: Timestamp::EPOCH,
             became_due: None,
+            unsettled: Some(0),
         }
     }
 

@@ -34,6 +34,9 @@ pub struct LeaseHandle {
     /// When the message was due as it was leased: its lateness is counted
     /// from here (unknown for a row that did not decode).
     pub(crate) became_due: Option<Timestamp>,
+    /// The row's unsettled leases as this lease left them: no one else
+    /// changes them while it holds (unknown for a row that did not decode).
+    pub(crate) unsettled: Option<u32>,
 }
 
 impl LeaseHandle {
@@ -226,16 +229,19 @@ impl ClaimStatement {
                 lease: None,
             })
         })?;
-        let lease = |topic, attempt, ordering_key, deferrals, created_at, became_due| LeaseHandle {
-            id: id.clone(),
-            topic,
-            token: self.token.clone(),
-            until: self.until,
-            attempt,
-            ordering_key,
-            deferrals,
-            created_at,
-            became_due,
+        let lease = |topic, attempt, ordering_key, deferrals, created_at, became_due, unsettled| {
+            LeaseHandle {
+                id: id.clone(),
+                topic,
+                token: self.token.clone(),
+                until: self.until,
+                attempt,
+                ordering_key,
+                deferrals,
+                created_at,
+                became_due,
+                unsettled,
+            }
         };
         let decoded = (|| {
             if row.get::<String>(col::STATE)? == state::DEAD {
@@ -246,6 +252,7 @@ impl ClaimStatement {
             let attempts: u32 = row.get(col::ATTEMPTS)?;
             let created_at = row.get(col::CREATED_AT)?;
             let topic: String = row.get(col::TOPIC)?;
+            let unsettled_leases = row.get(col::UNSETTLED_LEASES)?;
             Ok(Returned::Leased(Box::new(ClaimedMessage {
                 id: id.clone(),
                 topic: topic.clone(),
@@ -257,7 +264,7 @@ impl ClaimStatement {
                     row.get::<Option<String>>(col::TRACESTATE)?.as_deref(),
                 ),
                 created_at,
-                unsettled_leases: row.get(col::UNSETTLED_LEASES)?,
+                unsettled_leases,
                 lease: lease(
                     topic,
                     attempts.saturating_add(1),
@@ -265,6 +272,7 @@ impl ClaimStatement {
                     row.get(col::DEFERRALS)?,
                     created_at,
                     row.get(col::BECAME_DUE)?,
+                    Some(unsettled_leases),
                 ),
             })))
         })();
@@ -282,6 +290,7 @@ impl ClaimStatement {
                     None,
                     0,
                     Timestamp::EPOCH,
+                    None,
                     None,
                 )),
             })

@@ -193,6 +193,7 @@ impl Outbox {
                 deferrals: 0,
                 created_at: now,
                 became_due: Some(now),
+                unsettled: Some(0),
             },
         };
         Ok(LeasedEnqueue {

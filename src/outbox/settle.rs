@@ -1,6 +1,7 @@
 //! Settling leased messages: complete, reschedule, bury or release, fenced
 //! by the lease, many at once in one atomic batch.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use super::Outbox;
@@ -115,7 +116,26 @@ pub(crate) struct PreparedSettle {
 struct Planned {
     id: String,
     effect: Effect,
-    statement: usize,
+    applied: Applied,
+}
+
+/// How to tell from a batch's outcomes whether a lease's settle applied.
+#[derive(Debug, Clone, Copy)]
+enum Applied {
+    /// Statement `n` changed a row.
+    Changed(usize),
+    /// Statement `n` returned the lease's id.
+    Returned(usize),
+    /// Never: the lease was listed earlier in the same settle.
+    Repeated,
+}
+
+impl Applied {
+    fn shift(&mut self, by: usize) {
+        if let Applied::Changed(n) | Applied::Returned(n) = self {
+            *n += by;
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,10 +166,19 @@ impl PreparedSettle {
             told: Vec::with_capacity(self.plan.len()),
             ..SettleReport::default()
         };
+        let mut returned: std::collections::HashMap<usize, HashSet<String>> =
+            std::collections::HashMap::new();
         for planned in &self.plan {
-            let applied = outcomes
-                .get(planned.statement)
-                .is_some_and(|outcome| outcome.rows_affected > 0);
+            let applied = match planned.applied {
+                Applied::Changed(n) => outcomes
+                    .get(n)
+                    .is_some_and(|outcome| outcome.rows_affected > 0),
+                Applied::Returned(n) => returned
+                    .entry(n)
+                    .or_insert_with(|| returned_ids(outcomes.get(n)))
+                    .contains(&planned.id),
+                Applied::Repeated => false,
+            };
             let told = match (applied, planned.effect) {
                 (false, _) => Told::LeaseLost,
                 (true, Effect::Completed) => Told::Delivered,
@@ -174,6 +203,29 @@ impl PreparedSettle {
         }
         report
     }
+}
+
+/// The ids a statement returned (none for a missing outcome, or a row
+/// whose id does not read: its lease is reported lost).
+fn returned_ids(outcome: Option<&Outcome>) -> HashSet<String> {
+    outcome.map_or_else(HashSet::new, |outcome| {
+        outcome
+            .rows
+            .iter()
+            .filter_map(|row| row.get::<String>(sql::col::ID).ok())
+            .collect()
+    })
+}
+
+/// The delivered leases of one claim that one statement deletes (and, where
+/// the rollups count a statement's changes, that add the same counts).
+struct Deletion<'a> {
+    token: &'a str,
+    until: Timestamp,
+    counts: Option<sql::rollups::ChangesKey<'a>>,
+    ids: Vec<&'a str>,
+    /// Where each id is planned.
+    planned: Vec<usize>,
 }
 
 /// What a drain saw of one delivery, beyond its fate: counted in the
@@ -217,6 +269,7 @@ fn counting(
         counts_lost_leases: resets_unsettled,
         alone: observed.alone,
         tripped: observed.tripped,
+        unsettled: lease.unsettled,
     }
 }
 
@@ -272,20 +325,75 @@ impl Outbox {
 
     /// The statements of a settle, counting into the rollups (when they are
     /// on) what a drain `observed` of each lease's delivery.
+    ///
+    /// Delivered leases are deleted one statement per claim (per claim and
+    /// rollup rows, where the rollups count each statement's changes); the
+    /// others are settled one statement each. A lease listed twice is
+    /// settled once; its second listing is reported lost.
     pub(crate) fn prepare_observed(
         &self,
         fates: &[(&LeaseHandle, Fate)],
         observed: impl Fn(&LeaseHandle) -> Observed,
     ) -> Result<PreparedSettle> {
         let now = self.now();
+        let writes = self.rollup_writes();
         let mut prepared = PreparedSettle {
             statements: Vec::with_capacity(fates.len() + 1),
             plan: Vec::with_capacity(fates.len()),
         };
+        // Counted by reading their rows first.
         let mut counted = Vec::new();
+        let mut deletions: Vec<Deletion<'_>> = Vec::new();
+        let mut listed = HashSet::with_capacity(fates.len());
         for (lease, fate) in fates {
+            let fence = lease.fence();
+            if !listed.insert((fence.id, fence.token, fence.until)) {
+                prepared.plan.push(Planned {
+                    id: lease.id.clone(),
+                    effect: Effect::Completed,
+                    applied: Applied::Repeated,
+                });
+                continue;
+            }
             let (effect, statement) = match fate {
-                Fate::Complete => (Effect::Completed, self.delete_leased(lease)?),
+                Fate::Complete => {
+                    let counts =
+                        writes.map(|_| counting(lease, Effect::Completed, observed(lease), now));
+                    let by_changes = match (writes, counts) {
+                        (Some(writes), Some(counts)) if writes.counts_changes() => {
+                            counts.changes_key()
+                        }
+                        _ => None,
+                    };
+                    if let (Some(counts), None) = (counts, by_changes) {
+                        counted.push(counts);
+                    }
+                    let index = match deletions.iter().position(|deletion| {
+                        deletion.token == fence.token
+                            && deletion.until == fence.until
+                            && deletion.counts == by_changes
+                    }) {
+                        Some(index) => index,
+                        None => {
+                            deletions.push(Deletion {
+                                token: fence.token,
+                                until: fence.until,
+                                counts: by_changes,
+                                ids: Vec::new(),
+                                planned: Vec::new(),
+                            });
+                            deletions.len() - 1
+                        }
+                    };
+                    deletions[index].ids.push(fence.id);
+                    deletions[index].planned.push(prepared.plan.len());
+                    prepared.plan.push(Planned {
+                        id: lease.id.clone(),
+                        effect: Effect::Completed,
+                        applied: Applied::Repeated,
+                    });
+                    continue;
+                }
                 Fate::Reschedule {
                     error,
                     not_before,
@@ -301,36 +409,57 @@ impl Outbox {
                     prepared.statements.push(sql::pause::pause_leased(
                         self.table(),
                         self.dialect(),
-                        &lease.fence(),
+                        &fence,
                         &clip(reason),
                         now,
                     )?);
                     (Effect::Paused, self.release_statement(lease, now)?)
                 }
             };
-            if self.counts_rollups() {
+            if writes.is_some() {
                 counted.push(counting(lease, effect, observed(lease), now));
             }
             prepared.plan.push(Planned {
                 id: lease.id.clone(),
                 effect,
-                statement: prepared.statements.len(),
+                applied: Applied::Changed(prepared.statements.len()),
             });
             prepared.statements.push(statement);
-            if effect == Effect::Completed
+        }
+        for deletion in &deletions {
+            let statement = prepared.statements.len();
+            prepared.statements.push(sql::settle::complete_all(
+                self.table(),
+                self.dialect(),
+                deletion.token,
+                deletion.until,
+                &deletion.ids,
+            )?);
+            for planned in &deletion.planned {
+                prepared.plan[*planned].applied = Applied::Returned(statement);
+            }
+            if let (Some(writes), Some(key)) = (writes, &deletion.counts)
+                && let Some(count) = writes.count_changes(key, now)?
+            {
+                prepared.statements.push(count);
+            }
+        }
+        // After the deletes: each makes the next row of its key the head.
+        for (lease, fate) in fates {
+            if *fate == Fate::Complete
                 && let Some(key) = &lease.ordering_key
             {
                 prepared.statements.push(self.promote_next(key)?);
             }
         }
         // First: it counts the rows the settles after it are about to change.
-        if let Some(count) = match self.rollup_writes() {
+        if let Some(count) = match writes {
             Some(writes) => writes.count_settles(&counted, now)?,
             None => None,
         } {
             prepared.statements.insert(0, count);
             for planned in &mut prepared.plan {
-                planned.statement += 1;
+                planned.applied.shift(1);
             }
         }
         Ok(prepared)
@@ -383,10 +512,6 @@ impl Outbox {
                 id: lease.id.clone(),
             })
         }
-    }
-
-    fn delete_leased(&self, lease: &LeaseHandle) -> Result<Statement> {
-        sql::settle::complete(self.table(), self.dialect(), &lease.fence())
     }
 
     /// A failure spends the lease's attempt (`charged`, or the message is

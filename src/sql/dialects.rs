@@ -224,6 +224,46 @@ pub(crate) fn entries_from(dialect: Dialect) -> &'static str {
     }
 }
 
+/// A subquery of the texts of a JSON array bound as one parameter, for
+/// `… IN (…)`.
+pub(crate) fn texts_listed(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => "SELECT value FROM json_each(?)",
+        Dialect::Postgres => "SELECT json_array_elements_text(CAST(? AS TEXT)::json)",
+    }
+}
+
+/// Whether a settle statement's changes are counted by the statement right
+/// after it, with `changes()`.
+///
+/// - **SQLite**: yes. A batch runs its statements one after another on one
+///   connection (the [`Database`](crate::Database) contract), so `changes()`
+///   in the count is the number of rows the settle before it changed: a
+///   count that rides on what the fenced statement did, reading no row.
+/// - **Postgres**: no (it has no `changes()`, and a count per settle
+///   statement would lock rollup rows in no fixed order); the settle's
+///   count reads and locks its rows first ([`held_leases`]).
+pub(crate) fn counts_by_changes(dialect: Dialect) -> bool {
+    dialect == Dialect::Sqlite
+}
+
+/// How an `INSERT … SELECT` into the rollups sums rows per topic: what each
+/// row adds, and the clause (if any) that groups them before the conflict
+/// clause.
+///
+/// - **SQLite**: each row adds 1 and the conflict clause sums them (a
+///   claim's dead rows are few), with no sort: a statement whose bound
+///   `WHERE` feeds a `GROUP BY` is planned again at every run where the
+///   planner may weigh bound values.
+/// - **Postgres**: grouped and ordered: one `INSERT` may not update a row
+///   twice, and rollup rows are locked in one order.
+pub(crate) fn summed_per_topic(dialect: Dialect) -> (&'static str, &'static str) {
+    match dialect {
+        Dialect::Sqlite => ("1", ""),
+        Dialect::Postgres => ("COUNT(*)", "GROUP BY 3 ORDER BY 3 "),
+    }
+}
+
 /// The most unsettled leases a settle's count reads from one row.
 pub(crate) const MAX_COUNTED_UNSETTLED: i64 = 65_535;
 

@@ -10,7 +10,8 @@
 //! the settle.
 
 use super::dialects::{
-    entries_from, entry_field, entry_json, held_leases, period_fold, signature_rows_of,
+    MAX_COUNTED_UNSETTLED, counts_by_changes, entries_from, entry_field, entry_json, held_leases,
+    period_fold, signature_rows_of, summed_per_topic,
 };
 use serde::Serialize;
 
@@ -123,9 +124,27 @@ pub(crate) struct Counted<'a> {
     pub(crate) alone: bool,
     /// Its failure tripped its topic's breaker.
     pub(crate) tripped: bool,
+    /// The row's unsettled leases, when the lease knows them.
+    pub(crate) unsettled: Option<u32>,
 }
 
-impl Counted<'_> {
+impl<'a> Counted<'a> {
+    /// What the lease adds to per row its settle changes, when that is
+    /// known without reading the row: leases of one key are counted by
+    /// one [`count_changes`](RollupWrites::count_changes).
+    pub(crate) fn changes_key(&self) -> Option<ChangesKey<'a>> {
+        let lost = match (self.counts_lost_leases, self.unsettled) {
+            (false, _) => 0,
+            (true, Some(unsettled)) => i64::from(unsettled).min(MAX_COUNTED_UNSETTLED),
+            (true, None) => return None,
+        };
+        Some(ChangesKey {
+            topic: self.topic,
+            signature: self.signature(),
+            lost,
+        })
+    }
+
     /// The rollup rows this lease adds to.
     fn signature(&self) -> Signature {
         Signature {
@@ -138,6 +157,15 @@ impl Counted<'_> {
             tripped: self.tripped,
         }
     }
+}
+
+/// What one changed row of a settle statement adds to the rollups: its
+/// topic, its rows and the unsettled leases it counts lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChangesKey<'a> {
+    topic: &'a str,
+    signature: Signature,
+    lost: i64,
 }
 
 /// The rollup rows a lease adds to, its buckets chosen: leases of one
@@ -206,6 +234,7 @@ fn add_on_conflict(table: &TableName) -> String {
 pub(crate) struct RollupWrites {
     count_settles: String,
     count_claim_deaths: String,
+    count_changes: Option<String>,
 }
 
 /// One group of a settle's leases, bound as `[topic, token, until,
@@ -249,10 +278,11 @@ impl RollupWrites {
             signature_rows = signature_rows_of(dialect, "held.signature"),
             conflict = add_on_conflict(table),
         );
+        let (per_row, grouped) = summed_per_topic(dialect);
         let count_claim_deaths = format!(
-            "{insert} SELECT {MINUTE_MS}, ?, COALESCE(CAST({topic} AS TEXT), ''), '{dead}', 0, COUNT(*) \
+            "{insert} SELECT {MINUTE_MS}, ?, COALESCE(CAST({topic} AS TEXT), ''), '{dead}', 0, {per_row} \
              FROM \"{outbox}\" WHERE {state_col} = '{dead_state}' AND {due} = ? AND {token_col} = ? \
-             GROUP BY 3 ORDER BY 3 {conflict}",
+             {grouped}{conflict}",
             insert = insert_head(table),
             topic = col::TOPIC,
             dead = metric::DEAD_AT_CLAIM,
@@ -263,10 +293,59 @@ impl RollupWrites {
             token_col = col::LEASE_TOKEN,
             conflict = add_on_conflict(table),
         );
+        let count_changes = counts_by_changes(dialect).then(|| {
+            format!(
+                "{insert} SELECT {MINUTE_MS}, ?, ?, {metric}, {le}, changes() * {per} \
+                 FROM json_each(?) AS m WHERE changes() > 0 {conflict}",
+                insert = insert_head(table),
+                metric = row_field(0, false),
+                le = row_field(1, true),
+                per = row_field(2, true),
+                conflict = add_on_conflict(table),
+            )
+        });
         RollupWrites {
             count_settles: dialect.number_placeholders(&count_settles),
             count_claim_deaths: dialect.number_placeholders(&count_claim_deaths),
+            count_changes,
         }
+    }
+
+    /// Whether a settle statement's changes can be counted by the
+    /// statement after it ([`count_changes`](RollupWrites::count_changes)).
+    pub(crate) fn counts_changes(&self) -> bool {
+        self.count_changes.is_some()
+    }
+
+    /// Counts into the minute of `now`, once per row the statement just
+    /// before it changed, what a lease of `key` adds: to send right after
+    /// that statement, in the same atomic call. `None` where the dialect
+    /// does not count this way (see [`counts_by_changes`]).
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if the rows cannot be written as JSON.
+    pub(crate) fn count_changes(
+        &self,
+        key: &ChangesKey<'_>,
+        now: Timestamp,
+    ) -> Result<Option<Statement>> {
+        let Some(sql) = &self.count_changes else {
+            return Ok(None);
+        };
+        let rows: Vec<(&str, i64, i64)> = key
+            .signature
+            .rows()
+            .map(|(name, le, from_row)| (name, le, if from_row { key.lost } else { 1 }))
+            .filter(|(_, _, per)| *per > 0)
+            .collect();
+        Ok(Some(Statement::new(
+            sql.clone(),
+            vec![
+                Value::Integer(minute_of(now)),
+                Value::Text(key.topic.to_owned()),
+                Value::Text(to_json(&rows)?),
+            ],
+        )))
     }
 
     /// Counts `counted` into the minute of `now`: to send before the settle

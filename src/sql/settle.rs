@@ -5,23 +5,46 @@
 
 use sea_query::{Expr, ExprTrait, Query};
 
-use super::{Fence, col, state};
+use super::{Fence, col, dialects, state};
+use crate::database::value::Value;
 use crate::database::{Dialect, Statement};
 use crate::error::Result;
 use crate::identifier::TableName;
 use crate::time::Timestamp;
 
-/// Deletes a delivered row.
-pub(crate) fn complete(
+/// Deletes the delivered rows `ids` of one claim (its `token` and lease end
+/// `until`), in one statement returning the id of each row it deleted: a
+/// row whose lease no longer holds is neither deleted nor returned. Binds
+/// the ids as one JSON text, so a claim of any size is one statement.
+///
+/// # Errors
+/// [`Error::Internal`](crate::Error::Internal) if the ids cannot be
+/// written as JSON.
+pub(crate) fn complete_all(
     table: &TableName,
     dialect: Dialect,
-    lease: &Fence<'_>,
+    token: &str,
+    until: Timestamp,
+    ids: &[&str],
 ) -> Result<Statement> {
-    let mut delete = Query::delete();
-    delete
-        .from_table(table.as_str().to_owned())
-        .and_where(lease.holds());
-    dialect.render(&delete)
+    let ids = serde_json::to_string(ids)
+        .map_err(|error| crate::Error::internal(format!("a settle's ids as JSON: {error}")))?;
+    let (state_col, due, id, token_col) = (col::STATE, col::DUE_AT, col::ID, col::LEASE_TOKEN);
+    let sql = format!(
+        "DELETE FROM \"{table}\" WHERE {state_col} = '{ready}' AND {due} = ? AND {token_col} = ? \
+         AND {id} IN ({listed}) RETURNING {id}",
+        table = table.as_str(),
+        ready = state::READY,
+        listed = dialects::texts_listed(dialect),
+    );
+    Ok(Statement::new(
+        dialect.number_placeholders(&sql),
+        vec![
+            Value::Integer(until.as_unix_millis()),
+            Value::Text(token.to_owned()),
+            Value::Text(ids),
+        ],
+    ))
 }
 
 /// A failed delivery of lease `attempt`, due again at `due`.

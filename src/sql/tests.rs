@@ -3,7 +3,7 @@
 
 use super::claim::{ClaimSpec, claim, isolate, recovery};
 use super::enqueue::{NewRow, insert};
-use super::settle::{Retry, bury, complete, promote_all_heads, promote_next, release, retry};
+use super::settle::{Retry, bury, complete_all, promote_all_heads, promote_next, release, retry};
 use super::*;
 use crate::database::value::Value;
 use crate::database::{Dialect, Statement};
@@ -101,12 +101,6 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
                 vec![text("ready"), Value::Integer(NOW), text("m1"), text("tok2")],
             ]
             .concat(),
-        ),
-        (
-            "complete",
-            complete(&outbox, dialect, &held()).unwrap(),
-            format!(r#"DELETE FROM "outbox" WHERE {FENCE}"#),
-            fence_values(),
         ),
         (
             "charged retry",
@@ -423,7 +417,90 @@ fn counted() -> rollups::Counted<'static> {
         counts_lost_leases: true,
         alone: false,
         tripped: false,
+        unsettled: Some(2),
     }
+}
+
+#[test]
+fn one_statement_deletes_a_claims_delivered_rows_and_returns_each_it_deleted() {
+    let sqlite = complete_all(
+        &table("outbox"),
+        Dialect::Sqlite,
+        "tok",
+        at(UNTIL),
+        &["m1", "m2"],
+    )
+    .unwrap();
+    assert_eq!(
+        sqlite.sql(),
+        r#"DELETE FROM "outbox" WHERE state = 'ready' AND due_at = ? AND lease_token = ? AND id IN (SELECT value FROM json_each(?)) RETURNING id"#
+    );
+    assert_eq!(
+        sqlite.values(),
+        [Value::Integer(UNTIL), text("tok"), text(r#"["m1","m2"]"#)]
+    );
+    #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+    assert_eq!(
+        complete_all(
+            &table("outbox"),
+            Dialect::Postgres,
+            "tok",
+            at(UNTIL),
+            &["m1"]
+        )
+        .unwrap()
+        .sql(),
+        r#"DELETE FROM "outbox" WHERE state = 'ready' AND due_at = $1 AND lease_token = $2 AND id IN (SELECT json_array_elements_text(CAST($3 AS TEXT)::json)) RETURNING id"#
+    );
+}
+
+#[test]
+fn a_deletes_count_rides_on_the_rows_it_changed() {
+    let writes = rollups::RollupWrites::new(&table("outbox"), Dialect::Sqlite);
+    assert!(writes.counts_changes());
+    let key = counted().changes_key().unwrap();
+    let count = writes.count_changes(&key, at(NOW)).unwrap().unwrap();
+    assert_eq!(
+        count.sql(),
+        format!(
+            r#"INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, ?, ?, json_extract(m.value, '$[0]'), json_extract(m.value, '$[1]'), changes() * json_extract(m.value, '$[2]') FROM json_each(?) AS m WHERE changes() > 0 {ROLLUPS_CONFLICT}"#
+        )
+    );
+    // Each rollup row, and what one deleted row adds to it: its unsettled
+    // leases to lease_lost.
+    assert_eq!(
+        count.values(),
+        [
+            Value::Integer(0),
+            text("mail"),
+            text(
+                r#"[["delivered",0,1],["lateness_ms",50,1],["age_ms",5000,1],["lease_lost",0,2]]"#
+            ),
+        ]
+    );
+    // No lost leases: no lease_lost row; unknown ones: counted by reading.
+    let none_lost = rollups::Counted {
+        unsettled: Some(0),
+        ..counted()
+    };
+    let none_lost = writes
+        .count_changes(&none_lost.changes_key().unwrap(), at(NOW))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        none_lost.values()[2],
+        text(r#"[["delivered",0,1],["lateness_ms",50,1],["age_ms",5000,1]]"#)
+    );
+    assert!(
+        rollups::Counted {
+            unsettled: None,
+            ..counted()
+        }
+        .changes_key()
+        .is_none()
+    );
+    #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+    assert!(!rollups::RollupWrites::new(&table("outbox"), Dialect::Postgres).counts_changes());
 }
 
 const ROLLUPS_CONFLICT: &str = r#"ON CONFLICT (period_ms, period_start, topic, metric, le) DO UPDATE SET "count" = "outbox_rollups"."count" + excluded."count""#;
@@ -515,12 +592,19 @@ fn a_claims_deaths_are_counted_by_its_token() {
     assert_eq!(
         statement.sql(),
         format!(
-            r#"INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, ?, COALESCE(CAST(topic AS TEXT), ''), 'dead_at_claim', 0, COUNT(*) FROM "outbox" WHERE state = 'dead' AND due_at = ? AND lease_token = ? GROUP BY 3 ORDER BY 3 {ROLLUPS_CONFLICT}"#
+            r#"INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, ?, COALESCE(CAST(topic AS TEXT), ''), 'dead_at_claim', 0, 1 FROM "outbox" WHERE state = 'dead' AND due_at = ? AND lease_token = ? {ROLLUPS_CONFLICT}"#
         )
     );
     assert_eq!(
         statement.values(),
         [Value::Integer(0), Value::Integer(NOW), text("tok")]
+    );
+    #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+    assert!(
+        rollups::RollupWrites::new(&table("outbox"), Dialect::Postgres)
+            .count_claim_deaths(at(NOW), "tok")
+            .sql()
+            .contains("'dead_at_claim', 0, COUNT(*) FROM \"outbox\" WHERE state = 'dead' AND due_at = $2 AND lease_token = $3 GROUP BY 3 ORDER BY 3 ON CONFLICT")
     );
 }
 
