@@ -256,6 +256,7 @@ pub fn cases() -> Vec<Case> {
         destinations::destination_limits_hold_across_topics_and_spare_other_destinations,
         enqueue::a_trace_context_travels_with_the_message,
         rollups::settles_count_what_they_changed,
+        rollups::a_claim_of_many_topics_is_deleted_at_once_and_counted_once,
         rollups::a_stale_holder_counts_nothing_and_a_lost_lease_counts_once,
         rollups::a_claims_deaths_are_counted_with_it,
         rollups::a_drain_counts_durations_suspects_and_trips,

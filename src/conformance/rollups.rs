@@ -123,6 +123,43 @@ pub(crate) async fn settles_count_what_they_changed(h: Harness) -> CaseResult {
     Ok(())
 }
 
+/// Delivered leases of one claim with many rollup keys (here one topic
+/// each) are deleted by one statement and counted by reading, once.
+pub(crate) async fn a_claim_of_many_topics_is_deleted_at_once_and_counted_once(
+    h: Harness,
+) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let topics = ["a", "b", "c", "d", "e"];
+    for topic in topics {
+        enqueue(&outbox, topic).await?;
+    }
+    let claim = outbox.claim(10, LEASE).await?;
+    ensure_eq!(claim.messages.len(), topics.len());
+    let fates: Vec<_> = claim
+        .messages
+        .iter()
+        .map(|message| (message.lease(), crate::outbox::Fate::Complete))
+        .collect();
+    // The count, then one delete for the whole claim.
+    ensure_eq!(outbox.prepare_fates(&fates)?.statements().len(), 2);
+    let verdicts: Vec<_> = claim
+        .messages
+        .iter()
+        .map(|message| (message.lease(), Delivery::Delivered))
+        .collect();
+    let report = outbox.settle(&verdicts).await?;
+    ensure_eq!((report.completed, report.lease_lost.len()), (5, 0));
+    let again = outbox.settle(&verdicts).await?;
+    ensure_eq!((again.completed, again.lease_lost.len()), (0, 5));
+    let minutes = recent(&h, &outbox, Duration::from_secs(3600), Resolution::Minute).await?;
+    for topic in topics {
+        ensure_eq!(counts_of(&minutes, topic), counts(1, 0, 0, 0));
+    }
+    let all = merged(&minutes).ok_or_else(|| Failure("no rollups".into()))?;
+    ensure_eq!((all.lateness.count(), all.age.count()), (5, 5));
+    Ok(())
+}
+
 pub(crate) async fn a_stale_holder_counts_nothing_and_a_lost_lease_counts_once(
     h: Harness,
 ) -> CaseResult {

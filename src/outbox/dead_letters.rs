@@ -6,6 +6,7 @@ use super::records::{COLUMNS, StoredMessage};
 use super::{Outbox, col, state};
 use crate::database::Statement;
 use crate::error::{Error, Result};
+use crate::sql;
 use crate::time::Timestamp;
 
 impl Outbox {
@@ -33,7 +34,7 @@ impl Outbox {
             select
                 .columns(COLUMNS)
                 .from(self.table_name())
-                .and_where(Expr::col(col::STATE).eq(state::DEAD))
+                .and_where(sql::state_is(state::DEAD))
                 .order_by(col::DUE_AT, Order::Asc)
                 .order_by(col::ID, Order::Asc)
                 .limit(u64::from(limit));
@@ -89,7 +90,7 @@ impl Outbox {
             let mut delete = Query::delete();
             delete
                 .from_table(self.table_name())
-                .and_where(Expr::col(col::STATE).eq(state::DEAD))
+                .and_where(sql::state_is(state::DEAD))
                 .and_where(Expr::col(col::DUE_AT).lt(older_than.as_unix_millis()));
             [self.render(&delete)?, self.promote_all_heads()?]
         };
@@ -113,7 +114,7 @@ impl Outbox {
         self.stored_messages(statement).await
     }
 
-    fn replay_statement(&self, id: Option<&str>) -> Result<Statement> {
+    pub(crate) fn replay_statement(&self, id: Option<&str>) -> Result<Statement> {
         let mut update = Query::update();
         update
             .table(self.table_name())
@@ -122,7 +123,7 @@ impl Outbox {
             .value(col::ATTEMPTS, 0)
             .value(col::DEFERRALS, 0)
             .value(col::LEASE_TOKEN, Option::<String>::None)
-            .and_where(Expr::col(col::STATE).eq(state::DEAD));
+            .and_where(sql::state_is(state::DEAD));
         if let Some(id) = id {
             update.and_where(Expr::col(col::ID).eq(id));
         }

@@ -228,6 +228,82 @@ struct Deletion<'a> {
     planned: Vec<usize>,
 }
 
+/// The most rollup keys a claim's delivered leases may have and still be
+/// counted from each delete's changes (a delete and a count per key); a
+/// claim with more is deleted by one statement and counted by reading.
+const MAX_KEYS_COUNTED_BY_CHANGES: usize = 2;
+
+/// A delivered lease, and where it is planned.
+type DeliveredLease<'a> = (usize, &'a LeaseHandle);
+
+/// The deletes of the `delivered` leases (each with where it is planned):
+/// one per claim, or per claim and rollup key where `by_changes` and its
+/// leases have few keys. The leases counted by reading their rows are
+/// added to `counted`, with what `counts` says of each.
+fn plan_deletions<'a>(
+    delivered: &[DeliveredLease<'a>],
+    counts: impl Fn(&'a LeaseHandle) -> Option<sql::rollups::Counted<'a>>,
+    by_changes: bool,
+    counted: &mut Vec<sql::rollups::Counted<'a>>,
+) -> Vec<Deletion<'a>> {
+    let mut claims: Vec<(&'a str, Timestamp, Vec<DeliveredLease<'a>>)> = Vec::new();
+    for &(planned, lease) in delivered {
+        match claims
+            .iter_mut()
+            .find(|(token, until, _)| *token == lease.token && *until == lease.until)
+        {
+            Some((_, _, leases)) => leases.push((planned, lease)),
+            None => claims.push((&lease.token, lease.until, vec![(planned, lease)])),
+        }
+    }
+    let mut deletions: Vec<Deletion<'a>> = Vec::new();
+    for (token, until, leases) in claims {
+        let counted_here: Vec<_> = leases.iter().map(|(_, lease)| counts(lease)).collect();
+        let keys: Option<Vec<_>> = counted_here
+            .iter()
+            .map(|counts| counts.and_then(|counts| counts.changes_key()))
+            .collect();
+        let keys = keys.filter(|keys| {
+            let mut distinct: Vec<&sql::rollups::ChangesKey<'_>> = Vec::new();
+            for key in keys {
+                if !distinct.contains(&key) {
+                    distinct.push(key);
+                }
+            }
+            by_changes && distinct.len() <= MAX_KEYS_COUNTED_BY_CHANGES
+        });
+        if keys.is_none() {
+            counted.extend(counted_here.into_iter().flatten());
+        }
+        let first = deletions.len();
+        let keys = keys.map_or_else(
+            || vec![None; leases.len()],
+            |keys| keys.into_iter().map(Some).collect(),
+        );
+        for ((planned, lease), key) in leases.iter().zip(keys) {
+            let index = match deletions[first..]
+                .iter()
+                .position(|deletion| deletion.counts == key)
+            {
+                Some(index) => first + index,
+                None => {
+                    deletions.push(Deletion {
+                        token,
+                        until,
+                        counts: key,
+                        ids: Vec::new(),
+                        planned: Vec::new(),
+                    });
+                    deletions.len() - 1
+                }
+            };
+            deletions[index].ids.push(&lease.id);
+            deletions[index].planned.push(*planned);
+        }
+    }
+    deletions
+}
+
 /// What a drain saw of one delivery, beyond its fate: counted in the
 /// rollups with its settle.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -327,8 +403,9 @@ impl Outbox {
     /// on) what a drain `observed` of each lease's delivery.
     ///
     /// Delivered leases are deleted one statement per claim (per claim and
-    /// rollup rows, where the rollups count each statement's changes); the
-    /// others are settled one statement each. A lease listed twice is
+    /// rollup key where the rollups count each delete's changes, for a
+    /// claim of at most [`MAX_KEYS_COUNTED_BY_CHANGES`] keys); the others
+    /// are settled one statement each. A lease listed twice is
     /// settled once; its second listing is reported lost.
     pub(crate) fn prepare_observed(
         &self,
@@ -343,7 +420,7 @@ impl Outbox {
         };
         // Counted by reading their rows first.
         let mut counted = Vec::new();
-        let mut deletions: Vec<Deletion<'_>> = Vec::new();
+        let mut delivered: Vec<(usize, &LeaseHandle)> = Vec::new();
         let mut listed = HashSet::with_capacity(fates.len());
         for (lease, fate) in fates {
             let fence = lease.fence();
@@ -357,36 +434,7 @@ impl Outbox {
             }
             let (effect, statement) = match fate {
                 Fate::Complete => {
-                    let counts =
-                        writes.map(|_| counting(lease, Effect::Completed, observed(lease), now));
-                    let by_changes = match (writes, counts) {
-                        (Some(writes), Some(counts)) if writes.counts_changes() => {
-                            counts.changes_key()
-                        }
-                        _ => None,
-                    };
-                    if let (Some(counts), None) = (counts, by_changes) {
-                        counted.push(counts);
-                    }
-                    let index = match deletions.iter().position(|deletion| {
-                        deletion.token == fence.token
-                            && deletion.until == fence.until
-                            && deletion.counts == by_changes
-                    }) {
-                        Some(index) => index,
-                        None => {
-                            deletions.push(Deletion {
-                                token: fence.token,
-                                until: fence.until,
-                                counts: by_changes,
-                                ids: Vec::new(),
-                                planned: Vec::new(),
-                            });
-                            deletions.len() - 1
-                        }
-                    };
-                    deletions[index].ids.push(fence.id);
-                    deletions[index].planned.push(prepared.plan.len());
+                    delivered.push((prepared.plan.len(), *lease));
                     prepared.plan.push(Planned {
                         id: lease.id.clone(),
                         effect: Effect::Completed,
@@ -426,6 +474,12 @@ impl Outbox {
             });
             prepared.statements.push(statement);
         }
+        let deletions = plan_deletions(
+            &delivered,
+            |lease| writes.map(|_| counting(lease, Effect::Completed, observed(lease), now)),
+            writes.is_some_and(sql::rollups::RollupWrites::counts_changes),
+            &mut counted,
+        );
         for deletion in &deletions {
             let statement = prepared.statements.len();
             prepared.statements.push(sql::settle::complete_all(

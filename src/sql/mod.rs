@@ -56,6 +56,14 @@ pub(crate) mod state {
     pub(crate) const DEAD: &str = "dead";
 }
 
+/// `"state" = '<value>'`, the value written into the SQL: an index on rows
+/// of one state (`… WHERE state = 'dead'`) serves it whatever the planner
+/// may weigh. (SQLite matches a bound value against an index's condition
+/// only where it re-plans by bound values, which `SqliteDatabase` turns off.)
+pub(crate) fn state_is(value: &'static str) -> Expr {
+    Expr::col(col::STATE).eq(Expr::cust(format!("'{value}'")))
+}
+
 /// What fences a statement to one lease: the row's id, the primary key it
 /// was leased under (`due_at` = the lease's end) and the lease's token.
 #[derive(Debug, Clone, Copy)]
