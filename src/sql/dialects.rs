@@ -237,7 +237,7 @@ pub(crate) fn texts_listed(dialect: Dialect) -> &'static str {
 /// after it, with `changes()`.
 ///
 /// - **SQLite**: yes. A batch runs its statements one after another on one
-///   connection (the [`Database`](crate::Database) contract), so `changes()`
+///   connection (the [`Database`](crate::database::Database) contract), so `changes()`
 ///   in the count is the number of rows the settle before it changed: a
 ///   count that rides on what the fenced statement did, reading no row.
 /// - **Postgres**: no (it has no `changes()`, and a count per settle

@@ -18,7 +18,7 @@ use crate::time::Timestamp;
 /// the ids as one JSON text, so a claim of any size is one statement.
 ///
 /// # Errors
-/// [`Error::Internal`](crate::Error::Internal) if the ids cannot be
+/// [`Error::Internal`](crate::error::Error::Internal) if the ids cannot be
 /// written as JSON.
 pub(crate) fn complete_all(
     table: &TableName,
@@ -27,8 +27,9 @@ pub(crate) fn complete_all(
     until: Timestamp,
     ids: &[&str],
 ) -> Result<Statement> {
-    let ids = serde_json::to_string(ids)
-        .map_err(|error| crate::Error::internal(format!("a settle's ids as JSON: {error}")))?;
+    let ids = serde_json::to_string(ids).map_err(|error| {
+        crate::error::Error::internal(format!("a settle's ids as JSON: {error}"))
+    })?;
     let (state_col, due, id, token_col) = (col::STATE, col::DUE_AT, col::ID, col::LEASE_TOKEN);
     let sql = format!(
         "DELETE FROM \"{table}\" WHERE {state_col} = '{ready}' AND {due} = ? AND {token_col} = ? \
