@@ -83,15 +83,26 @@ mod native {
         Ok(())
     }
 
-    /// Rollups on and off, side by side: `repetitions` runs each, alternating.
+    /// Rollups on and off, side by side: a warm-up run of each (not
+    /// recorded), then `repetitions` runs each, the order swapped every
+    /// repetition so that a drift over the runs favours neither.
     async fn rollups_on_and_off(
         bench: &Bench,
         messages: u64,
         repetitions: u32,
     ) -> Result<Vec<Json>> {
+        for algorithm in [Algorithm::Ours, Algorithm::OursNoRollups] {
+            bench.reset().await?;
+            bench.seed(algorithm, Kind::Due, messages).await?;
+            bench.drain(algorithm, 100, u32::MAX, u32::MAX).await?;
+        }
         let mut rollups = Vec::new();
         for repetition in 0..repetitions {
-            for algorithm in [Algorithm::Ours, Algorithm::OursNoRollups] {
+            let mut order = [Algorithm::Ours, Algorithm::OursNoRollups];
+            if repetition % 2 == 1 {
+                order.reverse();
+            }
+            for algorithm in order {
                 bench.reset().await?;
                 bench.seed(algorithm, Kind::Due, messages).await?;
                 let run = bench.drain(algorithm, 100, u32::MAX, u32::MAX).await?;
