@@ -112,7 +112,6 @@ pub(super) struct Run<'a> {
     /// What the run knows of each message it took up and has not seen
     /// settled, by id.
     taken: HashMap<String, Taken>,
-    /// Rows buried because they do not decode.
     /// Rows buried because they do not decode: their ids, and topics as
     /// far as they decoded (`""` if not at all).
     malformed: BTreeMap<String, String>,

@@ -1,7 +1,7 @@
 //! Settling leased messages: complete, reschedule, bury or release, fenced
 //! by the lease, many at once in one atomic batch.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use super::Outbox;
@@ -166,8 +166,7 @@ impl PreparedSettle {
             told: Vec::with_capacity(self.plan.len()),
             ..SettleReport::default()
         };
-        let mut returned: std::collections::HashMap<usize, HashSet<String>> =
-            std::collections::HashMap::new();
+        let mut returned: HashMap<usize, HashSet<String>> = HashMap::new();
         for planned in &self.plan {
             let applied = match planned.applied {
                 Applied::Changed(n) => outcomes
@@ -258,39 +257,23 @@ fn plan_deletions<'a>(
     }
     let mut deletions: Vec<Deletion<'a>> = Vec::new();
     for (token, until, leases) in claims {
-        let counted_here: Vec<_> = leases.iter().map(|(_, lease)| counts(lease)).collect();
-        let keys: Option<Vec<_>> = counted_here
+        let counts_here: Vec<_> = leases.iter().map(|(_, lease)| counts(lease)).collect();
+        let keys: Vec<_> = counts_here
             .iter()
-            .map(|counts| counts.and_then(|counts| counts.changes_key()))
+            .map(|counts| counts.filter(|_| by_changes)?.changes_key())
             .collect();
-        let keys = keys.filter(|keys| {
-            let mut distinct: Vec<&sql::rollups::ChangesKey<'_>> = Vec::new();
-            for key in keys {
-                if !distinct.contains(&key) {
-                    distinct.push(key);
-                }
-            }
-            by_changes && distinct.len() <= MAX_KEYS_COUNTED_BY_CHANGES
-        });
-        if keys.is_none() {
-            counted.extend(counted_here.into_iter().flatten());
-        }
         let first = deletions.len();
-        let keys = keys.map_or_else(
-            || vec![None; leases.len()],
-            |keys| keys.into_iter().map(Some).collect(),
-        );
-        for ((planned, lease), key) in leases.iter().zip(keys) {
+        for (&(planned, lease), key) in leases.iter().zip(&keys) {
             let index = match deletions[first..]
                 .iter()
-                .position(|deletion| deletion.counts == key)
+                .position(|deletion| deletion.counts == *key)
             {
                 Some(index) => first + index,
                 None => {
                     deletions.push(Deletion {
                         token,
                         until,
-                        counts: key,
+                        counts: *key,
                         ids: Vec::new(),
                         planned: Vec::new(),
                     });
@@ -298,7 +281,20 @@ fn plan_deletions<'a>(
                 }
             };
             deletions[index].ids.push(&lease.id);
-            deletions[index].planned.push(*planned);
+            deletions[index].planned.push(planned);
+        }
+        let per_key = keys.iter().all(Option::is_some)
+            && deletions.len() - first <= MAX_KEYS_COUNTED_BY_CHANGES;
+        if !per_key {
+            deletions.truncate(first);
+            deletions.push(Deletion {
+                token,
+                until,
+                counts: None,
+                ids: leases.iter().map(|(_, lease)| lease.id.as_str()).collect(),
+                planned: leases.iter().map(|(planned, _)| *planned).collect(),
+            });
+            counted.extend(counts_here.into_iter().flatten());
         }
     }
     deletions
@@ -435,6 +431,7 @@ impl Outbox {
             let (effect, statement) = match fate {
                 Fate::Complete => {
                     delivered.push((prepared.plan.len(), *lease));
+                    // Told where to look once its delete is placed below.
                     prepared.plan.push(Planned {
                         id: lease.id.clone(),
                         effect: Effect::Completed,

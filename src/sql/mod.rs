@@ -56,6 +56,17 @@ pub(crate) mod state {
     pub(crate) const DEAD: &str = "dead";
 }
 
+/// `value` as JSON text, to bind as one parameter (`what` names it in the
+/// error).
+///
+/// # Errors
+/// [`Error::Internal`](crate::error::Error::Internal) if it cannot be
+/// written as JSON.
+pub(crate) fn json_text(value: &impl serde::Serialize, what: &str) -> crate::error::Result<String> {
+    serde_json::to_string(value)
+        .map_err(|error| crate::error::Error::internal(format!("{what} as JSON: {error}")))
+}
+
 /// `"state" = '<value>'`, the value written into the SQL: an index on rows
 /// of one state (`… WHERE state = 'dead'`) serves it whatever the planner
 /// may weigh. (SQLite matches a bound value against an index's condition

@@ -15,10 +15,10 @@ use super::dialects::{
 };
 use serde::Serialize;
 
-use super::{Fence, col, state};
+use super::{Fence, col, json_text, state};
 use crate::database::value::Value;
 use crate::database::{Dialect, Statement};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::identifier::TableName;
 use crate::time::Timestamp;
 
@@ -323,7 +323,7 @@ impl RollupWrites {
     /// does not count this way (see [`counts_by_changes`]).
     ///
     /// # Errors
-    /// [`Error::Internal`] if the rows cannot be written as JSON.
+    /// [`Error::Internal`](crate::error::Error::Internal) if the rows cannot be written as JSON.
     pub(crate) fn count_changes(
         &self,
         key: &ChangesKey<'_>,
@@ -343,7 +343,7 @@ impl RollupWrites {
             vec![
                 Value::Integer(minute_of(now)),
                 Value::Text(key.topic.to_owned()),
-                Value::Text(to_json(&rows)?),
+                Value::Text(json_text(&rows, "a settle's count")?),
             ],
         )))
     }
@@ -353,7 +353,7 @@ impl RollupWrites {
     /// there is nothing to count. A lease listed twice counts once.
     ///
     /// # Errors
-    /// [`Error::Internal`] if the leases cannot be written as JSON.
+    /// [`Error::Internal`](crate::error::Error::Internal) if the leases cannot be written as JSON.
     pub(crate) fn count_settles(
         &self,
         counted: &[Counted<'_>],
@@ -407,9 +407,9 @@ impl RollupWrites {
         Ok(Some(Statement::new(
             self.count_settles.clone(),
             vec![
-                Value::Text(to_json(&groups)?),
+                Value::Text(json_text(&groups, "a settle's count")?),
                 Value::Integer(minute_of(now)),
-                Value::Text(to_json(&rows)?),
+                Value::Text(json_text(&rows, "a settle's count")?),
             ],
         )))
     }
@@ -426,11 +426,6 @@ impl RollupWrites {
             ],
         )
     }
-}
-
-fn to_json(value: &impl Serialize) -> Result<String> {
-    serde_json::to_string(value)
-        .map_err(|error| Error::internal(format!("a settle's count as JSON: {error}")))
 }
 
 /// Retention, for a drain's sweep at `now`: minutes older than 48 h are

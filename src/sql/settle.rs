@@ -5,7 +5,7 @@
 
 use sea_query::{Expr, ExprTrait, Query};
 
-use super::{Fence, col, dialects, state};
+use super::{Fence, col, dialects, json_text, state};
 use crate::database::value::Value;
 use crate::database::{Dialect, Statement};
 use crate::error::Result;
@@ -27,9 +27,7 @@ pub(crate) fn complete_all(
     until: Timestamp,
     ids: &[&str],
 ) -> Result<Statement> {
-    let ids = serde_json::to_string(ids).map_err(|error| {
-        crate::error::Error::internal(format!("a settle's ids as JSON: {error}"))
-    })?;
+    let ids = json_text(&ids, "a settle's ids")?;
     let (state_col, due, id, token_col) = (col::STATE, col::DUE_AT, col::ID, col::LEASE_TOKEN);
     let sql = format!(
         "DELETE FROM \"{table}\" WHERE {state_col} = '{ready}' AND {due} = ? AND {token_col} = ? \
