@@ -1,7 +1,8 @@
 //! The benchmark scenarios on native SQLite (a file, WAL mode): prints one
 //! JSON document for `benches/run.mjs` to merge with the D1 figures.
 //!
-//! `outbox-bench-native [messages] [largest table]` (defaults 10000, 1000000).
+//! `outbox-bench-native [messages] [largest table] [rollup messages] [rollup
+//! pairs]` (defaults 10000, 1000000, 50000, 7).
 
 // Printing the results is this program's job.
 #![allow(clippy::print_stdout)]
@@ -60,6 +61,10 @@ mod native {
             .next()
             .and_then(|a| a.parse().ok())
             .unwrap_or(1_000_000);
+        let rollups = RollupRuns {
+            messages: args.next().and_then(|a| a.parse().ok()).unwrap_or(50_000),
+            pairs: args.next().and_then(|a| a.parse().ok()).unwrap_or(7),
+        };
         let path = std::env::temp_dir().join(format!("outbox-bench-{}.sqlite", std::process::id()));
         let sqlite: Arc<dyn Database> = Arc::new(SqliteDatabase::open(&path)?);
         let counting = CountingDatabase::new(sqlite);
@@ -75,7 +80,7 @@ mod native {
             .enable_time()
             .build()
             .map_err(|e| workers_outbox::Error::database(e.to_string()))?;
-        let result = runtime.block_on(scenarios(&bench, messages, largest));
+        let result = runtime.block_on(scenarios(&bench, messages, largest, rollups));
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
@@ -83,21 +88,26 @@ mod native {
         Ok(())
     }
 
-    /// Rollups on and off, side by side: a warm-up run of each (not
-    /// recorded), then `repetitions` runs each, the order swapped every
-    /// repetition so that a drift over the runs favours neither.
-    async fn rollups_on_and_off(
-        bench: &Bench,
+    /// How rollups on and off are compared: drains of `messages`, `pairs`
+    /// runs of each.
+    #[derive(Debug, Clone, Copy)]
+    struct RollupRuns {
         messages: u64,
-        repetitions: u32,
-    ) -> Result<Vec<Json>> {
+        pairs: u32,
+    }
+
+    /// Rollups on and off, side by side: a warm-up run of each (not
+    /// recorded), then `pairs` runs each, the order swapped every
+    /// repetition so that a drift over the runs favours neither.
+    async fn rollups_on_and_off(bench: &Bench, runs: RollupRuns) -> Result<Vec<Json>> {
+        let RollupRuns { messages, pairs } = runs;
         for algorithm in [Algorithm::Ours, Algorithm::OursNoRollups] {
             bench.reset().await?;
             bench.seed(algorithm, Kind::Due, messages).await?;
             bench.drain(algorithm, 100, u32::MAX, u32::MAX).await?;
         }
         let mut rollups = Vec::new();
-        for repetition in 0..repetitions {
+        for repetition in 0..pairs {
             let mut order = [Algorithm::Ours, Algorithm::OursNoRollups];
             if repetition % 2 == 1 {
                 order.reverse();
@@ -118,10 +128,15 @@ mod native {
         Ok(rollups)
     }
 
-    async fn scenarios(bench: &Bench, messages: u64, largest: u64) -> Result<Json> {
+    async fn scenarios(
+        bench: &Bench,
+        messages: u64,
+        largest: u64,
+        rollup_runs: RollupRuns,
+    ) -> Result<Json> {
         // `OUTBOX_BENCH_ONLY=rollups`: only rollups on and off, to iterate on them.
         if std::env::var("OUTBOX_BENCH_ONLY").is_ok_and(|only| only == "rollups") {
-            return Ok(json!({ "rollups": rollups_on_and_off(bench, messages, 5).await? }));
+            return Ok(json!({ "rollups": rollups_on_and_off(bench, rollup_runs).await? }));
         }
         let mut drains = Vec::new();
         for algorithm in [Algorithm::Ours, Algorithm::Baseline] {
@@ -172,7 +187,7 @@ mod native {
             );
             loops.push(json!({ "algo": name(algorithm), "run": run }));
         }
-        let rollups = rollups_on_and_off(bench, messages, 9).await?;
+        let rollups = rollups_on_and_off(bench, rollup_runs).await?;
         let mix = Mix {
             scale: 0.1,
             timeout: Duration::from_secs(1),
