@@ -11,6 +11,7 @@
 
 mod batch;
 mod batched;
+mod browse;
 mod claim;
 mod dead_letters;
 mod delivery;
@@ -266,6 +267,9 @@ pub fn cases() -> Vec<Case> {
         telemetry::a_drain_tells_its_sinks_what_it_settled,
         telemetry::a_claims_deaths_are_told,
         telemetry::a_stale_holders_settle_is_told_as_lease_lost,
+        browse::overview_counts_each_state_up_to_its_cap,
+        browse::pages_walk_the_key_in_order_and_go_on_after_a_bounded_walk,
+        browse::dead_letters_are_grouped_and_acted_on_by_selection,
     ]
 }
 

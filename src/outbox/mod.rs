@@ -40,6 +40,7 @@
 //! timeout, expired lease) is repeated. Receivers should be idempotent, e.g.
 //! with an [`Inbox`](crate::inbox::Inbox) key or the message id as idempotency key.
 
+mod browse;
 pub(crate) mod claim;
 mod dead_letters;
 mod enqueue;
@@ -56,6 +57,10 @@ mod subject;
 mod topics;
 
 pub(crate) use crate::verdict::Delivery;
+pub use browse::{
+    BrowseCursor, BrowseFilter, BrowsePage, BrowsedMessage, CappedCount, DeadLetterGroup,
+    DeadLetterGroups, Listed, MAX_SCAN, MAX_SELECTION, Overview, error_class,
+};
 pub(crate) use claim::ClaimStatement;
 pub(crate) use claim::ClaimedMessage;
 pub(crate) use claim::check_lease;

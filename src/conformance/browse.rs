@@ -1,0 +1,197 @@
+//! What an operator reads and does: capped counts per state, pages walked
+//! along the primary key, dead letters grouped, replayed or purged by
+//! selection.
+
+use std::time::Duration;
+
+use super::{CaseResult, Harness, LEASE, enqueue, enqueue_message, ensure, ensure_eq};
+use crate::outbox::{BrowseFilter, CappedCount, Listed, Message};
+
+fn exactly(count: u64) -> CappedCount {
+    CappedCount {
+        count,
+        capped: false,
+    }
+}
+
+pub(crate) async fn overview_counts_each_state_up_to_its_cap(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    for _ in 0..3 {
+        enqueue(&outbox, "dies").await?;
+    }
+    let claim = outbox.claim(2, LEASE).await?;
+    outbox.bury(claim.messages[0].lease(), "400").await?; // 1 dead, 1 leased, 1 due
+    enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?; // due
+    enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?; // waiting
+    enqueue_message(
+        &outbox,
+        Message::raw_json("m", "{}").not_before(h.later(Duration::from_secs(600))?),
+    )
+    .await?; // scheduled
+    h.clock().advance(Duration::from_secs(7));
+    let overview = outbox.overview(100).await?;
+    ensure_eq!(overview.due, exactly(2));
+    ensure_eq!(overview.scheduled, exactly(1));
+    ensure_eq!(overview.leased, exactly(1));
+    ensure_eq!(overview.waiting, exactly(1));
+    ensure_eq!(overview.dead, exactly(1));
+    ensure_eq!(overview.oldest_due_age, Some(Duration::from_secs(7)));
+    let capped = outbox.overview(1).await?;
+    ensure_eq!(
+        capped.due,
+        CappedCount {
+            count: 1,
+            capped: true
+        }
+    );
+    ensure!(capped.dead.capped, "a count that reaches its cap says so");
+    ensure!(outbox.overview(0).await.is_err(), "a cap of 0 is refused");
+    Ok(())
+}
+
+pub(crate) async fn pages_walk_the_key_in_order_and_go_on_after_a_bounded_walk(
+    h: Harness,
+) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        let topic = if n == 4 { "sms" } else { "mail" };
+        let subject = if n == 1 { "user-1" } else { "user-2" };
+        ids.push(enqueue_message(&outbox, Message::raw_json(topic, "{}").subject(subject)).await?);
+        h.clock().advance(Duration::from_millis(1));
+    }
+    let due = BrowseFilter::new(Listed::Due);
+    let mut seen = Vec::new();
+    let mut after = None;
+    for _ in 0..5 {
+        let page = outbox.browse(&due, after.as_ref(), 2, 100).await?;
+        seen.extend(page.messages.iter().map(|m| m.message.id.clone()));
+        after = page.next;
+        if after.is_none() {
+            break;
+        }
+    }
+    ensure_eq!(seen, ids);
+
+    let sms = BrowseFilter {
+        topic: Some("sms".into()),
+        ..BrowseFilter::new(Listed::Due)
+    };
+    let first = outbox.browse(&sms, None, 10, 3).await?;
+    ensure!(first.messages.is_empty(), "the walk stops at its bound");
+    ensure_eq!(first.scanned, 3);
+    let next = first
+        .next
+        .ok_or_else(|| super::Failure("no cursor after a full walk".into()))?;
+    let second = outbox.browse(&sms, Some(&next), 10, 3).await?;
+    ensure_eq!(second.messages.len(), 1);
+    ensure_eq!(second.messages[0].message.id, ids[4]);
+    ensure!(second.next.is_none(), "the end of the range has no cursor");
+
+    let of_subject = BrowseFilter {
+        subject: Some("user-1".into()),
+        ..BrowseFilter::new(Listed::Due)
+    };
+    let found = outbox.browse(&of_subject, None, 10, 100).await?;
+    ensure_eq!(
+        found
+            .messages
+            .iter()
+            .map(|m| m.message.id.clone())
+            .collect::<Vec<_>>(),
+        vec![ids[1].clone()]
+    );
+    let prefix = &ids[3][..ids[3].len() - 2];
+    let by_prefix = BrowseFilter {
+        id_prefix: Some(prefix.to_owned()),
+        ..BrowseFilter::new(Listed::Due)
+    };
+    let found = outbox.browse(&by_prefix, None, 10, 100).await?;
+    ensure!(
+        found
+            .messages
+            .iter()
+            .all(|m| m.message.id.starts_with(prefix))
+            && found.messages.iter().any(|m| m.message.id == ids[3]),
+        "an id prefix finds its ids and no other"
+    );
+
+    drop(outbox.claim(1, LEASE).await?);
+    let leased = outbox
+        .browse(&BrowseFilter::new(Listed::Leased), None, 10, 100)
+        .await?;
+    ensure_eq!(leased.messages.len(), 1);
+    ensure_eq!(leased.messages[0].message.id, ids[0]);
+    let scheduled = outbox
+        .browse(&BrowseFilter::new(Listed::Scheduled), None, 10, 100)
+        .await?;
+    ensure!(
+        scheduled.messages.is_empty(),
+        "a leased row is not scheduled"
+    );
+    ensure!(
+        outbox.browse(&due, None, 0, 100).await.is_err()
+            && outbox.browse(&due, None, 10, 0).await.is_err(),
+        "a page of 0 or a walk of 0 is refused"
+    );
+    Ok(())
+}
+
+pub(crate) async fn dead_letters_are_grouped_and_acted_on_by_selection(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    for topic in ["mail", "mail", "mail", "sms"] {
+        enqueue(&outbox, topic).await?;
+    }
+    let claim = outbox.claim(4, LEASE).await?;
+    for message in &claim.messages {
+        let error = if message.topic == "mail" {
+            "HTTP 500: down"
+        } else {
+            "no route"
+        };
+        outbox.bury(message.lease(), error).await?;
+    }
+    let alive = enqueue(&outbox, "mail").await?;
+    let groups = outbox.dead_letter_groups(100).await?;
+    ensure!(groups.complete, "all four were read");
+    let summary: Vec<(&str, &str, u64)> = groups
+        .groups
+        .iter()
+        .map(|g| (g.topic.as_str(), g.error_class.as_str(), g.count))
+        .collect();
+    ensure_eq!(
+        summary,
+        vec![("mail", "HTTP 500", 3), ("sms", "no route", 1)]
+    );
+    ensure!(
+        !outbox.dead_letter_groups(2).await?.complete,
+        "a bounded walk says it is partial"
+    );
+
+    let mail = outbox
+        .dead_letters_of_group("mail", "HTTP 500", 2, 100)
+        .await?;
+    ensure_eq!(mail.len(), 2);
+    ensure_eq!(outbox.replay_selected(&mail).await?, 2);
+    ensure_eq!(outbox.replay_selected(&mail).await?, 0);
+    let rest = outbox
+        .dead_letters_of_group("mail", "HTTP 500", 100, 100)
+        .await?;
+    ensure_eq!(rest.len(), 1);
+    let mut selection = rest.clone();
+    selection.push(alive.clone());
+    ensure_eq!(outbox.purge_selected(&selection).await?, 1);
+    let overview = outbox.overview(100).await?;
+    ensure_eq!((overview.dead.count, overview.due.count), (1, 3));
+    ensure!(
+        outbox.replay_selected(&[]).await.is_err(),
+        "an empty selection is refused"
+    );
+    let too_many: Vec<String> = (0..101).map(|n| n.to_string()).collect();
+    ensure!(
+        outbox.purge_selected(&too_many).await.is_err(),
+        "over 100 ids are refused"
+    );
+    ensure_eq!(outbox.overview(100).await?.due.count, 3);
+    Ok(())
+}

@@ -1,0 +1,683 @@
+//! Reading an outbox the way an operator does, at a bounded cost whatever
+//! its size: counts per state that stop at a cap, pages of messages found
+//! by a bounded walk of the primary key, dead letters grouped by topic and
+//! error class, and replay or purge of a selection.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use sea_query::{Alias, Asterisk, Expr, ExprTrait, Order, Query, SelectStatement};
+use serde::{Serialize, Serializer};
+
+use super::records::{COLUMNS, StoredMessage, decode};
+use super::{Outbox, col, state};
+use crate::database::{Row, Statement};
+use crate::error::{Error, Result};
+use crate::time::Timestamp;
+use crate::trace::TraceContext;
+
+/// Which messages a [`browse`](Outbox::browse) lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Listed {
+    /// Deliverable now (an expired lease included), most overdue first.
+    Due,
+    /// Waiting for their time (a retry's backoff, or `not_before`).
+    Scheduled,
+    /// Leased to a drainer right now, by lease end.
+    Leased,
+    /// Queued behind an earlier message of their ordering key.
+    Waiting,
+    /// Dead letters, in the order they died.
+    Dead,
+}
+
+impl Listed {
+    /// Every kind, in the order a console shows them.
+    pub const ALL: [Listed; 5] = [
+        Listed::Due,
+        Listed::Scheduled,
+        Listed::Leased,
+        Listed::Waiting,
+        Listed::Dead,
+    ];
+
+    /// Its name in URLs and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Listed::Due => "due",
+            Listed::Scheduled => "scheduled",
+            Listed::Leased => "leased",
+            Listed::Waiting => "waiting",
+            Listed::Dead => "dead",
+        }
+    }
+
+    /// The kind named `name`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for any other name.
+    pub fn parse(name: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|listed| listed.as_str() == name)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "state",
+                    format!("{name:?} is not one of due, scheduled, leased, waiting, dead"),
+                )
+            })
+    }
+}
+
+/// A count that stopped at a cap: `count` is exact unless `capped`, when
+/// there are at least that many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CappedCount {
+    /// Rows counted.
+    pub count: u64,
+    /// Whether counting stopped at the cap.
+    pub capped: bool,
+}
+
+/// An outbox's counts per state, each read no further than a cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Overview {
+    /// Deliverable now.
+    pub due: CappedCount,
+    /// Due later.
+    pub scheduled: CappedCount,
+    /// In a drainer's hands.
+    pub leased: CappedCount,
+    /// Behind their ordering key.
+    pub waiting: CappedCount,
+    /// Dead letters.
+    pub dead: CappedCount,
+    /// How overdue the most overdue message is; `None` when none is due.
+    #[serde(rename = "oldest_due_age_ms", serialize_with = "millis")]
+    pub oldest_due_age: Option<Duration>,
+}
+
+fn millis<S: Serializer>(age: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
+    match age {
+        Some(age) => serializer.serialize_u64(u64::try_from(age.as_millis()).unwrap_or(u64::MAX)),
+        None => serializer.serialize_none(),
+    }
+}
+
+/// What a [`browse`](Outbox::browse) looks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrowseFilter {
+    /// Which messages.
+    pub listed: Listed,
+    /// Only this topic.
+    pub topic: Option<String>,
+    /// Only this subject.
+    pub subject: Option<String>,
+    /// Only ids that start with this.
+    pub id_prefix: Option<String>,
+}
+
+impl BrowseFilter {
+    /// Every message of `listed`.
+    pub fn new(listed: Listed) -> Self {
+        BrowseFilter {
+            listed,
+            topic: None,
+            subject: None,
+            id_prefix: None,
+        }
+    }
+}
+
+/// Where a browse goes on: after the row at (`due_at`, `id`) of the
+/// primary key. Written as text `"<due_at ms>.<id>"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrowseCursor {
+    due_at: i64,
+    id: String,
+}
+
+impl BrowseCursor {
+    /// The cursor written by [`Display`](std::fmt::Display).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for text that is not a cursor.
+    pub fn parse(text: &str) -> Result<Self> {
+        text.split_once('.')
+            .and_then(|(due_at, id)| {
+                let due_at = due_at.parse().ok()?;
+                (!id.is_empty()).then(|| BrowseCursor {
+                    due_at,
+                    id: id.to_owned(),
+                })
+            })
+            .ok_or_else(|| {
+                Error::invalid("cursor", format!("{text:?} is not a cursor of a browse"))
+            })
+    }
+}
+
+impl std::fmt::Display for BrowseCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.due_at, self.id)
+    }
+}
+
+impl Serialize for BrowseCursor {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// A message as a browse lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BrowsedMessage {
+    /// The stored row.
+    #[serde(flatten)]
+    pub message: StoredMessage,
+    /// The W3C trace id it was enqueued with, if any.
+    pub trace_id: Option<String>,
+}
+
+/// One page of a browse.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BrowsePage {
+    /// The messages found, in primary-key order.
+    pub messages: Vec<BrowsedMessage>,
+    /// Where to go on; `None` at the end.
+    pub next: Option<BrowseCursor>,
+    /// Rows of the state walked for this page (at most the scan bound).
+    pub scanned: u64,
+}
+
+/// Dead letters of one topic and error class.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadLetterGroup {
+    /// Their topic.
+    pub topic: String,
+    /// Their last error up to its first colon (`"none"` without one).
+    pub error_class: String,
+    /// How many among the rows read.
+    pub count: u64,
+    /// When the first of them died.
+    #[serde(rename = "first_died_at_ms", serialize_with = "timestamp_millis")]
+    pub first_died_at: Timestamp,
+}
+
+fn timestamp_millis<S: Serializer>(at: &Timestamp, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_i64(at.as_unix_millis())
+}
+
+/// Dead letters grouped, from the oldest `scanned` of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadLetterGroups {
+    /// The groups, largest first.
+    pub groups: Vec<DeadLetterGroup>,
+    /// Dead letters read.
+    pub scanned: u64,
+    /// Whether every dead letter was read (else there are more than the
+    /// bound, and the counts are of the oldest).
+    pub complete: bool,
+}
+
+/// The error class of a dead letter's `last_error`: the text before its
+/// first colon, at most 80 characters.
+pub fn error_class(last_error: Option<&str>) -> String {
+    let Some(error) = last_error.map(str::trim).filter(|e| !e.is_empty()) else {
+        return "none".to_owned();
+    };
+    let head = error.split(':').next().unwrap_or(error).trim();
+    head.chars().take(80).collect()
+}
+
+/// The most messages one selection may name.
+pub const MAX_SELECTION: usize = 100;
+/// The most rows one read walks (a count, a page, a grouping).
+pub const MAX_SCAN: u32 = 100_000;
+/// How much of a `last_error` a grouping reads.
+const CLASS_READ: i64 = 200;
+
+impl Outbox {
+    /// Counts per state, each reading no more than `cap` rows of the
+    /// primary key (1 ..= [`MAX_SCAN`]): one query, about `4 × cap` rows
+    /// at most, whatever the table's size.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a cap out of range; any database error.
+    pub async fn overview(&self, cap: u32) -> Result<Overview> {
+        check_scan("count cap", cap)?;
+        let statement = self.overview_statement(cap)?;
+        let rows = self.inner.db.query(&statement).await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| Error::database("an aggregate query returned no row"))?;
+        let in_table = |error: Error| error.in_row(self.table().as_str(), None);
+        let count = |name: &str| -> Result<CappedCount> {
+            let count: u64 = row.get(name).map_err(in_table)?;
+            Ok(CappedCount {
+                count,
+                capped: count >= u64::from(cap),
+            })
+        };
+        let oldest: Option<Timestamp> = row.get("oldest_due_at").map_err(in_table)?;
+        Ok(Overview {
+            due: count("due")?,
+            scheduled: count("scheduled")?,
+            leased: count("leased")?,
+            waiting: count("waiting")?,
+            dead: count("dead")?,
+            oldest_due_age: oldest.map(|at| self.now().duration_since(at)),
+        })
+    }
+
+    fn overview_statement(&self, cap: u32) -> Result<Statement> {
+        let now = self.now().as_unix_millis();
+        let cap = u64::from(cap);
+        let walk = |kind: Listed, now: i64| {
+            let mut select = Query::select();
+            select
+                .column(col::LEASE_TOKEN)
+                .from(self.table_name())
+                .and_where(range(kind, now))
+                .order_by(col::DUE_AT, Order::Asc)
+                .limit(cap);
+            select
+        };
+        let counted = |kind: Listed, alias: &str| {
+            let mut count = Query::select();
+            count
+                .expr(Expr::col(Asterisk).count())
+                .from_subquery(walk(kind, now), Alias::new(alias));
+            match kind {
+                Listed::Scheduled => drop(count.and_where(Expr::col(col::LEASE_TOKEN).is_null())),
+                Listed::Leased => drop(count.and_where(Expr::col(col::LEASE_TOKEN).is_not_null())),
+                _ => {}
+            }
+            count
+        };
+        let mut oldest = Query::select();
+        oldest
+            .column(col::DUE_AT)
+            .from(self.table_name())
+            .and_where(range(Listed::Due, now))
+            .order_by(col::DUE_AT, Order::Asc)
+            .limit(1);
+        let mut select = Query::select();
+        for kind in Listed::ALL {
+            let alias = kind.as_str();
+            select.expr_as(
+                Expr::SubQuery(
+                    None,
+                    Box::new(counted(kind, &format!("{alias}_rows")).into()),
+                ),
+                Alias::new(alias),
+            );
+        }
+        select.expr_as(
+            Expr::SubQuery(None, Box::new(oldest.into())),
+            Alias::new("oldest_due_at"),
+        );
+        self.render(&select)
+    }
+
+    /// A page of at most `limit` messages (1 ..= 500) that match `filter`,
+    /// after `after`, walking at most `scan` rows of their state (1 ..=
+    /// [`MAX_SCAN`]) in primary-key order: two reads in one call, about
+    /// `2 × scan` rows at most, however large the table. When the walk
+    /// ends before the page fills, `next` says where it stopped, so a
+    /// caller can go on.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a limit or scan out of range;
+    /// [`Error::MalformedRow`] naming an undecodable row; database errors.
+    pub async fn browse(
+        &self,
+        filter: &BrowseFilter,
+        after: Option<&BrowseCursor>,
+        limit: u32,
+        scan: u32,
+    ) -> Result<BrowsePage> {
+        if !(1..=Self::MAX_CLAIM).contains(&limit) {
+            return Err(Error::invalid(
+                "page size",
+                format!("{limit} is outside 1 ..= {}", Self::MAX_CLAIM),
+            ));
+        }
+        check_scan("scan bound", scan)?;
+        let now = self.now();
+        let statements = self.browse_statements(filter, after, limit, scan, now)?;
+        let outcomes = self.inner.db.batch_atomic(&statements).await?;
+        let [page, walked] = outcomes.as_slice() else {
+            return Err(Error::database("a browse's two reads did not both answer"));
+        };
+        let table = self.table().as_str();
+        let messages = page
+            .rows
+            .iter()
+            .map(|row| {
+                let message = decode(row, table, now)?;
+                let trace = trace_of(row).map_err(|e| e.in_row(table, Some(&message.id)))?;
+                Ok(BrowsedMessage {
+                    message,
+                    trace_id: trace.map(|trace| trace.trace_id().to_owned()),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let walked = walked
+            .rows
+            .first()
+            .ok_or_else(|| Error::database("an aggregate query returned no row"))?;
+        let in_table = |error: Error| error.in_row(table, None);
+        let scanned: u64 = walked.get("scanned").map_err(in_table)?;
+        let next = if messages.len() == limit as usize {
+            messages.last().map(|last| BrowseCursor {
+                due_at: last.message.due_at.as_unix_millis(),
+                id: last.message.id.clone(),
+            })
+        } else if scanned >= u64::from(scan) {
+            let due_at: Option<i64> = walked.get("last_due_at").map_err(in_table)?;
+            let id: Option<String> = walked.get("last_id").map_err(in_table)?;
+            due_at
+                .zip(id)
+                .map(|(due_at, id)| BrowseCursor { due_at, id })
+        } else {
+            None
+        };
+        Ok(BrowsePage {
+            messages,
+            next,
+            scanned,
+        })
+    }
+
+    fn browse_statements(
+        &self,
+        filter: &BrowseFilter,
+        after: Option<&BrowseCursor>,
+        limit: u32,
+        scan: u32,
+        now: Timestamp,
+    ) -> Result<[Statement; 2]> {
+        let now = now.as_unix_millis();
+        let walk = |columns: &[&'static str]| {
+            let mut select = Query::select();
+            select
+                .columns(columns.iter().copied())
+                .from(self.table_name())
+                .and_where(range(filter.listed, now))
+                .order_by(col::DUE_AT, Order::Asc)
+                .order_by(col::ID, Order::Asc)
+                .limit(u64::from(scan));
+            if let Some(after) = after {
+                select.and_where(
+                    Expr::col(col::DUE_AT)
+                        .gt(after.due_at)
+                        .or(Expr::col(col::DUE_AT)
+                            .eq(after.due_at)
+                            .and(Expr::col(col::ID).gt(after.id.as_str()))),
+                );
+            }
+            select
+        };
+        let mut columns: Vec<&'static str> = COLUMNS.to_vec();
+        columns.extend([col::TRACEPARENT, col::TRACESTATE]);
+        let mut page = Query::select();
+        page.columns(columns.iter().copied())
+            .from_subquery(walk(&columns), Alias::new("walked"))
+            .order_by(col::DUE_AT, Order::Asc)
+            .order_by(col::ID, Order::Asc)
+            .limit(u64::from(limit));
+        match filter.listed {
+            Listed::Scheduled => drop(page.and_where(Expr::col(col::LEASE_TOKEN).is_null())),
+            Listed::Leased => drop(page.and_where(Expr::col(col::LEASE_TOKEN).is_not_null())),
+            _ => {}
+        }
+        if let Some(topic) = &filter.topic {
+            page.and_where(Expr::col(col::TOPIC).eq(topic.as_str()));
+        }
+        if let Some(subject) = &filter.subject {
+            page.and_where(Expr::col(col::SUBJECT).eq(subject.as_str()));
+        }
+        if let Some(prefix) = filter.id_prefix.as_deref().filter(|p| !p.is_empty()) {
+            // A range, not LIKE: no wildcard in an id can widen it.
+            page.and_where(Expr::col(col::ID).gte(prefix));
+            if let Some(end) = prefix_end(prefix) {
+                page.and_where(Expr::col(col::ID).lt(end));
+            }
+        }
+        let mut last = Query::select();
+        last.columns([col::DUE_AT, col::ID])
+            .from_subquery(walk(&[col::DUE_AT, col::ID]), Alias::new("walked_keys"))
+            .order_by(col::DUE_AT, Order::Desc)
+            .order_by(col::ID, Order::Desc)
+            .limit(1);
+        let mut scanned = Query::select();
+        scanned
+            .expr_as(Expr::col(Asterisk).count(), Alias::new("scanned"))
+            .from_subquery(walk(&[col::ID]), Alias::new("walked_ids"));
+        let mut walked = Query::select();
+        walked
+            .expr_as(
+                Expr::SubQuery(None, Box::new(scanned.into())),
+                Alias::new("scanned"),
+            )
+            .expr_as(
+                Expr::SubQuery(None, Box::new(column_of(&last, col::DUE_AT).into())),
+                Alias::new("last_due_at"),
+            )
+            .expr_as(
+                Expr::SubQuery(None, Box::new(column_of(&last, col::ID).into())),
+                Alias::new("last_id"),
+            );
+        Ok([self.render(&page)?, self.render(&walked)?])
+    }
+
+    /// Dead letters grouped by topic and [`error_class`], from the oldest
+    /// `scan` of them (1 ..= [`MAX_SCAN`]): one read of at most `scan`
+    /// rows, of their topic and the start of their last error.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a scan out of range;
+    /// [`Error::MalformedRow`] naming an undecodable row; database errors.
+    pub async fn dead_letter_groups(&self, scan: u32) -> Result<DeadLetterGroups> {
+        check_scan("scan bound", scan)?;
+        let statement = self.dead_scan(None, scan)?;
+        let rows = self.inner.db.query(&statement).await?;
+        let mut groups: BTreeMap<(String, String), DeadLetterGroup> = BTreeMap::new();
+        let mut scanned = 0;
+        for row in rows.iter() {
+            scanned += 1;
+            let (topic, class, died) = self.dead_row(row)?;
+            groups
+                .entry((topic.clone(), class.clone()))
+                .and_modify(|group| group.count += 1)
+                .or_insert(DeadLetterGroup {
+                    topic,
+                    error_class: class,
+                    count: 1,
+                    first_died_at: died,
+                });
+        }
+        let mut groups: Vec<DeadLetterGroup> = groups.into_values().collect();
+        groups.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then(a.first_died_at.cmp(&b.first_died_at))
+        });
+        Ok(DeadLetterGroups {
+            groups,
+            scanned,
+            complete: scanned < u64::from(scan),
+        })
+    }
+
+    /// Ids of up to `limit` dead letters of `topic` and `error_class`, the
+    /// oldest first, among the oldest `scan` dead letters of the topic.
+    ///
+    /// # Errors
+    /// As [`dead_letter_groups`](Outbox::dead_letter_groups).
+    pub async fn dead_letters_of_group(
+        &self,
+        topic: &str,
+        error_class: &str,
+        limit: usize,
+        scan: u32,
+    ) -> Result<Vec<String>> {
+        check_scan("scan bound", scan)?;
+        let statement = self.dead_scan(Some(topic), scan)?;
+        let rows = self.inner.db.query(&statement).await?;
+        let mut ids = Vec::new();
+        for row in rows.iter() {
+            if ids.len() >= limit {
+                break;
+            }
+            let (_, class, _) = self.dead_row(row)?;
+            if class == error_class {
+                ids.push(
+                    row.get::<String>(col::ID)
+                        .map_err(|e| e.in_row(self.table().as_str(), None))?,
+                );
+            }
+        }
+        Ok(ids)
+    }
+
+    fn dead_scan(&self, topic: Option<&str>, scan: u32) -> Result<Statement> {
+        let mut select = Query::select();
+        select
+            .columns([col::ID, col::TOPIC, col::DUE_AT])
+            .expr_as(
+                // Written into the SQL: Postgres has no substr(text, bigint, bigint).
+                Expr::cust(format!("substr(\"{}\", 1, {CLASS_READ})", col::LAST_ERROR)),
+                Alias::new(col::LAST_ERROR),
+            )
+            .from(self.table_name())
+            .and_where(crate::sql::state_is(state::DEAD))
+            .order_by(col::DUE_AT, Order::Asc)
+            .order_by(col::ID, Order::Asc)
+            .limit(u64::from(scan));
+        if let Some(topic) = topic {
+            select.and_where(Expr::col(col::TOPIC).eq(topic));
+        }
+        self.render(&select)
+    }
+
+    fn dead_row(&self, row: Row<'_>) -> Result<(String, String, Timestamp)> {
+        let table = self.table().as_str();
+        let id: String = row.get(col::ID).map_err(|e| e.in_row(table, None))?;
+        let read = || -> Result<(String, String, Timestamp)> {
+            let error: Option<String> = row.get(col::LAST_ERROR)?;
+            Ok((
+                row.get(col::TOPIC)?,
+                error_class(error.as_deref()),
+                row.get(col::DUE_AT)?,
+            ))
+        };
+        read().map_err(|e| e.in_row(table, Some(&id)))
+    }
+
+    /// Makes the dead letters `ids` (at most [`MAX_SELECTION`])
+    /// deliverable again now, with fresh attempts, in one atomic call;
+    /// returns how many were dead (ids that were not are skipped).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for too many ids; database errors (nothing
+    /// changed then, or, for an error after commit, all of it: replaying
+    /// again is safe).
+    pub async fn replay_selected(&self, ids: &[String]) -> Result<u64> {
+        check_selection(ids)?;
+        let statements = ids
+            .iter()
+            .map(|id| self.replay_statement(Some(id)))
+            .collect::<Result<Vec<_>>>()?;
+        let outcomes = self.inner.db.batch_atomic(&statements).await?;
+        Ok(outcomes.iter().map(|outcome| outcome.rows_affected).sum())
+    }
+
+    /// Deletes the dead letters `ids` (at most [`MAX_SELECTION`]) in one
+    /// atomic call; returns how many were dead. Rows their ordering keys
+    /// held back become ready.
+    ///
+    /// # Errors
+    /// As [`replay_selected`](Outbox::replay_selected).
+    pub async fn purge_selected(&self, ids: &[String]) -> Result<u64> {
+        check_selection(ids)?;
+        let mut statements = ids
+            .iter()
+            .map(|id| {
+                let mut delete = Query::delete();
+                delete
+                    .from_table(self.table_name())
+                    .and_where(crate::sql::state_is(state::DEAD))
+                    .and_where(Expr::col(col::ID).eq(id.as_str()));
+                self.render(&delete)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        statements.push(self.promote_all_heads()?);
+        let outcomes = self.inner.db.batch_atomic(&statements).await?;
+        Ok(outcomes[..ids.len()]
+            .iter()
+            .map(|outcome| outcome.rows_affected)
+            .sum())
+    }
+}
+
+/// The rows of `kind` in the primary key's order: `state` and a range of
+/// `due_at` (scheduled and leased share one, told apart by the token).
+fn range(kind: Listed, now: i64) -> Expr {
+    let ready = || Expr::col(col::STATE).eq(state::READY);
+    match kind {
+        Listed::Due => ready().and(Expr::col(col::DUE_AT).lte(now)),
+        Listed::Scheduled | Listed::Leased => ready().and(Expr::col(col::DUE_AT).gt(now)),
+        Listed::Waiting => Expr::col(col::STATE).eq(state::WAITING),
+        Listed::Dead => crate::sql::state_is(state::DEAD),
+    }
+}
+
+/// `SELECT <column> FROM (<select>)`: one column of a one-row read.
+fn column_of(select: &SelectStatement, column: &'static str) -> SelectStatement {
+    let mut one = Query::select();
+    one.column(column)
+        .from_subquery(select.clone(), Alias::new(format!("{column}_of_last")));
+    one
+}
+
+/// The first text after every text that starts with `prefix`, if any.
+fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        if let Some(next) = char::from_u32(u32::from(last) + 1) {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
+fn trace_of(row: Row<'_>) -> Result<Option<TraceContext>> {
+    Ok(TraceContext::read(
+        row.get::<Option<String>>(col::TRACEPARENT)?.as_deref(),
+        row.get::<Option<String>>(col::TRACESTATE)?.as_deref(),
+    ))
+}
+
+fn check_scan(what: &'static str, scan: u32) -> Result<()> {
+    if !(1..=MAX_SCAN).contains(&scan) {
+        return Err(Error::invalid(
+            what,
+            format!("{scan} is outside 1 ..= {MAX_SCAN}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_selection(ids: &[String]) -> Result<()> {
+    if ids.is_empty() || ids.len() > MAX_SELECTION {
+        return Err(Error::invalid(
+            "selection",
+            format!("{} ids is outside 1 ..= {MAX_SELECTION}", ids.len()),
+        ));
+    }
+    Ok(())
+}
