@@ -45,6 +45,10 @@ pub(crate) async fn overview_counts_each_state_up_to_its_cap(h: Harness) -> Case
         }
     );
     ensure!(capped.dead.capped, "a count that reaches its cap says so");
+    ensure!(
+        capped.scheduled.capped && capped.leased.capped,
+        "scheduled and leased rows share a walk: both are capped when it is"
+    );
     ensure!(outbox.overview(0).await.is_err(), "a cap of 0 is refused");
     Ok(())
 }
@@ -79,7 +83,6 @@ pub(crate) async fn pages_walk_the_key_in_order_and_go_on_after_a_bounded_walk(
     };
     let first = outbox.browse(&sms, None, 10, 3).await?;
     ensure!(first.messages.is_empty(), "the walk stops at its bound");
-    ensure_eq!(first.scanned, 3);
     let next = first
         .next
         .ok_or_else(|| super::Failure("no cursor after a full walk".into()))?;

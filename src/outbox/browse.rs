@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sea_query::{Alias, Asterisk, Expr, ExprTrait, Order, Query, SelectStatement};
+use sea_query::{Alias, Expr, ExprTrait, Order, Query};
 use serde::{Serialize, Serializer};
 
 use super::records::{COLUMNS, StoredMessage, decode};
@@ -185,10 +185,10 @@ pub struct BrowsedMessage {
 pub struct BrowsePage {
     /// The messages found, in primary-key order.
     pub messages: Vec<BrowsedMessage>,
-    /// Where to go on; `None` at the end.
+    /// Where to go on; `None` at the end of the state's rows. With fewer
+    /// messages than asked for, the walk stopped at its bound: no more
+    /// matched among the rows walked, and more may match after them.
     pub next: Option<BrowseCursor>,
-    /// Rows of the state walked for this page (at most the scan bound).
-    pub scanned: u64,
 }
 
 /// Dead letters of one topic and error class.
@@ -261,72 +261,82 @@ impl Outbox {
             })
         };
         let oldest: Option<Timestamp> = row.get("oldest_due_at").map_err(in_table)?;
+        let later: u64 = row.get("later").map_err(in_table)?;
+        let leased: u64 = row.get("leased").map_err(in_table)?;
+        let later_capped = later >= u64::from(cap);
         Ok(Overview {
             due: count("due")?,
-            scheduled: count("scheduled")?,
-            leased: count("leased")?,
+            scheduled: CappedCount {
+                count: later.saturating_sub(leased),
+                capped: later_capped,
+            },
+            leased: CappedCount {
+                count: leased,
+                capped: later_capped,
+            },
             waiting: count("waiting")?,
             dead: count("dead")?,
             oldest_due_age: oldest.map(|at| self.now().duration_since(at)),
         })
     }
 
+    /// One row: each count walks at most `cap` rows of its state's part of
+    /// the primary key; scheduled and leased rows share one walk (they
+    /// share a range), so both are capped when it is.
     fn overview_statement(&self, cap: u32) -> Result<Statement> {
-        let now = self.now().as_unix_millis();
-        let cap = u64::from(cap);
-        let walk = |kind: Listed, now: i64| {
-            let mut select = Query::select();
-            select
-                .column(col::LEASE_TOKEN)
-                .from(self.table_name())
-                .and_where(range(kind, now))
-                .order_by(col::DUE_AT, Order::Asc)
-                .limit(cap);
-            select
-        };
-        let counted = |kind: Listed, alias: &str| {
-            let mut count = Query::select();
-            count
-                .expr(Expr::col(Asterisk).count())
-                .from_subquery(walk(kind, now), Alias::new(alias));
-            match kind {
-                Listed::Scheduled => drop(count.and_where(Expr::col(col::LEASE_TOKEN).is_null())),
-                Listed::Leased => drop(count.and_where(Expr::col(col::LEASE_TOKEN).is_not_null())),
-                _ => {}
-            }
-            count
-        };
-        let mut oldest = Query::select();
-        oldest
-            .column(col::DUE_AT)
-            .from(self.table_name())
-            .and_where(range(Listed::Due, now))
-            .order_by(col::DUE_AT, Order::Asc)
-            .limit(1);
-        let mut select = Query::select();
-        for kind in Listed::ALL {
-            let alias = kind.as_str();
-            select.expr_as(
-                Expr::SubQuery(
-                    None,
-                    Box::new(counted(kind, &format!("{alias}_rows")).into()),
-                ),
-                Alias::new(alias),
-            );
-        }
-        select.expr_as(
-            Expr::SubQuery(None, Box::new(oldest.into())),
-            Alias::new("oldest_due_at"),
+        use crate::database::value::Value;
+        let now = Value::Integer(self.now().as_unix_millis());
+        let cap = Value::Integer(i64::from(cap));
+        let (t, state, due_at, token) = (
+            self.table().as_str(),
+            col::STATE,
+            col::DUE_AT,
+            col::LEASE_TOKEN,
         );
-        self.render(&select)
+        let (ready, waiting, dead) = (state::READY, state::WAITING, state::DEAD);
+        let walk = |alias: &str, range: &str| {
+            format!(
+                "(SELECT count(*) FROM (SELECT 1 AS one FROM \"{t}\" WHERE {range} \
+                 ORDER BY {due_at} LIMIT ?) AS {alias})"
+            )
+        };
+        let sql = format!(
+            "SELECT {due} AS due, \
+             (SELECT {due_at} FROM \"{t}\" WHERE {state} = '{ready}' AND {due_at} <= ? \
+              ORDER BY {due_at} LIMIT 1) AS oldest_due_at, \
+             later.total AS later, later.leased AS leased, \
+             {waiting_count} AS waiting, {dead_count} AS dead \
+             FROM (SELECT count(*) AS total, count({token}) AS leased FROM \
+              (SELECT {token} FROM \"{t}\" WHERE {state} = '{ready}' AND {due_at} > ? \
+               ORDER BY {due_at} LIMIT ?) AS later_rows) AS later",
+            due = walk(
+                "due_rows",
+                &format!("{state} = '{ready}' AND {due_at} <= ?")
+            ),
+            waiting_count = walk("waiting_rows", &format!("{state} = '{waiting}'")),
+            dead_count = walk("dead_rows", &format!("{state} = '{dead}'")),
+        );
+        Ok(Statement::new(
+            self.dialect().number_placeholders(&sql),
+            vec![
+                now.clone(),
+                cap.clone(),
+                now.clone(),
+                cap.clone(),
+                cap.clone(),
+                now,
+                cap,
+            ],
+        ))
     }
 
     /// A page of at most `limit` messages (1 ..= 500) that match `filter`,
     /// after `after`, walking at most `scan` rows of their state (1 ..=
-    /// [`MAX_SCAN`]) in primary-key order: two reads in one call, about
-    /// `2 × scan` rows at most, however large the table. When the walk
-    /// ends before the page fills, `next` says where it stopped, so a
-    /// caller can go on.
+    /// [`MAX_SCAN`]) in primary-key order: one call, `limit` rows read
+    /// without a filter, about `2 × scan` with one (the page's walk, and a
+    /// key-only walk for where it stopped), however large the table. When
+    /// the walk ends before the page fills, `next` says where it stopped,
+    /// so a caller can go on.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a limit or scan out of range;
@@ -348,8 +358,8 @@ impl Outbox {
         let now = self.now();
         let statements = self.browse_statements(filter, after, limit, scan, now)?;
         let outcomes = self.inner.db.batch_atomic(&statements).await?;
-        let [page, walked] = outcomes.as_slice() else {
-            return Err(Error::database("a browse's two reads did not both answer"));
+        let (Some(page), last_walked) = (outcomes.first(), outcomes.get(1)) else {
+            return Err(Error::database("a browse's read did not answer"));
         };
         let table = self.table().as_str();
         let messages = page
@@ -364,31 +374,23 @@ impl Outbox {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let walked = walked
-            .rows
-            .first()
-            .ok_or_else(|| Error::database("an aggregate query returned no row"))?;
         let in_table = |error: Error| error.in_row(table, None);
-        let scanned: u64 = walked.get("scanned").map_err(in_table)?;
         let next = if messages.len() == limit as usize {
             messages.last().map(|last| BrowseCursor {
                 due_at: last.message.due_at.as_unix_millis(),
                 id: last.message.id.clone(),
             })
-        } else if scanned >= u64::from(scan) {
-            let due_at: Option<i64> = walked.get("last_due_at").map_err(in_table)?;
-            let id: Option<String> = walked.get("last_id").map_err(in_table)?;
-            due_at
-                .zip(id)
-                .map(|(due_at, id)| BrowseCursor { due_at, id })
         } else {
-            None
+            // The walk's last row, if the walk was cut at its bound.
+            match last_walked.and_then(|walked| walked.rows.first()) {
+                Some(row) => Some(BrowseCursor {
+                    due_at: row.get(col::DUE_AT).map_err(in_table)?,
+                    id: row.get(col::ID).map_err(in_table)?,
+                }),
+                None => None,
+            }
         };
-        Ok(BrowsePage {
-            messages,
-            next,
-            scanned,
-        })
+        Ok(BrowsePage { messages, next })
     }
 
     fn browse_statements(
@@ -398,7 +400,7 @@ impl Outbox {
         limit: u32,
         scan: u32,
         now: Timestamp,
-    ) -> Result<[Statement; 2]> {
+    ) -> Result<Vec<Statement>> {
         let now = now.as_unix_millis();
         let walk = |columns: &[&'static str]| {
             let mut select = Query::select();
@@ -422,12 +424,23 @@ impl Outbox {
         };
         let mut columns: Vec<&'static str> = COLUMNS.to_vec();
         columns.extend([col::TRACEPARENT, col::TRACESTATE]);
-        let mut page = Query::select();
-        page.columns(columns.iter().copied())
-            .from_subquery(walk(&columns), Alias::new("walked"))
-            .order_by(col::DUE_AT, Order::Asc)
-            .order_by(col::ID, Order::Asc)
-            .limit(u64::from(limit));
+        let filtered = filter.topic.is_some()
+            || filter.subject.is_some()
+            || filter.id_prefix.as_deref().is_some_and(|p| !p.is_empty())
+            || matches!(filter.listed, Listed::Scheduled | Listed::Leased);
+        // Unfiltered, a page reads its own rows only; filtered, it reads
+        // from a walk of at most `scan` rows.
+        let mut page = if filtered {
+            let mut page = Query::select();
+            page.columns(columns.iter().copied())
+                .from_subquery(walk(&columns), Alias::new("walked"))
+                .order_by(col::DUE_AT, Order::Asc)
+                .order_by(col::ID, Order::Asc);
+            page
+        } else {
+            walk(&columns)
+        };
+        page.limit(u64::from(limit));
         match filter.listed {
             Listed::Scheduled => drop(page.and_where(Expr::col(col::LEASE_TOKEN).is_null())),
             Listed::Leased => drop(page.and_where(Expr::col(col::LEASE_TOKEN).is_not_null())),
@@ -446,31 +459,16 @@ impl Outbox {
                 page.and_where(Expr::col(col::ID).lt(end));
             }
         }
-        let mut last = Query::select();
-        last.columns([col::DUE_AT, col::ID])
-            .from_subquery(walk(&[col::DUE_AT, col::ID]), Alias::new("walked_keys"))
-            .order_by(col::DUE_AT, Order::Desc)
-            .order_by(col::ID, Order::Desc)
-            .limit(1);
-        let mut scanned = Query::select();
-        scanned
-            .expr_as(Expr::col(Asterisk).count(), Alias::new("scanned"))
-            .from_subquery(walk(&[col::ID]), Alias::new("walked_ids"));
-        let mut walked = Query::select();
-        walked
-            .expr_as(
-                Expr::SubQuery(None, Box::new(scanned.into())),
-                Alias::new("scanned"),
-            )
-            .expr_as(
-                Expr::SubQuery(None, Box::new(column_of(&last, col::DUE_AT).into())),
-                Alias::new("last_due_at"),
-            )
-            .expr_as(
-                Expr::SubQuery(None, Box::new(column_of(&last, col::ID).into())),
-                Alias::new("last_id"),
-            );
-        Ok([self.render(&page)?, self.render(&walked)?])
+        let mut statements = vec![self.render(&page)?];
+        if filtered {
+            // The walk's last row, found only if the walk is cut at its
+            // bound: a key-only read of the same range. (Unfiltered, a page
+            // that is not full is the end.)
+            let mut last = walk(&[col::DUE_AT, col::ID]);
+            last.limit(1).offset(u64::from(scan) - 1);
+            statements.push(self.render(&last)?);
+        }
+        Ok(statements)
     }
 
     /// Dead letters grouped by topic and [`error_class`], from the oldest
@@ -633,14 +631,6 @@ fn range(kind: Listed, now: i64) -> Expr {
         Listed::Waiting => Expr::col(col::STATE).eq(state::WAITING),
         Listed::Dead => crate::sql::state_is(state::DEAD),
     }
-}
-
-/// `SELECT <column> FROM (<select>)`: one column of a one-row read.
-fn column_of(select: &SelectStatement, column: &'static str) -> SelectStatement {
-    let mut one = Query::select();
-    one.column(column)
-        .from_subquery(select.clone(), Alias::new(format!("{column}_of_last")));
-    one
 }
 
 /// The first text after every text that starts with `prefix`, if any.
