@@ -19,7 +19,7 @@ cargo clippy -p outbox-bench --all-targets -- -D warnings
 cargo clippy -p quickstart-postgres -- -D warnings
 
 say "rustdoc (no broken links)"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features conformance,postgres,native-http,metrics,tracing
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features conformance,postgres,native-http,metrics,tracing,console
 
 say "the core builds for wasm32 with its default features"
 cargo check --target wasm32-unknown-unknown -p workers-outbox
@@ -32,7 +32,7 @@ bash scripts/check-newest.sh
 
 say "clippy (wasm32)"
 cargo clippy --workspace --exclude quickstart-postgres --target wasm32-unknown-unknown \
-  --no-default-features --features workers,conformance -- -D warnings
+  --no-default-features --features workers,conformance,console -- -D warnings
 
 say "a private Postgres server for the Postgres tests (scripts/postgres.sh)"
 WORKERS_OUTBOX_POSTGRES_URL=$(bash scripts/postgres.sh start)

@@ -56,6 +56,8 @@
 mod batch;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(feature = "console")]
+pub mod console;
 pub mod database;
 pub mod defer;
 pub mod drain;

@@ -1,0 +1,386 @@
+//! The console's routes: the page, its assets, and the JSON API.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use http::request::Parts;
+use http::{Method, Response, StatusCode, header};
+use serde::Deserialize;
+use serde_json::{Value as Json, json};
+
+use super::access::{Role, cross_site};
+use super::{Console, page};
+use crate::error::{Error, Result};
+use crate::inbox::Inbox;
+use crate::outbox::{
+    BrowseCursor, BrowseFilter, Histogram, Listed, MAX_SELECTION, Outbox, Resolution, Rollup,
+};
+
+/// The largest request body the API reads.
+const MAX_BODY: usize = 64 * 1024;
+/// The most minutes one rollups read covers: the 48 hours minutes are kept.
+const MAX_MINUTES: u32 = 48 * 60;
+/// A list's largest page.
+const MAX_PAGE: u32 = 100;
+
+pub(super) async fn handle(console: &Console, parts: &Parts, body: &[u8]) -> Response<String> {
+    let prefix = console.inner.prefix.as_str();
+    let path = parts.uri.path();
+    let Some(rest) = path
+        .strip_prefix(prefix)
+        .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+    else {
+        return failure(StatusCode::NOT_FOUND, "not a path of the console");
+    };
+    let reading = parts.method == Method::GET || parts.method == Method::HEAD;
+    match rest {
+        "" if reading => page::redirect(&format!("{prefix}/")),
+        "/" if reading => page::html(),
+        "/console.js" if reading => page::script(),
+        "/console.css" if reading => page::style(),
+        _ => match rest.strip_prefix("/api/") {
+            Some(route) => api(console, parts, body, route).await,
+            None => failure(StatusCode::NOT_FOUND, "no such page"),
+        },
+    }
+}
+
+async fn api(console: &Console, parts: &Parts, body: &[u8], route: &str) -> Response<String> {
+    let Some(role) = role_of(console, parts).await else {
+        let mut response = failure(StatusCode::UNAUTHORIZED, "missing or wrong credentials");
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer realm=\"outbox console\""),
+        );
+        return response;
+    };
+    let changes = !(parts.method == Method::GET || parts.method == Method::HEAD);
+    if changes {
+        if let Some(why) = cross_site(parts) {
+            return failure(StatusCode::FORBIDDEN, why);
+        }
+        if role < Role::Operator {
+            return failure(
+                StatusCode::FORBIDDEN,
+                "only an operator may change anything",
+            );
+        }
+        if body.len() > MAX_BODY {
+            return failure(StatusCode::PAYLOAD_TOO_LARGE, "the body is over 64 KiB");
+        }
+    }
+    let query: Vec<(String, String)> =
+        form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect();
+    let param = |name: &str| {
+        query
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+            .filter(|value| !value.is_empty())
+    };
+    let segments: Vec<&str> = route.split('/').collect();
+    let inner = &console.inner;
+    let answer = match (&parts.method, segments.as_slice()) {
+        (&Method::GET, ["session"]) => Ok(json!({
+            "role": role,
+            "outboxes": inner.outboxes.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            "inboxes": inner.inboxes.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            "show_payloads": inner.show_payloads,
+            "count_cap": inner.count_cap,
+            "scan": inner.scan,
+            "max_selection": MAX_SELECTION,
+        })),
+        (&Method::GET, ["outboxes", name]) => match outbox(console, name) {
+            Ok(outbox) => overview(console, outbox).await,
+            Err(error) => Err(error),
+        },
+        (&Method::GET, ["outboxes", name, "rollups"]) => match outbox(console, name) {
+            Ok(outbox) => rollups(outbox, param("minutes")).await,
+            Err(error) => Err(error),
+        },
+        (&Method::GET, ["outboxes", name, "messages"]) => match outbox(console, name) {
+            Ok(outbox) => messages(console, outbox, &param).await,
+            Err(error) => Err(error),
+        },
+        (&Method::GET, ["outboxes", name, "dead", "groups"]) => match outbox(console, name) {
+            Ok(outbox) => outbox
+                .dead_letter_groups(inner.scan)
+                .await
+                .map(|groups| json!(groups)),
+            Err(error) => Err(error),
+        },
+        (&Method::POST, ["outboxes", name, "dead", action @ ("replay" | "purge")]) => {
+            match outbox(console, name) {
+                Ok(outbox) => dead_letters(console, outbox, action, body).await,
+                Err(error) => Err(error),
+            }
+        }
+        (&Method::POST, ["outboxes", name, "topics", action @ ("pause" | "resume")]) => {
+            match outbox(console, name) {
+                Ok(outbox) => topic_switch(outbox, action, body).await,
+                Err(error) => Err(error),
+            }
+        }
+        (&Method::GET, ["inboxes", name, "keys"]) => match inbox(console, name) {
+            Ok(inbox) => match param("key") {
+                Some(key) => inbox
+                    .seen(key)
+                    .await
+                    .map(|seen| json!({ "key": key, "seen": seen })),
+                None => Err(Error::invalid("key", "give ?key=")),
+            },
+            Err(error) => Err(error),
+        },
+        _ => {
+            return failure(
+                StatusCode::NOT_FOUND,
+                "no such API route (see docs/console.md)",
+            );
+        }
+    };
+    match answer {
+        Ok(body) => page::json(StatusCode::OK, &body),
+        Err(error) => {
+            let status = StatusCode::from_u16(error.http_status())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            failure(status, &error.to_string())
+        }
+    }
+}
+
+async fn role_of(console: &Console, parts: &Parts) -> Option<Role> {
+    let mut best = None;
+    for authorizer in &console.inner.authorizers {
+        let role = authorizer.authorize(parts).await;
+        best = best.max(role);
+        if best == Some(Role::Operator) {
+            break;
+        }
+    }
+    best
+}
+
+fn failure(status: StatusCode, message: &str) -> Response<String> {
+    page::json(status, &json!({ "error": message }))
+}
+
+fn outbox<'a>(console: &'a Console, name: &str) -> Result<&'a Outbox> {
+    named(&console.inner.outboxes, name, "outbox")
+}
+
+fn inbox<'a>(console: &'a Console, name: &str) -> Result<&'a Inbox> {
+    named(&console.inner.inboxes, name, "inbox")
+}
+
+fn named<'a, T>(list: &'a [(String, T)], name: &str, what: &'static str) -> Result<&'a T> {
+    list.iter()
+        .find(|(known, _)| known == name)
+        .map(|(_, item)| item)
+        .ok_or_else(|| Error::NotFound {
+            what,
+            id: name.to_owned(),
+        })
+}
+
+async fn overview(console: &Console, outbox: &Outbox) -> Result<Json> {
+    let overview = outbox.overview(console.inner.count_cap).await?;
+    let paused = outbox.paused_topics().await?;
+    Ok(json!({
+        "counts": overview,
+        "count_cap": console.inner.count_cap,
+        "paused": paused,
+    }))
+}
+
+/// The last `minutes` (default 60) per minute over every topic, and summed
+/// per topic: counts, and the p50/p90/p99 of lateness, age and delivery
+/// time (the upper bounds of their buckets, in ms).
+async fn rollups(outbox: &Outbox, minutes: Option<&str>) -> Result<Json> {
+    let minutes = match minutes.map(str::parse::<u32>) {
+        None => 60,
+        Some(Ok(minutes @ 1..=MAX_MINUTES)) => minutes,
+        Some(_) => {
+            return Err(Error::invalid(
+                "minutes",
+                format!("a whole number in 1 ..= {MAX_MINUTES}"),
+            ));
+        }
+    };
+    let to = outbox.clock().now();
+    let from = to.saturating_sub(Duration::from_secs(u64::from(minutes) * 60));
+    let mut per_minute: BTreeMap<i64, Rollup> = BTreeMap::new();
+    let mut per_topic: BTreeMap<String, Rollup> = BTreeMap::new();
+    for rollup in outbox.rollups(from, to, Resolution::Minute).await? {
+        let at = rollup.period_start.as_unix_millis();
+        match per_minute.get_mut(&at) {
+            Some(sum) => sum.merge(&rollup),
+            None => drop(per_minute.insert(at, rollup.clone())),
+        }
+        match per_topic.get_mut(&rollup.topic) {
+            Some(sum) => sum.merge(&rollup),
+            None => drop(per_topic.insert(rollup.topic.clone(), rollup)),
+        }
+    }
+    let series: Vec<Json> = per_minute
+        .iter()
+        .map(|(at, sum)| {
+            let mut body = summary(sum);
+            body["at_ms"] = json!(at);
+            body
+        })
+        .collect();
+    let topics: serde_json::Map<String, Json> = per_topic
+        .iter()
+        .map(|(topic, sum)| (topic.clone(), summary(sum)))
+        .collect();
+    Ok(json!({ "minutes": minutes, "series": series, "topics": topics }))
+}
+
+fn summary(sum: &Rollup) -> Json {
+    let c = &sum.counts;
+    json!({
+        "delivered": c.delivered, "retried": c.retried, "deferred": c.deferred,
+        "dead": c.dead, "handed_back": c.handed_back, "lease_lost": c.lease_lost,
+        "suspects_alone": c.suspects_alone, "breaker_trips": c.breaker_trips,
+        "lateness": quantiles(&sum.lateness), "age": quantiles(&sum.age),
+        "duration": quantiles(&sum.duration),
+    })
+}
+
+fn quantiles(histogram: &Histogram) -> Json {
+    let ms = |q| {
+        histogram
+            .quantile(q)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    };
+    json!({ "count": histogram.count(), "p50_ms": ms(0.5), "p90_ms": ms(0.9), "p99_ms": ms(0.99) })
+}
+
+async fn messages<'q>(
+    console: &Console,
+    outbox: &Outbox,
+    param: &impl Fn(&str) -> Option<&'q str>,
+) -> Result<Json> {
+    let mut filter = BrowseFilter::new(Listed::parse(param("state").unwrap_or("due"))?);
+    filter.topic = param("topic").map(str::to_owned);
+    filter.subject = param("subject").map(str::to_owned);
+    filter.id_prefix = param("id").map(str::to_owned);
+    let after = param("after").map(BrowseCursor::parse).transpose()?;
+    let limit = match param("limit").map(str::parse::<u32>) {
+        None => 50,
+        Some(Ok(limit @ 1..=MAX_PAGE)) => limit,
+        Some(_) => {
+            return Err(Error::invalid(
+                "limit",
+                format!("a whole number in 1 ..= {MAX_PAGE}"),
+            ));
+        }
+    };
+    let page = outbox
+        .browse(&filter, after.as_ref(), limit, console.inner.scan)
+        .await?;
+    let mut body = json!(page);
+    if let Some(messages) = body["messages"].as_array_mut() {
+        for message in messages {
+            let bytes = message["payload"].as_str().map_or(0, str::len);
+            message["payload_bytes"] = json!(bytes);
+            if !console.inner.show_payloads {
+                message["payload"] = Json::Null;
+            }
+        }
+    }
+    body["scan"] = json!(console.inner.scan);
+    Ok(body)
+}
+
+/// A selection of dead letters: their ids, or a group (topic and error
+/// class) of which the oldest [`MAX_SELECTION`] are taken.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Selection {
+    ids: Option<Vec<String>>,
+    topic: Option<String>,
+    error_class: Option<String>,
+}
+
+async fn dead_letters(
+    console: &Console,
+    outbox: &Outbox,
+    action: &str,
+    body: &[u8],
+) -> Result<Json> {
+    let selection: Selection = read_body(body)?;
+    let (ids, group) = match selection {
+        Selection {
+            ids: Some(ids),
+            topic: None,
+            error_class: None,
+        } => (ids, false),
+        Selection {
+            ids: None,
+            topic: Some(topic),
+            error_class: Some(class),
+        } => {
+            let ids = outbox
+                .dead_letters_of_group(&topic, &class, MAX_SELECTION, console.inner.scan)
+                .await?;
+            if ids.is_empty() {
+                return Ok(json!({ "selected": 0, "done": 0, "more": false }));
+            }
+            (ids, true)
+        }
+        _ => {
+            return Err(Error::invalid(
+                "selection",
+                "give either {\"ids\": [...]} or {\"topic\": ..., \"error_class\": ...}",
+            ));
+        }
+    };
+    let done = if action == "replay" {
+        outbox.replay_selected(&ids).await?
+    } else {
+        outbox.purge_selected(&ids).await?
+    };
+    log::info!(
+        "{}",
+        json!({
+            "message": format!("outbox console: {action}"),
+            "outbox": outbox.table().as_str(),
+            "selected": ids.len(),
+            "done": done,
+        })
+    );
+    Ok(json!({
+        "selected": ids.len(),
+        "done": done,
+        // A full batch of a group: there may be more of it.
+        "more": group && ids.len() == MAX_SELECTION,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopicSwitch {
+    topic: String,
+    reason: Option<String>,
+}
+
+async fn topic_switch(outbox: &Outbox, action: &str, body: &[u8]) -> Result<Json> {
+    let switch: TopicSwitch = read_body(body)?;
+    let changed = if action == "pause" {
+        let reason = switch
+            .reason
+            .filter(|reason| !reason.trim().is_empty())
+            .unwrap_or_else(|| "paused from the console".into());
+        outbox.pause_topic(&switch.topic, &reason).await?
+    } else {
+        outbox.resume_topic(&switch.topic).await?
+    };
+    Ok(json!({ "topic": switch.topic, "paused": action == "pause", "changed": changed }))
+}
+
+fn read_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
+    serde_json::from_slice(body).map_err(|error| Error::invalid("request body", error.to_string()))
+}

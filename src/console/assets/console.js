@@ -1,0 +1,336 @@
+// The outbox console's page. Every text that comes from the API (topics,
+// subjects, errors, payloads) is written with textContent: never as markup.
+"use strict";
+
+const api = new URL("api/", document.baseURI);
+const TOKEN_KEY = "outbox-console-token";
+const state = { session: null, outbox: null, after: null, timer: null };
+
+const $ = (id) => document.getElementById(id);
+
+/** An element with text and attributes; children appended as they are. */
+function el(tag, text, attributes = {}, children = []) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function headers(changes) {
+  const result = { accept: "application/json" };
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) result.authorization = `Bearer ${token}`;
+  if (changes) {
+    result["content-type"] = "application/json";
+    result["x-outbox-console"] = "1";
+  }
+  return result;
+}
+
+class Unauthorized extends Error {}
+
+async function call(path, { method = "GET", body } = {}) {
+  const response = await fetch(new URL(path, api), {
+    method,
+    headers: headers(method !== "GET"),
+    body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: "same-origin",
+  });
+  const answer = await response.json().catch(() => ({ error: `HTTP ${response.status}` }));
+  if (response.status === 401) throw new Unauthorized(answer.error);
+  if (!response.ok) throw new Error(answer.error ?? `HTTP ${response.status}`);
+  return answer;
+}
+
+const say = (text) => ($("status").textContent = text);
+
+function showSignIn(why) {
+  $("console").hidden = true;
+  $("signin").hidden = false;
+  $("signin-why").textContent = why ?? "";
+}
+
+async function start() {
+  try {
+    state.session = await call("session");
+  } catch (error) {
+    if (error instanceof Unauthorized) return showSignIn(error.message);
+    return say(error.message);
+  }
+  $("signin").hidden = true;
+  $("console").hidden = false;
+  $("role").textContent = `signed in as ${state.session.role}`;
+  document.body.classList.toggle("viewer", state.session.role !== "operator");
+  const nav = $("outboxes");
+  nav.replaceChildren();
+  for (const name of state.session.outboxes) {
+    const button = el("button", name, { type: "button", "aria-pressed": "false" });
+    button.addEventListener("click", () => choose(name));
+    nav.append(button);
+  }
+  const inboxes = $("inbox-name");
+  inboxes.replaceChildren(...state.session.inboxes.map((name) => el("option", name)));
+  $("inbox-section").hidden = state.session.inboxes.length === 0;
+  if (state.session.outboxes.length > 0) await choose(state.session.outboxes[0]);
+  scheduleRefresh();
+}
+
+async function choose(name) {
+  state.outbox = name;
+  for (const button of $("outboxes").children) {
+    button.setAttribute("aria-pressed", String(button.textContent === name));
+  }
+  state.after = null;
+  await refresh();
+}
+
+const outboxPath = (rest) => `outboxes/${encodeURIComponent(state.outbox)}${rest ? `/${rest}` : ""}`;
+
+async function refresh() {
+  if (!state.outbox) return;
+  try {
+    await Promise.all([overview(), topics(), groups(), messages(false)]);
+    say("");
+    $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+  } catch (error) {
+    if (error instanceof Unauthorized) return showSignIn(error.message);
+    say(error.message);
+  }
+}
+
+function countText(count) {
+  return count.capped ? `≥ ${count.count.toLocaleString()}` : count.count.toLocaleString();
+}
+
+function duration(ms) {
+  if (ms === null || ms === undefined) return "–";
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 120_000) return `${(ms / 1000).toFixed(1)} s`;
+  if (ms < 7_200_000) return `${Math.round(ms / 60_000)} min`;
+  return `${(ms / 3_600_000).toFixed(1)} h`;
+}
+
+async function overview() {
+  const body = await call(outboxPath(""));
+  const counts = $("counts");
+  counts.replaceChildren(
+    ...["due", "scheduled", "leased", "waiting", "dead"].map((name) =>
+      el("div", undefined, { "data-state": name }, [el("dt", name), el("dd", countText(body.counts[name]))]),
+    ),
+  );
+  const capped = Object.values(body.counts).some((count) => count && count.capped);
+  $("oldest").textContent =
+    `Oldest due message: ${body.counts.oldest_due_age_ms === null ? "none due" : `${duration(body.counts.oldest_due_age_ms)} overdue`}` +
+    (capped ? ` · counts stop at ${body.count_cap.toLocaleString()} rows each` : "");
+  state.paused = new Map(body.paused.map((p) => [p.topic, p]));
+}
+
+function bars(svg, values, kind) {
+  const max = Math.max(1, ...values);
+  const width = 600 / Math.max(1, values.length);
+  svg.replaceChildren();
+  values.forEach((value, index) => {
+    const height = (value / max) * 118;
+    const rect = document.createElementNS("http://www.w3.org/2000/svg", "rect");
+    rect.setAttribute("class", kind);
+    rect.setAttribute("x", String(index * width));
+    rect.setAttribute("y", String(120 - height));
+    rect.setAttribute("width", String(Math.max(1, width - 1)));
+    rect.setAttribute("height", String(height));
+    const title = document.createElementNS("http://www.w3.org/2000/svg", "title");
+    title.textContent = String(value);
+    rect.append(title);
+    svg.append(rect);
+  });
+}
+
+async function topics() {
+  const minutes = Number($("window").value);
+  const body = await call(`${outboxPath("rollups")}?minutes=${minutes}`);
+  // One slot per minute of the window, empty minutes at zero.
+  const now = Date.now();
+  const first = Math.floor((now - minutes * 60_000) / 60_000) * 60_000;
+  const slots = new Map(body.series.map((point) => [point.at_ms, point]));
+  const series = [];
+  for (let at = first; at <= now; at += 60_000) series.push(slots.get(at));
+  const pick = (f) => series.map((point) => (point ? f(point) : 0));
+  bars($("chart-delivered"), pick((p) => p.delivered), "delivered");
+  bars($("chart-failures"), pick((p) => p.retried + p.deferred + p.dead), "failures");
+  bars($("chart-lateness"), pick((p) => p.lateness.p99_ms ?? 0), "lateness");
+
+  const names = new Set([...Object.keys(body.topics), ...state.paused.keys()]);
+  const rows = [...names].sort().map((topic) => {
+    const t = body.topics[topic];
+    const paused = state.paused.get(topic);
+    const switchButton = el("button", paused ? "Resume" : "Pause", { type: "button", class: "operator" });
+    switchButton.addEventListener("click", () =>
+      act(paused ? "resume" : "pause", outboxPath(`topics/${paused ? "resume" : "pause"}`), { topic }),
+    );
+    const stateCell = paused
+      ? el("td", undefined, {}, [el("span", "paused", { class: "paused" }), el("div", paused.reason, { class: "muted" })])
+      : el("td", "running");
+    return el("tr", undefined, { "data-topic": topic }, [
+      el("td", topic),
+      stateCell,
+      el("td", t ? t.delivered : 0),
+      el("td", t ? t.retried : 0),
+      el("td", t ? t.deferred : 0),
+      el("td", t ? t.dead : 0),
+      el("td", t ? t.breaker_trips : 0),
+      el("td", t ? `${duration(t.lateness.p50_ms)} / ${duration(t.lateness.p99_ms)}` : "–"),
+      el("td", undefined, {}, [switchButton]),
+    ]);
+  });
+  $("topics").replaceChildren(...rows);
+}
+
+async function groups() {
+  const body = await call(outboxPath("dead/groups"));
+  $("groups").replaceChildren(
+    ...body.groups.map((group) => {
+      const selection = { topic: group.topic, error_class: group.error_class };
+      const replay = el("button", "Replay group", { type: "button", class: "operator" });
+      replay.addEventListener("click", () => actOnGroup("replay", selection, group.count));
+      const purge = el("button", "Purge group", { type: "button", class: "operator danger" });
+      purge.addEventListener("click", () => actOnGroup("purge", selection, group.count));
+      return el("tr", undefined, {}, [
+        el("td", group.topic),
+        el("td", group.error_class, { class: "error" }),
+        el("td", group.count),
+        el("td", new Date(group.first_died_at_ms).toLocaleString()),
+        el("td", undefined, {}, [replay, purge]),
+      ]);
+    }),
+  );
+  $("groups-note").textContent = body.complete
+    ? `${body.scanned} dead letters`
+    : `grouped from the oldest ${body.scanned} dead letters`;
+}
+
+async function messages(nextPage) {
+  const params = new URLSearchParams({ state: $("state").value, limit: "50" });
+  for (const [name, id] of [["topic", "f-topic"], ["subject", "f-subject"], ["id", "f-id"]]) {
+    if ($(id).value) params.set(name, $(id).value);
+  }
+  if (nextPage && state.after) params.set("after", state.after);
+  const body = await call(`${outboxPath("messages")}?${params}`);
+  const dead = $("state").value === "dead";
+  $("messages").replaceChildren(
+    ...body.messages.map((message) => {
+      const box = el("input", undefined, { type: "checkbox", "data-id": message.id });
+      box.disabled = !dead;
+      const details = [
+        `state: ${message.state}`,
+        `created: ${new Date(message.created_at).toLocaleString()}`,
+        `unsettled leases: ${message.unsettled_leases}`,
+        `deferrals: ${message.deferrals}`,
+        `ordering key: ${message.ordering_key ?? "–"}`,
+        `dedup key: ${message.dedup_key ?? "–"}`,
+        `trace id: ${message.trace_id ?? "–"}`,
+        message.payload === null ? `payload: ${message.payload_bytes} bytes (hidden)` : `payload: ${message.payload}`,
+      ].join("\n");
+      return el("tr", undefined, { "data-id": message.id }, [
+        el("td", undefined, {}, [box]),
+        el("td", message.id),
+        el("td", message.topic),
+        el("td", message.subject ?? "–"),
+        el("td", message.attempts),
+        el("td", message.last_error ?? "–", { class: "error" }),
+        el("td", new Date(message.due_at).toLocaleString()),
+        el("td", undefined, {}, [el("pre", details)]),
+      ]);
+    }),
+  );
+  state.after = body.next;
+  $("next-page").hidden = !body.next;
+  $("page-note").textContent =
+    body.messages.length === 0 && body.next
+      ? `no match among the next ${body.scan} rows: go on with the next page`
+      : `${body.messages.length} shown`;
+}
+
+async function act(verb, path, body) {
+  try {
+    const answer = await call(path, { method: "POST", body });
+    say(`${verb}: ${JSON.stringify(answer)}`);
+    await refresh();
+  } catch (error) {
+    if (error instanceof Unauthorized) return showSignIn(error.message);
+    say(`${verb} failed: ${error.message}`);
+  }
+}
+
+async function actOnGroup(verb, selection, count) {
+  if (!confirm(`${verb} ${count} dead letter(s) of ${selection.topic} (${selection.error_class})?`)) return;
+  let done = 0;
+  try {
+    for (;;) {
+      const answer = await call(outboxPath(`dead/${verb}`), { method: "POST", body: selection });
+      done += answer.done;
+      say(`${verb}: ${done} of ${count}…`);
+      if (!answer.more || answer.done === 0) break;
+    }
+    say(`${verb}: ${done} done`);
+  } catch (error) {
+    say(`${verb} stopped after ${done}: ${error.message}`);
+  }
+  await refresh();
+}
+
+function selectedIds() {
+  return [...document.querySelectorAll("#messages input[type=checkbox]:checked")].map((box) => box.dataset.id);
+}
+
+function scheduleRefresh() {
+  clearInterval(state.timer);
+  const seconds = Number($("refresh").value);
+  if (seconds > 0) {
+    state.timer = setInterval(() => {
+      if (!document.hidden) refresh();
+    }, seconds * 1000);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("signin-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, $("token").value);
+    $("token").value = "";
+    start();
+  });
+  $("refresh").addEventListener("change", scheduleRefresh);
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden && Number($("refresh").value) > 0) refresh();
+  });
+  $("window").addEventListener("change", () => topics().catch((error) => say(error.message)));
+  $("filter").addEventListener("submit", (event) => {
+    event.preventDefault();
+    state.after = null;
+    messages(false).catch((error) => say(error.message));
+  });
+  $("next-page").addEventListener("click", () => messages(true).catch((error) => say(error.message)));
+  $("replay-selected").addEventListener("click", () => {
+    const ids = selectedIds();
+    if (ids.length > 0) act("replay", outboxPath("dead/replay"), { ids });
+  });
+  $("purge-selected").addEventListener("click", () => {
+    const ids = selectedIds();
+    if (ids.length > 0 && confirm(`purge ${ids.length} dead letter(s)?`)) act("purge", outboxPath("dead/purge"), { ids });
+  });
+  $("pause-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    act("pause", outboxPath("topics/pause"), { topic: $("pause-topic").value, reason: $("pause-reason").value });
+  });
+  $("inbox-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const name = encodeURIComponent($("inbox-name").value);
+    try {
+      const body = await call(`inboxes/${name}/keys?${new URLSearchParams({ key: $("inbox-key").value })}`);
+      $("inbox-result").textContent = `${body.key}: ${body.seen ? "processed" : "not seen"}`;
+    } catch (error) {
+      $("inbox-result").textContent = error.message;
+    }
+  });
+  start();
+});

@@ -1,0 +1,262 @@
+//! An operator console: one web page and the JSON API it uses, over every
+//! outbox and inbox registered with it, served by the application itself
+//! under a path prefix (feature `console`).
+//!
+//! ```no_run
+//! # use workers_outbox::console::{BearerToken, Console};
+//! # fn mount(outbox: workers_outbox::Outbox, inbox: workers_outbox::Inbox) -> workers_outbox::Result<Console> {
+//! let console = Console::builder()
+//!     .prefix("/admin/outbox")
+//!     .outbox("mail", outbox)
+//!     .inbox("webhooks", inbox)
+//!     .authorize(BearerToken::operator("a long random token"))
+//!     .build()?;
+//! // Then, for each request under the prefix:
+//! // let response = console.handle(request).await;  // http::Request -> http::Response
+//! # Ok(console) }
+//! ```
+//!
+//! One implementation over the `http` crate's `Request` and `Response`, so
+//! the same console serves D1, Durable Object, SQLite and Postgres
+//! outboxes: on Workers through [`Console::handle_worker`], natively from
+//! any framework that speaks `http` (axum, hyper). The page's script and
+//! style are in the crate: nothing is fetched from elsewhere.
+//!
+//! # Guarantees
+//! - No authorizer, no data: every API request needs a role from an
+//!   [`Authorizer`] ([`BearerToken`], or one of your own, such as a check of
+//!   Cloudflare Access's `Cf-Access-Jwt-Assertion`). The page and its
+//!   assets hold no data and are served to anyone.
+//! - Viewers read; only operators replay, purge, pause and resume. Every
+//!   request that changes something is refused when it comes from another
+//!   site (`Sec-Fetch-Site`, `Origin`) or lacks the
+//!   [`MUTATION_HEADER`] (which a cross-site page cannot send).
+//! - Every response carries a strict `Content-Security-Policy` (scripts and
+//!   styles of the console's own origin only, `frame-ancestors 'none'`),
+//!   and the page writes every text a receiver or a payload controls as
+//!   text, never as markup.
+//! - Every request reads a bounded number of rows, however large the
+//!   table: counts stop at a cap (and say so), lists walk at most a scan
+//!   bound of the primary key per page, group actions act on at most
+//!   [`MAX_SELECTION`](crate::outbox::MAX_SELECTION) messages per request.
+//!   Payloads are shown only where [`ConsoleBuilder::show_payloads`] is on;
+//!   otherwise their size.
+
+mod access;
+mod api;
+mod page;
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
+mod workers;
+
+use std::sync::Arc;
+
+pub use access::{Authorizer, BearerToken, MUTATION_HEADER, Role};
+
+use crate::error::{Error, Result};
+use crate::inbox::Inbox;
+use crate::outbox::{MAX_SCAN, Outbox};
+
+/// The console: build it once (see [`Console::builder`]) and hand it each
+/// request under its prefix.
+#[derive(Clone)]
+pub struct Console {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    prefix: String,
+    outboxes: Vec<(String, Outbox)>,
+    inboxes: Vec<(String, Inbox)>,
+    authorizers: Vec<Box<dyn Authorizer>>,
+    show_payloads: bool,
+    count_cap: u32,
+    scan: u32,
+}
+
+impl std::fmt::Debug for Console {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let outboxes: Vec<&str> = self
+            .inner
+            .outboxes
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        let inboxes: Vec<&str> = self.inner.inboxes.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Console")
+            .field("prefix", &self.inner.prefix)
+            .field("outboxes", &outboxes)
+            .field("inboxes", &inboxes)
+            .field("authorizers", &self.inner.authorizers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`Console`].
+#[must_use = "a console builder serves nothing until it is built"]
+pub struct ConsoleBuilder {
+    prefix: String,
+    outboxes: Vec<(String, Outbox)>,
+    inboxes: Vec<(String, Inbox)>,
+    authorizers: Vec<Box<dyn Authorizer>>,
+    show_payloads: bool,
+    count_cap: u32,
+    scan: u32,
+}
+
+/// Counts stop here unless [`ConsoleBuilder::count_cap`] says otherwise.
+pub const DEFAULT_COUNT_CAP: u32 = 10_000;
+/// A list's page walks this many rows unless [`ConsoleBuilder::scan`] says
+/// otherwise.
+pub const DEFAULT_SCAN: u32 = 1_000;
+
+impl Console {
+    /// A console with no outbox, no inbox, no authorizer, at `/outbox`.
+    pub fn builder() -> ConsoleBuilder {
+        ConsoleBuilder {
+            prefix: "/outbox".into(),
+            outboxes: Vec::new(),
+            inboxes: Vec::new(),
+            authorizers: Vec::new(),
+            show_payloads: false,
+            count_cap: DEFAULT_COUNT_CAP,
+            scan: DEFAULT_SCAN,
+        }
+    }
+
+    /// Its path prefix (no trailing slash).
+    pub fn prefix(&self) -> &str {
+        &self.inner.prefix
+    }
+
+    /// Whether `path` is the console's to answer: the prefix itself or a
+    /// path under it.
+    pub fn serves(&self, path: &str) -> bool {
+        path.strip_prefix(self.inner.prefix.as_str())
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    }
+
+    /// Answers `request`: the page, its assets, or the JSON API. Never
+    /// fails: an error is a response with its status and a JSON body
+    /// `{"error": "…"}` (404 for a path outside the prefix).
+    pub async fn handle<B: AsRef<[u8]>>(
+        &self,
+        request: http::Request<B>,
+    ) -> http::Response<String> {
+        let (parts, body) = request.into_parts();
+        api::handle(self, &parts, body.as_ref()).await
+    }
+}
+
+impl ConsoleBuilder {
+    /// Serves under `prefix` (`/admin/outbox`, say): a path of its own,
+    /// starting with `/`, without a trailing one.
+    pub fn prefix(mut self, prefix: &str) -> Self {
+        self.prefix = prefix.to_owned();
+        self
+    }
+
+    /// Shows `outbox` as `name` (letters, digits, `-` and `_`).
+    pub fn outbox(mut self, name: &str, outbox: Outbox) -> Self {
+        self.outboxes.push((name.to_owned(), outbox));
+        self
+    }
+
+    /// Shows `inbox` as `name` (letters, digits, `-` and `_`).
+    pub fn inbox(mut self, name: &str, inbox: Inbox) -> Self {
+        self.inboxes.push((name.to_owned(), inbox));
+        self
+    }
+
+    /// Adds an authorizer: a request gets the highest role any grants.
+    pub fn authorize(mut self, authorizer: impl Authorizer + 'static) -> Self {
+        self.authorizers.push(Box::new(authorizer));
+        self
+    }
+
+    /// Shows payloads in lists (off by default: a payload's size is shown
+    /// instead, since payloads often hold personal data).
+    pub fn show_payloads(mut self, on: bool) -> Self {
+        self.show_payloads = on;
+        self
+    }
+
+    /// Counts per state stop at `cap` rows each (1 ..= 100,000; default
+    /// [`DEFAULT_COUNT_CAP`]).
+    pub fn count_cap(mut self, cap: u32) -> Self {
+        self.count_cap = cap;
+        self
+    }
+
+    /// A list's page, and a grouping of dead letters, walk at most `rows`
+    /// (1 ..= 100,000; default [`DEFAULT_SCAN`]).
+    pub fn scan(mut self, rows: u32) -> Self {
+        self.scan = rows;
+        self
+    }
+
+    /// The console.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a prefix that is not a path, a name that
+    /// is empty, has other characters or is given twice, or a cap or scan
+    /// out of range.
+    pub fn build(self) -> Result<Console> {
+        let prefix_ok = self.prefix.starts_with('/')
+            && !self.prefix.ends_with('/')
+            && !self.prefix.contains(['?', '#', '"', '<', '>', ' ', '\\']);
+        if !prefix_ok {
+            return Err(Error::invalid(
+                "console prefix",
+                format!(
+                    "{:?} must start with / and not end with one (\"/admin/outbox\")",
+                    self.prefix
+                ),
+            ));
+        }
+        let mut names: Vec<&str> = Vec::new();
+        for (kind, name) in self
+            .outboxes
+            .iter()
+            .map(|(n, _)| ("outbox", n))
+            .chain(self.inboxes.iter().map(|(n, _)| ("inbox", n)))
+        {
+            let valid = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if !valid {
+                return Err(Error::invalid(
+                    "console name",
+                    format!("{kind} name {name:?}: 1 to 64 letters, digits, - or _"),
+                ));
+            }
+            if names.contains(&name.as_str()) {
+                return Err(Error::invalid(
+                    "console name",
+                    format!("{name:?} is given twice"),
+                ));
+            }
+            names.push(name);
+        }
+        for (what, value) in [("count cap", self.count_cap), ("scan bound", self.scan)] {
+            if !(1..=MAX_SCAN).contains(&value) {
+                return Err(Error::invalid(
+                    what,
+                    format!("{value} is outside 1 ..= {MAX_SCAN}"),
+                ));
+            }
+        }
+        Ok(Console {
+            inner: Arc::new(Inner {
+                prefix: self.prefix,
+                outboxes: self.outboxes,
+                inboxes: self.inboxes,
+                authorizers: self.authorizers,
+                show_payloads: self.show_payloads,
+                count_cap: self.count_cap,
+                scan: self.scan,
+            }),
+        })
+    }
+}

@@ -1,0 +1,648 @@
+//! The operator console over `http` types, on an in-memory SQLite outbox:
+//! access rules, bounded counts and lists, dead-letter actions, the pause
+//! switch, and bad input.
+
+#![allow(clippy::unwrap_used)]
+
+use serde_json::{Value as Json, json};
+use workers_outbox::console::{BearerToken, Console, MUTATION_HEADER, Role};
+use workers_outbox::testing::{RecordingDeliverer, TestOutbox};
+use workers_outbox::{Batch, Delivery, Message};
+
+const OPERATOR: &str = "operator-token-0123456789";
+const VIEWER: &str = "viewer-token-0123456789";
+
+fn console(t: &TestOutbox) -> Console {
+    Console::builder()
+        .prefix("/admin/outbox")
+        .outbox("mail", t.outbox.clone())
+        .inbox("hooks", t.inbox.clone())
+        .authorize(BearerToken::operator(OPERATOR))
+        .authorize(BearerToken::new(VIEWER, Role::Viewer))
+        .build()
+        .unwrap()
+}
+
+async fn enqueue(t: &TestOutbox, topic: &str, payload: Json, subject: Option<&str>) {
+    let mut batch = Batch::new(t.db.clone());
+    let mut message = Message::json(topic, &payload).unwrap();
+    if let Some(subject) = subject {
+        message = message.subject(subject);
+    }
+    let _ = batch.enqueue(&t.outbox, message).unwrap();
+    batch.commit().await.unwrap();
+}
+
+struct Answer {
+    status: u16,
+    headers: http::HeaderMap,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> Json {
+        serde_json::from_str(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", self.body))
+    }
+}
+
+async fn send(console: &Console, request: http::Request<Vec<u8>>) -> Answer {
+    let response = console.handle(request).await;
+    Answer {
+        status: response.status().as_u16(),
+        headers: response.headers().clone(),
+        body: response.into_body(),
+    }
+}
+
+async fn get(console: &Console, path: &str, token: &str) -> Answer {
+    let request = http::Request::get(format!("https://ops.example{path}"))
+        .header("authorization", format!("Bearer {token}"))
+        .body(Vec::new())
+        .unwrap();
+    send(console, request).await
+}
+
+fn post_request(path: &str, token: &str) -> http::request::Builder {
+    http::Request::post(format!("https://ops.example{path}"))
+        .header("authorization", format!("Bearer {token}"))
+        .header("host", "ops.example")
+        .header("content-type", "application/json")
+}
+
+async fn post(console: &Console, path: &str, token: &str, body: Json) -> Answer {
+    let request = post_request(path, token)
+        .header("sec-fetch-site", "same-origin")
+        .header("origin", "https://ops.example")
+        .header(MUTATION_HEADER, "1")
+        .body(body.to_string().into_bytes())
+        .unwrap();
+    send(console, request).await
+}
+
+#[tokio::test]
+async fn the_page_and_its_assets_are_served_with_a_strict_policy() {
+    let t = TestOutbox::new().await.unwrap();
+    let console = console(&t);
+    let request = |path: &str| {
+        http::Request::get(format!("https://ops.example{path}"))
+            .body(Vec::new())
+            .unwrap()
+    };
+    let page = send(&console, request("/admin/outbox/")).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("<script src=\"console.js\" defer>"));
+    let policy = page.headers["content-security-policy"].to_str().unwrap();
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert!(policy.contains("script-src 'self'"), "{policy}");
+    assert!(!policy.contains("unsafe-inline"), "{policy}");
+    assert_eq!(page.headers["x-content-type-options"], "nosniff");
+    for (asset, kind) in [
+        ("console.js", "text/javascript"),
+        ("console.css", "text/css"),
+    ] {
+        let answer = send(&console, request(&format!("/admin/outbox/{asset}"))).await;
+        assert_eq!(answer.status, 200, "{asset}");
+        assert!(
+            answer.headers["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with(kind)
+        );
+    }
+    // The script writes what the API returns as text, never as markup.
+    let script = send(&console, request("/admin/outbox/console.js"))
+        .await
+        .body;
+    for markup in [
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+    ] {
+        assert!(!script.contains(markup), "the script uses {markup}");
+    }
+    let bare = send(&console, request("/admin/outbox")).await;
+    assert_eq!(
+        (bare.status, &bare.headers["location"]),
+        (308, &"/admin/outbox/".parse::<http::HeaderValue>().unwrap())
+    );
+    assert_eq!(send(&console, request("/admin/outboxes")).await.status, 404);
+    assert!(console.serves("/admin/outbox/api/session"));
+    assert!(!console.serves("/admin/outboxes"));
+}
+
+#[tokio::test]
+async fn no_credentials_no_data_and_viewers_only_read() {
+    let t = TestOutbox::new().await.unwrap();
+    let console = console(&t);
+    let session = get(&console, "/admin/outbox/api/session", VIEWER).await;
+    assert_eq!(session.status, 200);
+    assert_eq!(session.json()["role"], "viewer");
+    assert_eq!(session.json()["outboxes"], json!(["mail"]));
+    assert_eq!(
+        get(&console, "/admin/outbox/api/session", OPERATOR)
+            .await
+            .json()["role"],
+        "operator"
+    );
+
+    let wrong = get(&console, "/admin/outbox/api/outboxes/mail", "wrong").await;
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.headers.contains_key("www-authenticate"));
+    let none = http::Request::get("https://ops.example/admin/outbox/api/session")
+        .body(Vec::new())
+        .unwrap();
+    assert_eq!(send(&console, none).await.status, 401);
+
+    let pause = json!({ "topic": "mail", "reason": "x" });
+    let viewer = post(
+        &console,
+        "/admin/outbox/api/outboxes/mail/topics/pause",
+        VIEWER,
+        pause.clone(),
+    )
+    .await;
+    assert_eq!(viewer.status, 403, "{}", viewer.body);
+    assert!(t.outbox.paused_topics().await.unwrap().is_empty());
+
+    // A console with no authorizer refuses everyone.
+    let closed = Console::builder()
+        .outbox("mail", t.outbox.clone())
+        .build()
+        .unwrap();
+    assert_eq!(
+        get(&closed, "/outbox/api/session", OPERATOR).await.status,
+        401
+    );
+    // An empty token grants nothing, even to an empty bearer.
+    let empty = Console::builder()
+        .authorize(BearerToken::operator(""))
+        .build()
+        .unwrap();
+    assert_eq!(get(&empty, "/outbox/api/session", "").await.status, 401);
+}
+
+#[tokio::test]
+async fn cross_site_mutations_are_refused_and_change_nothing() {
+    let t = TestOutbox::new().await.unwrap();
+    let console = console(&t);
+    let path = "/admin/outbox/api/outboxes/mail/topics/pause";
+    let body = json!({ "topic": "mail" });
+    let cases = [
+        (
+            "cross-site",
+            vec![("sec-fetch-site", "cross-site"), (MUTATION_HEADER, "1")],
+        ),
+        (
+            "same-site",
+            vec![("sec-fetch-site", "same-site"), (MUTATION_HEADER, "1")],
+        ),
+        (
+            "foreign origin",
+            vec![("origin", "https://evil.example"), (MUTATION_HEADER, "1")],
+        ),
+        (
+            "null origin",
+            vec![("origin", "null"), (MUTATION_HEADER, "1")],
+        ),
+        ("no console header", vec![("sec-fetch-site", "same-origin")]),
+    ];
+    for (case, headers) in cases {
+        let mut request = post_request(path, OPERATOR);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        let answer = send(
+            &console,
+            request.body(body.to_string().into_bytes()).unwrap(),
+        )
+        .await;
+        assert_eq!(answer.status, 403, "{case}: {}", answer.body);
+    }
+    assert!(t.outbox.paused_topics().await.unwrap().is_empty());
+    let allowed = post(&console, path, OPERATOR, body).await;
+    assert_eq!(allowed.status, 200, "{}", allowed.body);
+    assert_eq!(t.outbox.paused_topics().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn counts_stop_at_their_cap_and_say_so() {
+    let t = TestOutbox::new().await.unwrap();
+    for n in 0..5 {
+        enqueue(&t, "mail", json!({ "n": n }), None).await;
+    }
+    let console = Console::builder()
+        .outbox("mail", t.outbox.clone())
+        .authorize(BearerToken::viewer(VIEWER))
+        .count_cap(3)
+        .build()
+        .unwrap();
+    let body = get(&console, "/outbox/api/outboxes/mail", VIEWER)
+        .await
+        .json();
+    assert_eq!(body["counts"]["due"], json!({ "count": 3, "capped": true }));
+    assert_eq!(
+        body["counts"]["dead"],
+        json!({ "count": 0, "capped": false })
+    );
+    assert_eq!(body["counts"]["oldest_due_age_ms"], json!(0));
+    let exact = get(
+        &self::console(&t),
+        "/admin/outbox/api/outboxes/mail",
+        VIEWER,
+    )
+    .await
+    .json();
+    assert_eq!(
+        exact["counts"]["due"],
+        json!({ "count": 5, "capped": false })
+    );
+}
+
+#[tokio::test]
+async fn dead_letters_show_their_error_as_data_and_hide_payloads() {
+    let t = TestOutbox::new().await.unwrap();
+    enqueue(
+        &t,
+        "mail",
+        json!({ "html": "<script>alert(1)</script>" }),
+        Some("user-1"),
+    )
+    .await;
+    let hostile = "<img src=x onerror=alert(1)>";
+    let report = t
+        .drain_now(RecordingDeliverer::answering(Delivery::permanent(hostile)))
+        .await;
+    assert_eq!(report.dead, 1);
+    let console = console(&t);
+    let body = get(
+        &console,
+        "/admin/outbox/api/outboxes/mail/messages?state=dead",
+        VIEWER,
+    )
+    .await
+    .json();
+    let message = &body["messages"][0];
+    assert_eq!(message["last_error"], hostile);
+    assert_eq!(message["subject"], "user-1");
+    assert_eq!(
+        message["payload"],
+        Json::Null,
+        "payloads are hidden by default"
+    );
+    assert_eq!(
+        message["payload_bytes"],
+        json!(r#"{"html":"<script>alert(1)</script>"}"#.len())
+    );
+    assert_eq!(body["next"], Json::Null);
+
+    let showing = Console::builder()
+        .outbox("mail", t.outbox.clone())
+        .authorize(BearerToken::viewer(VIEWER))
+        .show_payloads(true)
+        .build()
+        .unwrap();
+    let shown = get(
+        &showing,
+        "/outbox/api/outboxes/mail/messages?state=dead",
+        VIEWER,
+    )
+    .await
+    .json();
+    assert_eq!(
+        shown["messages"][0]["payload"],
+        r#"{"html":"<script>alert(1)</script>"}"#
+    );
+}
+
+#[tokio::test]
+async fn lists_page_by_key_and_walk_a_bounded_number_of_rows() {
+    let t = TestOutbox::new().await.unwrap();
+    for n in 0..5 {
+        let topic = if n == 4 { "sms" } else { "mail" };
+        enqueue(&t, topic, json!({ "n": n }), None).await;
+        t.clock.advance(std::time::Duration::from_millis(1));
+    }
+    let console = Console::builder()
+        .outbox("mail", t.outbox.clone())
+        .authorize(BearerToken::viewer(VIEWER))
+        .scan(3)
+        .build()
+        .unwrap();
+    let base = "/outbox/api/outboxes/mail/messages?state=due";
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    for _ in 0..10 {
+        let path = match &after {
+            Some(cursor) => format!("{base}&limit=2&after={cursor}"),
+            None => format!("{base}&limit=2"),
+        };
+        let body = get(&console, &path, VIEWER).await.json();
+        for message in body["messages"].as_array().unwrap() {
+            seen.push(message["id"].as_str().unwrap().to_owned());
+        }
+        match body["next"].as_str() {
+            Some(cursor) => after = Some(cursor.to_owned()),
+            None => break,
+        }
+    }
+    let mut sorted = seen.clone();
+    sorted.dedup();
+    assert_eq!(
+        sorted.len(),
+        5,
+        "every message once, in key order: {seen:?}"
+    );
+
+    // A filter that matches only the fifth row: the first page walks its
+    // bound of 3 rows, finds nothing, and says where to go on.
+    let first = get(&console, &format!("{base}&topic=sms"), VIEWER)
+        .await
+        .json();
+    assert_eq!(first["messages"], json!([]));
+    let cursor = first["next"].as_str().unwrap().to_owned();
+    let second = get(
+        &console,
+        &format!("{base}&topic=sms&after={cursor}"),
+        VIEWER,
+    )
+    .await
+    .json();
+    assert_eq!(second["messages"][0]["topic"], "sms");
+    assert_eq!(second["next"], Json::Null);
+
+    let id = &seen[2];
+    let by_id = get(
+        &console,
+        &format!("{base}&id={}", &id[..id.len() - 1]),
+        VIEWER,
+    )
+    .await
+    .json();
+    assert!(
+        by_id["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == id.as_str())
+    );
+}
+
+#[tokio::test]
+async fn dead_letters_are_grouped_and_a_group_replayed() {
+    let t = TestOutbox::new().await.unwrap();
+    for n in 0..3 {
+        enqueue(&t, "mail", json!({ "n": n }), None).await;
+    }
+    t.drain_now(RecordingDeliverer::answering(Delivery::permanent(
+        "HTTP 500: down",
+    )))
+    .await;
+    enqueue(&t, "sms", json!({}), None).await;
+    t.drain_now(RecordingDeliverer::answering(Delivery::permanent(
+        "no route",
+    )))
+    .await;
+    let console = console(&t);
+    let groups = get(
+        &console,
+        "/admin/outbox/api/outboxes/mail/dead/groups",
+        VIEWER,
+    )
+    .await
+    .json();
+    assert_eq!(groups["complete"], json!(true));
+    let summary: Vec<(String, String, u64)> = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["topic"].as_str().unwrap().to_owned(),
+                g["error_class"].as_str().unwrap().to_owned(),
+                g["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("mail".into(), "HTTP 500".into(), 3),
+            ("sms".into(), "no route".into(), 1)
+        ]
+    );
+    let group = json!({ "topic": "mail", "error_class": "HTTP 500" });
+    let viewer = post(
+        &console,
+        "/admin/outbox/api/outboxes/mail/dead/replay",
+        VIEWER,
+        group.clone(),
+    )
+    .await;
+    assert_eq!(viewer.status, 403);
+    let replayed = post(
+        &console,
+        "/admin/outbox/api/outboxes/mail/dead/replay",
+        OPERATOR,
+        group,
+    )
+    .await;
+    assert_eq!(
+        replayed.json(),
+        json!({ "selected": 3, "done": 3, "more": false })
+    );
+    let counts = get(&console, "/admin/outbox/api/outboxes/mail", VIEWER)
+        .await
+        .json()["counts"]
+        .clone();
+    assert_eq!(
+        (
+            counts["due"]["count"].as_u64(),
+            counts["dead"]["count"].as_u64()
+        ),
+        (Some(3), Some(1))
+    );
+
+    let delivered = t.drain_now(RecordingDeliverer::default()).await;
+    assert_eq!(delivered.delivered, 3);
+    let rollups = get(
+        &console,
+        "/admin/outbox/api/outboxes/mail/rollups?minutes=60",
+        VIEWER,
+    )
+    .await
+    .json();
+    assert_eq!(rollups["topics"]["mail"]["delivered"], json!(3));
+    assert_eq!(rollups["topics"]["mail"]["dead"], json!(3));
+    assert_eq!(rollups["topics"]["sms"]["dead"], json!(1));
+    assert_eq!(rollups["series"][0]["delivered"], json!(3));
+}
+
+#[tokio::test]
+async fn a_selection_is_purged_and_ids_that_are_not_dead_are_skipped() {
+    let t = TestOutbox::new().await.unwrap();
+    enqueue(&t, "mail", json!({}), None).await;
+    t.drain_now(RecordingDeliverer::answering(Delivery::permanent("bad")))
+        .await;
+    enqueue(&t, "mail", json!({}), None).await;
+    let console = console(&t);
+    let dead = get(
+        &console,
+        "/admin/outbox/api/outboxes/mail/messages?state=dead",
+        VIEWER,
+    )
+    .await
+    .json();
+    let due = get(
+        &console,
+        "/admin/outbox/api/outboxes/mail/messages?state=due",
+        VIEWER,
+    )
+    .await
+    .json();
+    let ids = json!({ "ids": [dead["messages"][0]["id"], due["messages"][0]["id"]] });
+    let purged = post(
+        &console,
+        "/admin/outbox/api/outboxes/mail/dead/purge",
+        OPERATOR,
+        ids,
+    )
+    .await;
+    assert_eq!(
+        purged.json(),
+        json!({ "selected": 2, "done": 1, "more": false })
+    );
+    let counts = t.outbox.overview(100).await.unwrap();
+    assert_eq!((counts.dead.count, counts.due.count), (0, 1));
+}
+
+#[tokio::test]
+async fn a_paused_topic_is_skipped_by_drains_until_resumed() {
+    let t = TestOutbox::new().await.unwrap();
+    enqueue(&t, "mail", json!({}), None).await;
+    let console = console(&t);
+    let paused = post(
+        &console,
+        "/admin/outbox/api/outboxes/mail/topics/pause",
+        OPERATOR,
+        json!({ "topic": "mail", "reason": "receiver migrating" }),
+    )
+    .await;
+    assert_eq!(
+        paused.json(),
+        json!({ "topic": "mail", "paused": true, "changed": true })
+    );
+    let overview = get(&console, "/admin/outbox/api/outboxes/mail", VIEWER)
+        .await
+        .json();
+    assert_eq!(overview["paused"][0]["reason"], "receiver migrating");
+    let recorder = RecordingDeliverer::default();
+    assert_eq!(t.drain_now(recorder.clone()).await.delivered, 0);
+    let resumed = post(
+        &console,
+        "/admin/outbox/api/outboxes/mail/topics/resume",
+        OPERATOR,
+        json!({ "topic": "mail" }),
+    )
+    .await;
+    assert_eq!(resumed.json()["changed"], json!(true));
+    assert_eq!(t.drain_now(recorder).await.delivered, 1);
+}
+
+#[tokio::test]
+async fn an_inbox_key_is_looked_up() {
+    let t = TestOutbox::new().await.unwrap();
+    let mut batch = Batch::new(t.db.clone());
+    let _ = batch.inbox_key(&t.inbox, "evt-1", None).unwrap();
+    batch.commit().await.unwrap();
+    let console = console(&t);
+    let seen = get(
+        &console,
+        "/admin/outbox/api/inboxes/hooks/keys?key=evt-1",
+        VIEWER,
+    )
+    .await;
+    assert_eq!(seen.json(), json!({ "key": "evt-1", "seen": true }));
+    let unseen = get(
+        &console,
+        "/admin/outbox/api/inboxes/hooks/keys?key=evt%202",
+        VIEWER,
+    )
+    .await;
+    assert_eq!(unseen.json(), json!({ "key": "evt 2", "seen": false }));
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_status_and_changes_nothing() {
+    let t = TestOutbox::new().await.unwrap();
+    enqueue(&t, "mail", json!({}), None).await;
+    let console = console(&t);
+    let base = "/admin/outbox/api/outboxes";
+    for (path, status) in [
+        (format!("{base}/nope"), 404),
+        (format!("{base}/mail/messages?state=lost"), 400),
+        (format!("{base}/mail/messages?after=garbage"), 400),
+        (format!("{base}/mail/messages?limit=0"), 400),
+        (format!("{base}/mail/messages?limit=101"), 400),
+        (format!("{base}/mail/rollups?minutes=0"), 400),
+        (format!("{base}/mail/rollups?minutes=2881"), 400),
+        ("/admin/outbox/api/inboxes/hooks/keys".to_owned(), 400),
+        ("/admin/outbox/api/nothing".to_owned(), 404),
+    ] {
+        let answer = get(&console, &path, VIEWER).await;
+        assert_eq!(answer.status, status, "{path}: {}", answer.body);
+        assert!(answer.json()["error"].is_string(), "{path}");
+    }
+    for body in [
+        json!({}),
+        json!({ "ids": [] }),
+        json!({ "ids": ["a"], "topic": "mail" }),
+        json!({ "topic": "mail" }),
+        json!({ "ids": (0..101).map(|n| n.to_string()).collect::<Vec<_>>() }),
+        json!({ "ids": ["a"], "extra": 1 }),
+    ] {
+        let answer = post(
+            &console,
+            &format!("{base}/mail/dead/replay"),
+            OPERATOR,
+            body.clone(),
+        )
+        .await;
+        assert_eq!(answer.status, 400, "{body}: {}", answer.body);
+    }
+    let not_json = post_request(&format!("{base}/mail/topics/pause"), OPERATOR)
+        .header(MUTATION_HEADER, "1")
+        .body(b"{not json".to_vec())
+        .unwrap();
+    assert_eq!(send(&console, not_json).await.status, 400);
+    let empty_topic = post(
+        &console,
+        &format!("{base}/mail/topics/pause"),
+        OPERATOR,
+        json!({ "topic": "" }),
+    )
+    .await;
+    assert_eq!(empty_topic.status, 400);
+    assert!(t.outbox.paused_topics().await.unwrap().is_empty());
+    assert_eq!(t.outbox.overview(10).await.unwrap().due.count, 1);
+
+    for (builder, what) in [
+        (Console::builder().prefix("admin"), "prefix without /"),
+        (Console::builder().prefix("/admin/"), "prefix ending in /"),
+        (
+            Console::builder().outbox("a b", t.outbox.clone()),
+            "name with a space",
+        ),
+        (
+            Console::builder()
+                .outbox("x", t.outbox.clone())
+                .inbox("x", t.inbox.clone()),
+            "name twice",
+        ),
+        (Console::builder().count_cap(0), "cap 0"),
+        (Console::builder().scan(100_001), "scan over the bound"),
+    ] {
+        assert!(builder.build().is_err(), "{what}");
+    }
+}
