@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing need, skipping whatever is already at
 # the right version: the wasm32 target, worker-build, wasm-bindgen-cli (its
-# version must equal the wasm-bindgen in Cargo.lock) and the npm packages.
+# version must equal the wasm-bindgen in Cargo.lock), Chromium and the npm
+# packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +25,14 @@ fi
 if [[ "$(wasm-bindgen --version 2>/dev/null || true)" != *"$WASM_BINDGEN_VERSION"* ]]; then
   say "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION"
   cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
+fi
+
+# The console's browser tests drive Debian's Chromium through playwright-core
+# (which downloads no browser).
+if ! command -v chromium >/dev/null; then
+  say "installing Debian's chromium for the browser tests"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
 if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ||

@@ -5,6 +5,8 @@ export class MailSink {
     this.mails = [];
     this.status = 202;
     this.delayMs = 0;
+    /** The body of a refusal, when set (the default: a JSON status). */
+    this.refusal = null;
     this.handler = this.handle.bind(this);
   }
 
@@ -15,7 +17,8 @@ export class MailSink {
     const key = request.headers.get("idempotency-key");
     const traceparent = request.headers.get("traceparent");
     this.mails.push({ ...body, id: key, key, status, url: request.url, traceparent });
-    return new Response(JSON.stringify({ status }), { status });
+    const refused = status >= 300 && this.refusal !== null;
+    return new Response(refused ? this.refusal : JSON.stringify({ status }), { status });
   }
 
   /** Mails answered with 2xx. */

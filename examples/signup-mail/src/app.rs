@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use worker::Env;
+use workers_outbox::console::{BearerToken, Console};
 use workers_outbox::drain::DrainerBuilder;
 use workers_outbox::http::HttpDeliverer;
 use workers_outbox::queue::{FanOut, QueueDeliverer};
@@ -40,6 +41,9 @@ pub(crate) struct App {
     pub(crate) fan_out: FanOut,
     pub(crate) inbox: Inbox,
     pub(crate) admin_token: Option<String>,
+    /// `CONSOLE_SHOW_PAYLOADS = "true"`: the console shows payloads (they
+    /// hold addresses: off unless asked for).
+    console_shows_payloads: bool,
     /// Limits of the immediate attempt (`wait_until`) and of the cron drain.
     pub(crate) after_response: DrainLimits,
     pub(crate) scheduled: DrainLimits,
@@ -85,6 +89,7 @@ impl App {
             drain_requests: env.queue("DRAIN_REQUESTS").ok(),
             fan_out,
             admin_token: env.secret("ADMIN_TOKEN").ok().map(|s| s.to_string()),
+            console_shows_payloads: vars("CONSOLE_SHOW_PAYLOADS").as_deref() == Some("true"),
             after_response: DrainLimits::from_vars(DrainLimits::after_response(), delivery_vars)?,
             scheduled: DrainLimits::from_vars(DrainLimits::scheduled(), &vars)?,
             inbox: Inbox::new(db.clone(), "inbox")?,
@@ -108,6 +113,21 @@ impl App {
         .limits(limits)
         .build()
         .map(Some)
+    }
+
+    /// The operator console over both outboxes and the inbox, at `/console/`
+    /// (the `ADMIN_TOKEN` as an operator's bearer token; none, no access).
+    pub(crate) fn console(&self) -> Result<Console> {
+        let mut console = Console::builder()
+            .prefix("/console")
+            .outbox("mail", self.outbox.clone())
+            .outbox("account-events", self.events.clone())
+            .inbox("inbox", self.inbox.clone())
+            .show_payloads(self.console_shows_payloads);
+        if let Some(token) = &self.admin_token {
+            console = console.authorize(BearerToken::operator(token));
+        }
+        console.build()
     }
 
     /// A drainer sending confirmation mails to the mail API.

@@ -10,7 +10,9 @@
 //! - A cron trigger drains whatever those attempts missed; with a large mail
 //!   backlog it fans the mail drains out through the `drain-requests`
 //!   Queue, one drain per consumer invocation.
-//! - `/admin/…` (bearer token) shows and repairs the outbox.
+//! - `/console/` is the library's operator console over both outboxes and
+//!   the inbox; `/admin/…` (the same bearer token) drains, exports and
+//!   erases.
 
 mod admin;
 mod app;
@@ -37,6 +39,13 @@ async fn fetch(request: Request, env: Env, ctx: Context) -> Result<Response> {
         Err(problem) => return json_error(500, &format!("configuration error: {problem}")),
     };
     let path = request.path();
+    let console = match app.console() {
+        Ok(console) => console,
+        Err(problem) => return json_error(500, &format!("configuration error: {problem}")),
+    };
+    if console.serves(&path) {
+        return console.handle_worker(request).await;
+    }
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (request.method(), segments.as_slice()) {
         (Method::Post, ["signup"]) => signup::handle(request, &app, &ctx).await,
