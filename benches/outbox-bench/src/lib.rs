@@ -5,6 +5,7 @@
 
 pub mod baseline;
 pub mod batch_loop;
+pub mod console_reads;
 pub mod latency;
 pub mod scenarios;
 #[cfg(target_arch = "wasm32")]

@@ -29,7 +29,7 @@ pub struct Meter {
 }
 
 impl Meter {
-    fn since(self, before: Meter) -> Meter {
+    pub(crate) fn since(self, before: Meter) -> Meter {
         let diff = |a: Option<u64>, b: Option<u64>| Some(a? - b?);
         Meter {
             calls: self.calls - before.calls,
@@ -114,7 +114,7 @@ const DAY: Duration = Duration::from_secs(24 * 3600);
 const LEASE: Duration = Duration::from_secs(300);
 
 impl Bench {
-    fn outbox(&self) -> Result<Outbox> {
+    pub(crate) fn outbox(&self) -> Result<Outbox> {
         Outbox::new(self.db.clone(), "outbox")
     }
 

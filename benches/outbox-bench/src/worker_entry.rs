@@ -86,6 +86,7 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
                 .await,
         ),
         "/signup" => answer(bench.signup(number("iterations")).await),
+        "/console" => answer(bench.console_reads().await),
         "/latency" => {
             let mix = Mix {
                 scale: param("scale").parse().unwrap_or(0.1),
