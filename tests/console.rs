@@ -122,6 +122,15 @@ async fn the_page_and_its_assets_are_served_with_a_strict_policy() {
     ] {
         assert!(!script.contains(markup), "the script uses {markup}");
     }
+    let head = http::Request::head("https://ops.example/admin/outbox/api/session")
+        .header("authorization", format!("Bearer {VIEWER}"))
+        .body(Vec::new())
+        .unwrap();
+    assert_eq!(
+        send(&console, head).await.status,
+        200,
+        "HEAD is answered as GET"
+    );
     let bare = send(&console, request("/admin/outbox")).await;
     assert_eq!(
         (bare.status, &bare.headers["location"]),
@@ -588,6 +597,7 @@ async fn bad_input_gets_a_clear_status_and_changes_nothing() {
         (format!("{base}/mail/rollups?minutes=0"), 400),
         (format!("{base}/mail/rollups?minutes=2881"), 400),
         ("/admin/outbox/api/inboxes/hooks/keys".to_owned(), 400),
+        (format!("{base}/mail/messages?topic=a%00b"), 400),
         ("/admin/outbox/api/nothing".to_owned(), 404),
     ] {
         let answer = get(&console, &path, VIEWER).await;
@@ -601,6 +611,10 @@ async fn bad_input_gets_a_clear_status_and_changes_nothing() {
         json!({ "topic": "mail" }),
         json!({ "ids": (0..101).map(|n| n.to_string()).collect::<Vec<_>>() }),
         json!({ "ids": ["a"], "extra": 1 }),
+        json!({ "ids": ["a"], "limit": 2 }),
+        json!({ "topic": "mail", "error_class": "x", "limit": 0 }),
+        json!({ "topic": "mail", "error_class": "x", "limit": 101 }),
+        json!({ "ids": ["a\u{0}b"] }),
     ] {
         let answer = post(
             &console,
@@ -630,6 +644,14 @@ async fn bad_input_gets_a_clear_status_and_changes_nothing() {
     for (builder, what) in [
         (Console::builder().prefix("admin"), "prefix without /"),
         (Console::builder().prefix("/admin/"), "prefix ending in /"),
+        (
+            Console::builder().prefix("//evil.example"),
+            "a prefix that is another host",
+        ),
+        (
+            Console::builder().prefix("/ad\nmin"),
+            "prefix with a control character",
+        ),
         (
             Console::builder().outbox("a b", t.outbox.clone()),
             "name with a space",

@@ -15,9 +15,10 @@ use crate::inbox::Inbox;
 use crate::outbox::{
     BrowseCursor, BrowseFilter, Histogram, Listed, MAX_SELECTION, Outbox, Resolution, Rollup,
 };
+use crate::time::Timestamp;
 
 /// The largest request body the API reads.
-const MAX_BODY: usize = 64 * 1024;
+pub(super) const MAX_BODY: usize = 64 * 1024;
 /// The most minutes one rollups read covers: the 48 hours minutes are kept.
 const MAX_MINUTES: u32 = 48 * 60;
 /// A list's largest page.
@@ -80,9 +81,21 @@ async fn api(console: &Console, parts: &Parts, body: &[u8], route: &str) -> Resp
             .map(|(_, value)| value.as_str())
             .filter(|value| !value.is_empty())
     };
+    if let Some((name, _)) = query.iter().find(|(_, value)| value.contains('\0')) {
+        return failure(
+            StatusCode::BAD_REQUEST,
+            &format!("{name} holds a NUL character"),
+        );
+    }
     let segments: Vec<&str> = route.split('/').collect();
     let inner = &console.inner;
-    let answer = match (&parts.method, segments.as_slice()) {
+    // A HEAD is answered as its GET (its body dropped by the server).
+    let method = if parts.method == Method::HEAD {
+        &Method::GET
+    } else {
+        &parts.method
+    };
+    let answer = match (method, segments.as_slice()) {
         (&Method::GET, ["session"]) => Ok(json!({
             "role": role,
             "outboxes": inner.outboxes.iter().map(|(name, _)| name).collect::<Vec<_>>(),
@@ -296,13 +309,18 @@ async fn messages<'q>(
 }
 
 /// A selection of dead letters: their ids, or a group (topic and error
-/// class) of which the oldest [`MAX_SELECTION`] are taken.
+/// class) of which the oldest `limit` (at most [`MAX_SELECTION`]) are
+/// taken, among those that died by `died_by_ms` when it is given (the
+/// `read_at_ms` of the listing the operator acts on: what died since is
+/// left alone).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Selection {
     ids: Option<Vec<String>>,
     topic: Option<String>,
     error_class: Option<String>,
+    died_by_ms: Option<i64>,
+    limit: Option<usize>,
 }
 
 async fn dead_letters(
@@ -312,19 +330,41 @@ async fn dead_letters(
     body: &[u8],
 ) -> Result<Json> {
     let selection: Selection = read_body(body)?;
+    let limit = match selection.limit {
+        None => MAX_SELECTION,
+        Some(limit @ 1..=MAX_SELECTION) => limit,
+        Some(limit) => {
+            return Err(Error::invalid(
+                "selection limit",
+                format!("{limit} is outside 1 ..= {MAX_SELECTION}"),
+            ));
+        }
+    };
     let (ids, group) = match selection {
         Selection {
             ids: Some(ids),
             topic: None,
             error_class: None,
-        } => (ids, false),
+            died_by_ms: None,
+            limit: None,
+        } => {
+            for id in &ids {
+                no_nul("id", id)?;
+            }
+            (ids, false)
+        }
         Selection {
             ids: None,
             topic: Some(topic),
             error_class: Some(class),
+            died_by_ms,
+            ..
         } => {
+            no_nul("topic", &topic)?;
+            no_nul("error_class", &class)?;
+            let died_by = died_by_ms.map(Timestamp::from_unix_millis).transpose()?;
             let ids = outbox
-                .dead_letters_of_group(&topic, &class, MAX_SELECTION, console.inner.scan)
+                .dead_letters_of_group(&topic, &class, limit, console.inner.scan, died_by)
                 .await?;
             if ids.is_empty() {
                 return Ok(json!({ "selected": 0, "done": 0, "more": false }));
@@ -334,7 +374,8 @@ async fn dead_letters(
         _ => {
             return Err(Error::invalid(
                 "selection",
-                "give either {\"ids\": [...]} or {\"topic\": ..., \"error_class\": ...}",
+                "give either {\"ids\": [...]} or {\"topic\": ..., \"error_class\": ..., \
+                 \"died_by_ms\": ..., \"limit\": ...}",
             ));
         }
     };
@@ -356,7 +397,7 @@ async fn dead_letters(
         "selected": ids.len(),
         "done": done,
         // A full batch of a group: there may be more of it.
-        "more": group && ids.len() == MAX_SELECTION,
+        "more": group && ids.len() == limit,
     }))
 }
 
@@ -369,6 +410,7 @@ struct TopicSwitch {
 
 async fn topic_switch(outbox: &Outbox, action: &str, body: &[u8]) -> Result<Json> {
     let switch: TopicSwitch = read_body(body)?;
+    no_nul("topic", &switch.topic)?;
     let changed = if action == "pause" {
         let reason = switch
             .reason
@@ -379,6 +421,14 @@ async fn topic_switch(outbox: &Outbox, action: &str, body: &[u8]) -> Result<Json
         outbox.resume_topic(&switch.topic).await?
     };
     Ok(json!({ "topic": switch.topic, "paused": action == "pause", "changed": changed }))
+}
+
+/// Refuses text with a NUL (Postgres cannot store one: it would be a 500).
+fn no_nul(what: &'static str, text: &str) -> Result<()> {
+    if text.contains('\0') {
+        return Err(Error::invalid(what, "holds a NUL character"));
+    }
+    Ok(())
 }
 
 fn read_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {

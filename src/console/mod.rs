@@ -201,9 +201,13 @@ impl ConsoleBuilder {
     /// is empty, has other characters or is given twice, or a cap or scan
     /// out of range.
     pub fn build(self) -> Result<Console> {
+        // A path of this host: not `//host` (a redirect there would leave it).
         let prefix_ok = self.prefix.starts_with('/')
+            && !self.prefix.starts_with("//")
             && !self.prefix.ends_with('/')
-            && !self.prefix.contains(['?', '#', '"', '<', '>', ' ', '\\']);
+            && !self.prefix.chars().any(|c| {
+                c.is_control() || c.is_whitespace() || ['?', '#', '"', '<', '>', '\\'].contains(&c)
+            });
         if !prefix_ok {
             return Err(Error::invalid(
                 "console prefix",

@@ -219,6 +219,11 @@ pub struct DeadLetterGroups {
     /// Whether every dead letter was read (else there are more than the
     /// bound, and the counts are of the oldest).
     pub complete: bool,
+    /// When they were read: acting on a group up to this time
+    /// ([`dead_letters_of_group`](Outbox::dead_letters_of_group)'s
+    /// `died_by`) leaves alone what died since.
+    #[serde(rename = "read_at_ms", serialize_with = "timestamp_millis")]
+    pub read_at: Timestamp,
 }
 
 /// The error class of a dead letter's `last_error`: the text before its
@@ -480,7 +485,8 @@ impl Outbox {
     /// [`Error::MalformedRow`] naming an undecodable row; database errors.
     pub async fn dead_letter_groups(&self, scan: u32) -> Result<DeadLetterGroups> {
         check_scan("scan bound", scan)?;
-        let statement = self.dead_scan(None, scan)?;
+        let read_at = self.now();
+        let statement = self.dead_scan(None, Some(read_at), scan)?;
         let rows = self.inner.db.query(&statement).await?;
         let mut groups: BTreeMap<(String, String), DeadLetterGroup> = BTreeMap::new();
         let mut scanned = 0;
@@ -507,11 +513,15 @@ impl Outbox {
             groups,
             scanned,
             complete: scanned < u64::from(scan),
+            read_at,
         })
     }
 
-    /// Ids of up to `limit` dead letters of `topic` and `error_class`, the
-    /// oldest first, among the oldest `scan` dead letters of the topic.
+    /// Ids of up to `limit` dead letters of `topic` and `error_class` that
+    /// died by `died_by` (if given), the oldest first, among the oldest
+    /// `scan` dead letters (1 ..= [`MAX_SCAN`]): one read of at most `scan`
+    /// rows, as [`dead_letter_groups`](Outbox::dead_letter_groups) counted
+    /// them.
     ///
     /// # Errors
     /// As [`dead_letter_groups`](Outbox::dead_letter_groups).
@@ -521,9 +531,10 @@ impl Outbox {
         error_class: &str,
         limit: usize,
         scan: u32,
+        died_by: Option<Timestamp>,
     ) -> Result<Vec<String>> {
         check_scan("scan bound", scan)?;
-        let statement = self.dead_scan(Some(topic), scan)?;
+        let statement = self.dead_scan(Some(topic), died_by, scan)?;
         let rows = self.inner.db.query(&statement).await?;
         let mut ids = Vec::new();
         for row in rows.iter() {
@@ -541,10 +552,16 @@ impl Outbox {
         Ok(ids)
     }
 
-    fn dead_scan(&self, topic: Option<&str>, scan: u32) -> Result<Statement> {
-        let mut select = Query::select();
-        select
-            .columns([col::ID, col::TOPIC, col::DUE_AT])
+    /// The oldest `scan` dead letters (that died by `died_by`), of `topic`
+    /// among them if given: the walk is bounded whatever the topic.
+    fn dead_scan(
+        &self,
+        topic: Option<&str>,
+        died_by: Option<Timestamp>,
+        scan: u32,
+    ) -> Result<Statement> {
+        let mut walk = Query::select();
+        walk.columns([col::ID, col::TOPIC, col::DUE_AT])
             .expr_as(
                 // Written into the SQL: Postgres has no substr(text, bigint, bigint).
                 Expr::cust(format!("substr(\"{}\", 1, {CLASS_READ})", col::LAST_ERROR)),
@@ -555,10 +572,20 @@ impl Outbox {
             .order_by(col::DUE_AT, Order::Asc)
             .order_by(col::ID, Order::Asc)
             .limit(u64::from(scan));
-        if let Some(topic) = topic {
-            select.and_where(Expr::col(col::TOPIC).eq(topic));
+        if let Some(died_by) = died_by {
+            walk.and_where(Expr::col(col::DUE_AT).lte(died_by.as_unix_millis()));
         }
-        self.render(&select)
+        let Some(topic) = topic else {
+            return self.render(&walk);
+        };
+        let mut of_topic = Query::select();
+        of_topic
+            .columns([col::ID, col::TOPIC, col::DUE_AT, col::LAST_ERROR])
+            .from_subquery(walk, Alias::new("dead_walked"))
+            .and_where(Expr::col(col::TOPIC).eq(topic))
+            .order_by(col::DUE_AT, Order::Asc)
+            .order_by(col::ID, Order::Asc);
+        self.render(&of_topic)
     }
 
     fn dead_row(&self, row: Row<'_>) -> Result<(String, String, Timestamp)> {
@@ -601,6 +628,29 @@ impl Outbox {
     /// As [`replay_selected`](Outbox::replay_selected).
     pub async fn purge_selected(&self, ids: &[String]) -> Result<u64> {
         check_selection(ids)?;
+        // Their ordering keys first (at most one index lookup per id): each
+        // key's next row is made the head after the deletes, and no other
+        // key's rows are read.
+        let keys = {
+            let mut select = Query::select();
+            select
+                .distinct()
+                .column(col::ORDERING_KEY)
+                .from(self.table_name())
+                .and_where(crate::sql::state_is(state::DEAD))
+                .and_where(Expr::col(col::ID).is_in(ids.iter().map(String::as_str)))
+                .and_where(Expr::col(col::ORDERING_KEY).is_not_null());
+            self.render(&select)?
+        };
+        let keys: Vec<String> = self
+            .inner
+            .db
+            .query(&keys)
+            .await?
+            .iter()
+            .map(|row| row.get(col::ORDERING_KEY))
+            .collect::<Result<_>>()
+            .map_err(|e| e.in_row(self.table().as_str(), None))?;
         let mut statements = ids
             .iter()
             .map(|id| {
@@ -612,10 +662,13 @@ impl Outbox {
                 self.render(&delete)
             })
             .collect::<Result<Vec<_>>>()?;
-        statements.push(self.promote_all_heads()?);
+        for key in &keys {
+            statements.push(self.promote_next(key)?);
+        }
         let outcomes = self.inner.db.batch_atomic(&statements).await?;
-        Ok(outcomes[..ids.len()]
+        Ok(outcomes
             .iter()
+            .take(ids.len())
             .map(|outcome| outcome.rows_affected)
             .sum())
     }
@@ -637,7 +690,13 @@ fn range(kind: Listed, now: i64) -> Expr {
 fn prefix_end(prefix: &str) -> Option<String> {
     let mut chars: Vec<char> = prefix.chars().collect();
     while let Some(last) = chars.pop() {
-        if let Some(next) = char::from_u32(u32::from(last) + 1) {
+        // The code points after U+D7FF are surrogates, not characters.
+        let after = if last == '\u{d7ff}' {
+            0xe000
+        } else {
+            u32::from(last) + 1
+        };
+        if let Some(next) = char::from_u32(after) {
             chars.push(next);
             return Some(chars.into_iter().collect());
         }

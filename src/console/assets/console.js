@@ -4,7 +4,9 @@
 
 const api = new URL("api/", document.baseURI);
 const TOKEN_KEY = "outbox-console-token";
-const state = { session: null, outbox: null, after: null, timer: null };
+// `pageStart`: the cursor the shown page of messages began at (a refresh
+// shows the same page); `after`: where the next page begins.
+const state = { session: null, outbox: null, pageStart: null, after: null, timer: null, paused: new Map() };
 
 const $ = (id) => document.getElementById(id);
 
@@ -81,6 +83,7 @@ async function choose(name) {
   for (const button of $("outboxes").children) {
     button.setAttribute("aria-pressed", String(button.textContent === name));
   }
+  state.pageStart = null;
   state.after = null;
   await refresh();
 }
@@ -90,7 +93,9 @@ const outboxPath = (rest) => `outboxes/${encodeURIComponent(state.outbox)}${rest
 async function refresh() {
   if (!state.outbox) return;
   try {
-    await Promise.all([overview(), topics(), groups(), messages(false)]);
+    // The topics table shows the pause switches the overview read.
+    await overview();
+    await Promise.all([topics(), groups(), keepSelection() ? null : messages("same")]);
     say("");
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
@@ -189,7 +194,8 @@ async function groups() {
   const body = await call(outboxPath("dead/groups"));
   $("groups").replaceChildren(
     ...body.groups.map((group) => {
-      const selection = { topic: group.topic, error_class: group.error_class };
+      // Only what the operator saw: dead letters that died by the time of this listing.
+      const selection = { topic: group.topic, error_class: group.error_class, died_by_ms: body.read_at_ms };
       const replay = el("button", "Replay group", { type: "button", class: "operator" });
       replay.addEventListener("click", () => actOnGroup("replay", selection, group.count));
       const purge = el("button", "Purge group", { type: "button", class: "operator danger" });
@@ -208,12 +214,19 @@ async function groups() {
     : `grouped from the oldest ${body.scanned} dead letters`;
 }
 
-async function messages(nextPage) {
+/** Whether a refresh must leave the list alone: an operator is selecting in it. */
+function keepSelection() {
+  return document.querySelector("#messages input[type=checkbox]:checked") !== null;
+}
+
+/** Shows the first page ("first"), the page shown again ("same") or the next one ("next"). */
+async function messages(which) {
   const params = new URLSearchParams({ state: $("state").value, limit: "50" });
   for (const [name, id] of [["topic", "f-topic"], ["subject", "f-subject"], ["id", "f-id"]]) {
     if ($(id).value) params.set(name, $(id).value);
   }
-  if (nextPage && state.after) params.set("after", state.after);
+  const start = which === "next" ? state.after : which === "same" ? state.pageStart : null;
+  if (start) params.set("after", start);
   const body = await call(`${outboxPath("messages")}?${params}`);
   const dead = $("state").value === "dead";
   $("messages").replaceChildren(
@@ -242,6 +255,7 @@ async function messages(nextPage) {
       ]);
     }),
   );
+  state.pageStart = start;
   state.after = body.next;
   $("next-page").hidden = !body.next;
   $("page-note").textContent =
@@ -265,8 +279,12 @@ async function actOnGroup(verb, selection, count) {
   if (!confirm(`${verb} ${count} dead letter(s) of ${selection.topic} (${selection.error_class})?`)) return;
   let done = 0;
   try {
-    for (;;) {
-      const answer = await call(outboxPath(`dead/${verb}`), { method: "POST", body: selection });
+    // In batches of at most the server's selection, and never past the count confirmed.
+    while (done < count) {
+      const answer = await call(outboxPath(`dead/${verb}`), {
+        method: "POST",
+        body: { ...selection, limit: Math.min(count - done, state.session.max_selection) },
+      });
       done += answer.done;
       say(`${verb}: ${done} of ${count}…`);
       if (!answer.more || answer.done === 0) break;
@@ -306,10 +324,9 @@ document.addEventListener("DOMContentLoaded", () => {
   $("window").addEventListener("change", () => topics().catch((error) => say(error.message)));
   $("filter").addEventListener("submit", (event) => {
     event.preventDefault();
-    state.after = null;
-    messages(false).catch((error) => say(error.message));
+    messages("first").catch((error) => say(error.message));
   });
-  $("next-page").addEventListener("click", () => messages(true).catch((error) => say(error.message)));
+  $("next-page").addEventListener("click", () => messages("next").catch((error) => say(error.message)));
   $("replay-selected").addEventListener("click", () => {
     const ids = selectedIds();
     if (ids.length > 0) act("replay", outboxPath("dead/replay"), { ids });
