@@ -2,7 +2,7 @@
 // recorded per customer object, their webhooks delivered by the objects'
 // alarms through the HTTP deliverer, applied once by the receiving inbox
 // although every first acknowledgement is lost, in order per customer; a
-// refused webhook dead-lettered and replayed through the admin routes; a
+// refused webhook dead-lettered and replayed through each object's console; a
 // webhook that always fails, alone in its object, dead after its attempts;
 // every webhook signed (Standard Webhooks) and verified by the receiver,
 // which refuses an unsigned, tampered or stale one and applies nothing.
@@ -89,6 +89,19 @@ const call = async (path, init = {}) => {
   const response = await mf.dispatchFetch(`http://example.test${path}`, init);
   return { status: response.status, body: await response.json() };
 };
+/** A customer object's console API (its outbox is named "webhooks"). */
+const consoleApi = (customer, route = "", { method = "GET", body } = {}) =>
+  call(`/admin/customers/${customer}/console/api/outboxes/webhooks${route}`, {
+    method,
+    headers: method === "GET" ? admin : { ...admin, "content-type": "application/json", "x-outbox-console": "1" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+const deadLetters = async (customer) => (await consoleApi(customer, "/messages?state=dead")).body.messages;
+/** Messages not yet delivered and not dead: due, scheduled, leased or waiting. */
+const undelivered = async (customer) => {
+  const { counts } = (await consoleApi(customer)).body;
+  return ["due", "scheduled", "leased", "waiting"].reduce((sum, state) => sum + counts[state].count, 0);
+};
 const record = (customer, type, data = {}) =>
   call(`/customers/${customer}/events`, { method: "POST", body: JSON.stringify({ type, data }) });
 
@@ -113,10 +126,7 @@ describe("durable-webhooks example", () => {
       const order = received.filter((r) => r.customer === customer).map((r) => r.key);
       assert.deepEqual(order, sent[customer], `${customer}'s webhooks in order, once each`);
       // The last acknowledgement is settled within the drain's flush interval.
-      await eventually(async () => {
-        const { body: stats } = await call(`/admin/customers/${customer}/outbox`, { headers: admin });
-        return stats.pending === 0 && stats.dead === 0;
-      });
+      await eventually(async () => (await undelivered(customer)) === 0 && (await deadLetters(customer)).length === 0);
       const { body: events } = await call(`/customers/${customer}/events`);
       assert.deepEqual(events.map((e) => e.id), sent[customer]);
     }
@@ -158,28 +168,27 @@ describe("durable-webhooks example", () => {
   it("dead-letters a refused webhook, shows it per object, and replays it", async () => {
     const { body } = await record("carol", "refused");
     const dead = await eventually(async () => {
-      const { body: list } = await call("/admin/customers/carol/outbox/dead", { headers: admin });
+      const list = await deadLetters("carol");
       return list.length === 1 && list[0];
     });
     assert.equal(dead.id, body.event_id);
-    const { body: others } = await call("/admin/customers/ada/outbox/dead", { headers: admin });
-    assert.deepEqual(others, []);
+    assert.deepEqual(await deadLetters("ada"), []);
     link.accept = true;
-    const replay = await call(`/admin/customers/carol/outbox/dead/${dead.id}/replay`, { method: "POST", headers: admin });
-    assert.equal(replay.status, 200);
+    const replay = await consoleApi("carol", "/dead/replay", { method: "POST", body: { ids: [dead.id] } });
+    assert.deepEqual([replay.status, replay.body.done], [200, 1]);
     await eventually(async () => (await call("/hooks")).body.some((r) => r.key === dead.id), { timeoutMs: 10_000 });
   });
 
   it("purges a customer's dead letters, which lets its later webhooks go", async () => {
     link.accept = false;
     const refused = (await record("dave", "refused")).body.event_id;
-    await eventually(async () => (await call("/admin/customers/dave/outbox/dead", { headers: admin })).body.length === 1);
+    await eventually(async () => (await deadLetters("dave")).length === 1);
     // Ordered behind the dead one, the next webhook waits.
     const next = (await record("dave", "after")).body.event_id;
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.ok(!(await call("/hooks")).body.some((r) => r.key === next));
-    const purge = await call("/admin/customers/dave/outbox/dead/purge", { method: "POST", headers: admin });
-    assert.deepEqual(purge.body, { purged: 1 });
+    const purge = await consoleApi("dave", "/dead/purge", { method: "POST", body: { ids: [refused] } });
+    assert.deepEqual(purge.body, { selected: 1, done: 1, more: false });
     await eventually(async () => (await call("/hooks")).body.some((r) => r.key === next));
     assert.ok(!(await call("/hooks")).body.some((r) => r.key === refused));
   });
@@ -192,7 +201,7 @@ describe("durable-webhooks example", () => {
     const next = (await record("erin", "after")).body.event_id;
     const dead = await eventually(
       async () => {
-        const { body: list } = await call("/admin/customers/erin/outbox/dead", { headers: admin });
+        const list = await deadLetters("erin");
         return list.length === 1 && list[0];
       },
       { timeoutMs: 15_000 },
@@ -204,13 +213,15 @@ describe("durable-webhooks example", () => {
     // Ordered behind its dead head, the next webhook waits.
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.ok(!(await call("/hooks")).body.some((r) => r.key === next));
-    const { body: stats } = await call("/admin/customers/erin/outbox", { headers: admin });
-    assert.equal(stats.pending, 1);
+    assert.equal(await undelivered("erin"), 1);
   });
 
-  it("refuses bad input and unauthenticated admin calls", async () => {
+  it("refuses bad input and unauthenticated console calls", async () => {
     assert.equal((await call("/customers/ada/events", { method: "POST", body: "not json" })).status, 400);
-    assert.equal((await call("/admin/customers/ada/outbox")).status, 401);
+    assert.equal((await call("/admin/customers/ada/console/api/outboxes/webhooks")).status, 401);
+    const page = await mf.dispatchFetch("http://example.test/admin/customers/ada/console/");
+    assert.equal(page.status, 200, "each customer object serves its console's page");
+    assert.match(page.headers.get("content-security-policy"), /frame-ancestors 'none'/);
     assert.equal((await call(`/customers/${"x".repeat(65)}/events`)).status, 400);
   });
 });

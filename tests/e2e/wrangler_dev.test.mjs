@@ -131,14 +131,14 @@ describe("the Durable Object example under wrangler dev", () => {
   it("takes the bearer scheme in any case, and says how to authenticate when refused", async () => {
     const mark = log.length;
     const outbox = (authorization) =>
-      fetch(`${base}/admin/customers/ada/outbox`, { headers: authorization ? { authorization } : {} });
+      fetch(`${base}/admin/customers/ada/console/api/outboxes/webhooks`, { headers: authorization ? { authorization } : {} });
     for (const scheme of ["Bearer", "bearer", "BEARER"]) {
       assert.equal((await outbox(`${scheme} ${TOKEN}`)).status, 200, scheme);
     }
     for (const wrong of [undefined, "Bearer nope", `Basic ${TOKEN}`]) {
       const refused = await outbox(wrong);
       assert.equal(refused.status, 401, String(wrong));
-      assert.equal(refused.headers.get("www-authenticate"), 'Bearer realm="admin"');
+      assert.equal(refused.headers.get("www-authenticate"), 'Bearer realm="outbox console"');
     }
     assert.ok(!broke(mark), log.slice(mark));
   });

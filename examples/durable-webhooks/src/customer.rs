@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use worker::{DurableObject, Env, Method, Request, Response, Result, State, durable_object};
+use workers_outbox::console::{BearerToken, Console};
 use workers_outbox::http::HttpDeliverer;
 use workers_outbox::webhook::{self, Signer};
 use workers_outbox::{
@@ -37,6 +38,8 @@ struct Parts {
     db: Arc<DurableObjectDatabase>,
     outbox: Outbox,
     drainer: Drainer,
+    /// The console's operator token; none, no access.
+    admin_token: Option<String>,
 }
 
 impl Parts {
@@ -65,13 +68,26 @@ impl Parts {
                 db,
                 outbox,
                 drainer,
+                admin_token: env.secret("ADMIN_TOKEN").ok().map(|t| t.to_string()),
             })
         };
         parts().map_err(|error| error.to_string())
     }
+
+    /// The customer's own console, over its object's outbox, at
+    /// `/admin/customers/<customer>/console/`.
+    fn console(&self, customer: &str) -> workers_outbox::Result<Console> {
+        let mut console = Console::builder()
+            .prefix(&format!("/admin/customers/{customer}/console"))
+            .outbox("webhooks", self.outbox.clone());
+        if let Some(token) = &self.admin_token {
+            console = console.authorize(BearerToken::operator(token));
+        }
+        console.build()
+    }
 }
 
-/// A customer: `POST`/`GET …/events`, and the admin routes of its outbox.
+/// A customer: `POST`/`GET …/events`, and the console of its outbox.
 #[durable_object]
 pub struct Customer {
     parts: std::result::Result<Parts, String>,
@@ -95,39 +111,27 @@ impl DurableObject for Customer {
     }
 
     async fn fetch(&self, mut request: Request) -> Result<Response> {
+        let path = request.path();
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        if let (Ok(parts), ["admin", "customers", customer, "console", ..]) =
+            (&self.parts, segments.as_slice())
+        {
+            // The console reads the body (the Worker refused one declared too long).
+            return match parts.console(customer) {
+                Ok(console) => console.handle_worker(request).await,
+                Err(error) => error_response(&error),
+            };
+        }
         // Read first: every answer below comes after the body is consumed.
         let body = read_body(&mut request, EVENT_BODY_LIMIT).await?;
         let parts = match &self.parts {
             Ok(parts) => parts,
             Err(problem) => return json_error(500, &format!("configuration error: {problem}")),
         };
-        let path = request.path();
-        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (request.method(), segments.as_slice()) {
             (Method::Post, ["customers", id, "events"]) => record(parts, id, body).await,
             (Method::Get, ["customers", _, "events"]) => events(parts).await,
             (_, ["customers", _, "events"]) => json_error(405, "use GET or POST"),
-            (Method::Get, ["admin", "customers", _, "outbox"]) => respond(
-                parts
-                    .outbox
-                    .stats()
-                    .await
-                    .map(|stats| serde_json::json!(stats)),
-            ),
-            (Method::Get, ["admin", "customers", _, "outbox", "dead"]) => {
-                let dead = parts.outbox.list_dead(100, None).await;
-                respond(dead.map(|dead| serde_json::json!(dead)))
-            }
-            (Method::Post, ["admin", "customers", _, "outbox", "dead", id, "replay"]) => {
-                let replayed = parts.outbox.replay(id).await;
-                respond(replayed.map(|()| serde_json::json!({ "replayed": id })))
-            }
-            // A dead webhook holds its customer's later ones (they are
-            // ordered): replay it, or purge the dead letters to let them go.
-            (Method::Post, ["admin", "customers", _, "outbox", "dead", "purge"]) => {
-                let purged = parts.outbox.purge_dead(SystemClock.now()).await;
-                respond(purged.map(|purged| serde_json::json!({ "purged": purged })))
-            }
             _ => json_error(404, "no such route"),
         }
     }
@@ -236,13 +240,6 @@ async fn events(parts: &Parts) -> Result<Response> {
         })
         .collect();
     json(200, &events)
-}
-
-fn respond(result: workers_outbox::Result<serde_json::Value>) -> Result<Response> {
-    match result {
-        Ok(body) => json(200, &body),
-        Err(error) => error_response(&error),
-    }
 }
 
 fn to_worker(error: workers_outbox::Error) -> worker::Error {

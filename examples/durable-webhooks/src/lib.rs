@@ -10,12 +10,11 @@
 //!   webhook's signature (401 if it does not verify) and applies it once,
 //!   whatever the redeliveries, with an inbox keyed by its `webhook-id`;
 //!   `GET /hooks` lists what it received.
-//! - `/admin/customers/<id>/outbox` (stats), `…/outbox/dead` (dead letters),
-//!   `POST …/outbox/dead/<message id>/replay`, `POST …/outbox/dead/purge`:
-//!   bearer `ADMIN_TOKEN`.
+//! - `/admin/customers/<id>/console/`: the library's operator console over
+//!   the customer's outbox, served by its object (bearer `ADMIN_TOKEN`).
 //!
 //! A request this Worker refuses (a declared body over its route's limit, a
-//! webhook without its key, a wrong token) is answered here and never
+//! webhook without its key) is answered here and never
 //! reaches an object; an object reads a forwarded body to its end before it
 //! answers, even to refuse it, since answering first breaks the isolate's
 //! next request.
@@ -28,7 +27,6 @@ mod receiver;
 
 use futures_util::StreamExt;
 use serde::Serialize;
-use subtle::ConstantTimeEq;
 use worker::{Context, Env, Method, Request, Response, Result};
 use workers_outbox::webhook;
 
@@ -51,13 +49,11 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
             }
             forward(&env, "CUSTOMERS", id, request).await
         }
-        (_, ["admin", "customers", id, "outbox", ..]) => {
-            if !authorized(&request, &env)? {
-                let refused = json_error(401, "missing or wrong bearer token")?;
-                refused
-                    .headers()
-                    .set("www-authenticate", "Bearer realm=\"admin\"")?;
-                return Ok(refused);
+        // The object's console checks the token itself: its page and
+        // assets hold no data and are served to anyone.
+        (_, ["admin", "customers", id, "console", ..]) => {
+            if declared_over(&request, CONSOLE_BODY_LIMIT)? {
+                return json_error(413, "the body is over 64 KiB");
             }
             forward(&env, "CUSTOMERS", id, request).await
         }
@@ -74,6 +70,9 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
         _ => json_error(404, "no such route"),
     }
 }
+
+/// The largest body a console request may declare.
+const CONSOLE_BODY_LIMIT: usize = 64 * 1024;
 
 /// Whether the request declares a body longer than `limit` bytes.
 fn declared_over(request: &Request, limit: usize) -> Result<bool> {
@@ -126,21 +125,6 @@ async fn forward(env: &Env, binding: &str, name: &str, request: Request) -> Resu
         .id_from_name(name)?
         .get_stub()?;
     stub.fetch_with_request(request).await
-}
-
-/// The bearer token (the scheme in any case, RFC 9110), compared in
-/// constant time; no token configured means no admin access.
-fn authorized(request: &Request, env: &Env) -> Result<bool> {
-    let token = env.secret("ADMIN_TOKEN").map(|t| t.to_string()).ok();
-    let header = request.headers().get("authorization")?.unwrap_or_default();
-    let given = header
-        .split_once(' ')
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, credentials)| credentials.trim());
-    Ok(match (token.filter(|t| !t.is_empty()), given) {
-        (Some(token), Some(given)) => bool::from(given.as_bytes().ct_eq(token.as_bytes())),
-        _ => false,
-    })
 }
 
 pub(crate) fn json<T: Serialize>(status: u16, body: &T) -> Result<Response> {
