@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use super::{CaseResult, Harness, LEASE, enqueue, enqueue_message, ensure, ensure_eq};
-use crate::outbox::{BrowseFilter, CappedCount, Listed, Message};
+use super::{CaseResult, Failure, Harness, LEASE, enqueue, enqueue_message, ensure, ensure_eq};
+use crate::outbox::{BrowseFilter, CappedCount, Listed, Message, Outbox};
 use crate::time::Clock;
 
 fn exactly(count: u64) -> CappedCount {
@@ -66,17 +66,7 @@ pub(crate) async fn pages_walk_the_key_in_order_and_go_on_after_a_bounded_walk(
         h.clock().advance(Duration::from_millis(1));
     }
     let due = BrowseFilter::new(Listed::Due);
-    let mut seen = Vec::new();
-    let mut after = None;
-    for _ in 0..5 {
-        let page = outbox.browse(&due, after.as_ref(), 2, 100).await?;
-        seen.extend(page.messages.iter().map(|m| m.message.id.clone()));
-        after = page.next;
-        if after.is_none() {
-            break;
-        }
-    }
-    ensure_eq!(seen, ids);
+    ensure_eq!(every_page_of_two(&outbox, &due).await?, ids);
 
     let sms = BrowseFilter {
         topic: Some("sms".into()),
@@ -126,17 +116,10 @@ pub(crate) async fn pages_walk_the_key_in_order_and_go_on_after_a_bounded_walk(
     for id in ["m-c", "m-a", "n-b", "m-b", "mx"] {
         enqueue_message(&same, Message::raw_json("t", "{}").id(id)).await?;
     }
-    let mut paged = Vec::new();
-    let mut after = None;
-    for _ in 0..5 {
-        let page = same.browse(&due, after.as_ref(), 2, 100).await?;
-        paged.extend(page.messages.iter().map(|m| m.message.id.clone()));
-        after = page.next;
-        if after.is_none() {
-            break;
-        }
-    }
-    ensure_eq!(paged, vec!["m-a", "m-b", "m-c", "mx", "n-b"]);
+    ensure_eq!(
+        every_page_of_two(&same, &due).await?,
+        vec!["m-a", "m-b", "m-c", "mx", "n-b"]
+    );
     let m_dash = BrowseFilter {
         id_prefix: Some("m-".into()),
         ..BrowseFilter::new(Listed::Due)
@@ -169,6 +152,22 @@ pub(crate) async fn pages_walk_the_key_in_order_and_go_on_after_a_bounded_walk(
         "a page of 0 or a walk of 0 is refused"
     );
     Ok(())
+}
+
+/// The ids of every page of two that `filter` browses, in order (at most
+/// ten pages).
+async fn every_page_of_two(outbox: &Outbox, filter: &BrowseFilter) -> Result<Vec<String>, Failure> {
+    let mut ids = Vec::new();
+    let mut after = None;
+    for _ in 0..10 {
+        let page = outbox.browse(filter, after.as_ref(), 2, 100).await?;
+        ids.extend(page.messages.into_iter().map(|m| m.message.id));
+        after = page.next;
+        if after.is_none() {
+            break;
+        }
+    }
+    Ok(ids)
 }
 
 pub(crate) async fn dead_letters_are_grouped_and_acted_on_by_selection(h: Harness) -> CaseResult {

@@ -211,16 +211,7 @@ async fn overview(console: &Console, outbox: &Outbox) -> Result<Json> {
 /// per topic: counts, and the p50/p90/p99 of lateness, age and delivery
 /// time (the upper bounds of their buckets, in ms).
 async fn rollups(outbox: &Outbox, minutes: Option<&str>) -> Result<Json> {
-    let minutes = match minutes.map(str::parse::<u32>) {
-        None => 60,
-        Some(Ok(minutes @ 1..=MAX_MINUTES)) => minutes,
-        Some(_) => {
-            return Err(Error::invalid(
-                "minutes",
-                format!("a whole number in 1 ..= {MAX_MINUTES}"),
-            ));
-        }
-    };
+    let minutes = whole("minutes", minutes, 60, MAX_MINUTES)?;
     let to = outbox.clock().now();
     let from = to.saturating_sub(Duration::from_secs(u64::from(minutes) * 60));
     let mut per_minute: BTreeMap<i64, Rollup> = BTreeMap::new();
@@ -281,16 +272,7 @@ async fn messages<'q>(
     filter.subject = param("subject").map(str::to_owned);
     filter.id_prefix = param("id").map(str::to_owned);
     let after = param("after").map(BrowseCursor::parse).transpose()?;
-    let limit = match param("limit").map(str::parse::<u32>) {
-        None => 50,
-        Some(Ok(limit @ 1..=MAX_PAGE)) => limit,
-        Some(_) => {
-            return Err(Error::invalid(
-                "limit",
-                format!("a whole number in 1 ..= {MAX_PAGE}"),
-            ));
-        }
-    };
+    let limit = whole("limit", param("limit"), 50, MAX_PAGE)?;
     let page = outbox
         .browse(&filter, after.as_ref(), limit, console.inner.scan)
         .await?;
@@ -421,6 +403,19 @@ async fn topic_switch(outbox: &Outbox, action: &str, body: &[u8]) -> Result<Json
         outbox.resume_topic(&switch.topic).await?
     };
     Ok(json!({ "topic": switch.topic, "paused": action == "pause", "changed": changed }))
+}
+
+/// A query parameter that is a whole number in `1 ..= most`; `default`
+/// when it is not given.
+fn whole(name: &'static str, text: Option<&str>, default: u32, most: u32) -> Result<u32> {
+    match text.map(str::parse::<u32>) {
+        None => Ok(default),
+        Some(Ok(number)) if (1..=most).contains(&number) => Ok(number),
+        Some(_) => Err(Error::invalid(
+            name,
+            format!("a whole number in 1 ..= {most}"),
+        )),
+    }
 }
 
 /// Refuses text with a NUL (Postgres cannot store one: it would be a 500).

@@ -18,7 +18,7 @@
 //!
 //! One implementation over the `http` crate's `Request` and `Response`, so
 //! the same console serves D1, Durable Object, SQLite and Postgres
-//! outboxes: on Workers through [`Console::handle_worker`], natively from
+//! outboxes: on Workers through `Console::handle_worker` (wasm32), natively from
 //! any framework that speaks `http` (axum, hyper). The page's script and
 //! style are in the crate: nothing is fetched from elsewhere.
 //!
@@ -63,6 +63,7 @@ pub struct Console {
     inner: Arc<Inner>,
 }
 
+/// What a console serves, as its builder gathered it.
 struct Inner {
     prefix: String,
     outboxes: Vec<(String, Outbox)>,
@@ -94,13 +95,7 @@ impl std::fmt::Debug for Console {
 /// Configures a [`Console`].
 #[must_use = "a console builder serves nothing until it is built"]
 pub struct ConsoleBuilder {
-    prefix: String,
-    outboxes: Vec<(String, Outbox)>,
-    inboxes: Vec<(String, Inbox)>,
-    authorizers: Vec<Box<dyn Authorizer>>,
-    show_payloads: bool,
-    count_cap: u32,
-    scan: u32,
+    inner: Inner,
 }
 
 /// Counts stop here unless [`ConsoleBuilder::count_cap`] says otherwise.
@@ -113,13 +108,15 @@ impl Console {
     /// A console with no outbox, no inbox, no authorizer, at `/outbox`.
     pub fn builder() -> ConsoleBuilder {
         ConsoleBuilder {
-            prefix: "/outbox".into(),
-            outboxes: Vec::new(),
-            inboxes: Vec::new(),
-            authorizers: Vec::new(),
-            show_payloads: false,
-            count_cap: DEFAULT_COUNT_CAP,
-            scan: DEFAULT_SCAN,
+            inner: Inner {
+                prefix: "/outbox".into(),
+                outboxes: Vec::new(),
+                inboxes: Vec::new(),
+                authorizers: Vec::new(),
+                show_payloads: false,
+                count_cap: DEFAULT_COUNT_CAP,
+                scan: DEFAULT_SCAN,
+            },
         }
     }
 
@@ -151,46 +148,46 @@ impl ConsoleBuilder {
     /// Serves under `prefix` (`/admin/outbox`, say): a path of its own,
     /// starting with `/`, without a trailing one.
     pub fn prefix(mut self, prefix: &str) -> Self {
-        self.prefix = prefix.to_owned();
+        self.inner.prefix = prefix.to_owned();
         self
     }
 
     /// Shows `outbox` as `name` (letters, digits, `-` and `_`).
     pub fn outbox(mut self, name: &str, outbox: Outbox) -> Self {
-        self.outboxes.push((name.to_owned(), outbox));
+        self.inner.outboxes.push((name.to_owned(), outbox));
         self
     }
 
     /// Shows `inbox` as `name` (letters, digits, `-` and `_`).
     pub fn inbox(mut self, name: &str, inbox: Inbox) -> Self {
-        self.inboxes.push((name.to_owned(), inbox));
+        self.inner.inboxes.push((name.to_owned(), inbox));
         self
     }
 
     /// Adds an authorizer: a request gets the highest role any grants.
     pub fn authorize(mut self, authorizer: impl Authorizer + 'static) -> Self {
-        self.authorizers.push(Box::new(authorizer));
+        self.inner.authorizers.push(Box::new(authorizer));
         self
     }
 
     /// Shows payloads in lists (off by default: a payload's size is shown
     /// instead, since payloads often hold personal data).
     pub fn show_payloads(mut self, on: bool) -> Self {
-        self.show_payloads = on;
+        self.inner.show_payloads = on;
         self
     }
 
     /// Counts per state stop at `cap` rows each (1 ..= 100,000; default
     /// [`DEFAULT_COUNT_CAP`]).
     pub fn count_cap(mut self, cap: u32) -> Self {
-        self.count_cap = cap;
+        self.inner.count_cap = cap;
         self
     }
 
     /// A list's page, and a grouping of dead letters, walk at most `rows`
     /// (1 ..= 100,000; default [`DEFAULT_SCAN`]).
     pub fn scan(mut self, rows: u32) -> Self {
-        self.scan = rows;
+        self.inner.scan = rows;
         self
     }
 
@@ -202,10 +199,10 @@ impl ConsoleBuilder {
     /// out of range.
     pub fn build(self) -> Result<Console> {
         // A path of this host: not `//host` (a redirect there would leave it).
-        let prefix_ok = self.prefix.starts_with('/')
-            && !self.prefix.starts_with("//")
-            && !self.prefix.ends_with('/')
-            && !self.prefix.chars().any(|c| {
+        let prefix_ok = self.inner.prefix.starts_with('/')
+            && !self.inner.prefix.starts_with("//")
+            && !self.inner.prefix.ends_with('/')
+            && !self.inner.prefix.chars().any(|c| {
                 c.is_control() || c.is_whitespace() || ['?', '#', '"', '<', '>', '\\'].contains(&c)
             });
         if !prefix_ok {
@@ -213,16 +210,17 @@ impl ConsoleBuilder {
                 "console prefix",
                 format!(
                     "{:?} must start with / and not end with one (\"/admin/outbox\")",
-                    self.prefix
+                    self.inner.prefix
                 ),
             ));
         }
         let mut names: Vec<&str> = Vec::new();
         for (kind, name) in self
+            .inner
             .outboxes
             .iter()
             .map(|(n, _)| ("outbox", n))
-            .chain(self.inboxes.iter().map(|(n, _)| ("inbox", n)))
+            .chain(self.inner.inboxes.iter().map(|(n, _)| ("inbox", n)))
         {
             let valid = !name.is_empty()
                 && name.len() <= 64
@@ -243,7 +241,10 @@ impl ConsoleBuilder {
             }
             names.push(name);
         }
-        for (what, value) in [("count cap", self.count_cap), ("scan bound", self.scan)] {
+        for (what, value) in [
+            ("count cap", self.inner.count_cap),
+            ("scan bound", self.inner.scan),
+        ] {
             if !(1..=MAX_SCAN).contains(&value) {
                 return Err(Error::invalid(
                     what,
@@ -252,15 +253,7 @@ impl ConsoleBuilder {
             }
         }
         Ok(Console {
-            inner: Arc::new(Inner {
-                prefix: self.prefix,
-                outboxes: self.outboxes,
-                inboxes: self.inboxes,
-                authorizers: self.authorizers,
-                show_payloads: self.show_payloads,
-                count_cap: self.count_cap,
-                scan: self.scan,
-            }),
+            inner: Arc::new(self.inner),
         })
     }
 }
