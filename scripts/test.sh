@@ -17,6 +17,7 @@ say "clippy (native)"
 cargo clippy --all-targets -- -D warnings
 cargo clippy -p outbox-bench --all-targets -- -D warnings
 cargo clippy -p quickstart-postgres -- -D warnings
+cargo clippy -p console-postgres -- -D warnings
 
 say "rustdoc (no broken links)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features conformance,postgres,native-http,metrics,tracing,console
@@ -31,7 +32,7 @@ say "the library as published, against the newest compatible releases"
 bash scripts/check-newest.sh
 
 say "clippy (wasm32)"
-cargo clippy --workspace --exclude quickstart-postgres --target wasm32-unknown-unknown \
+cargo clippy --workspace --exclude quickstart-postgres --exclude console-postgres --target wasm32-unknown-unknown \
   --no-default-features --features workers,conformance,console -- -D warnings
 
 say "a private Postgres server for the Postgres tests (scripts/postgres.sh)"
@@ -52,6 +53,17 @@ echo "$quickstart"
 kill $sink 2>/dev/null || true
 grep -Eq ', [1-9][0-9]* delivered' <<<"$quickstart" \
   || { echo "the quickstart delivered nothing over HTTP (mail sink log: /tmp/workers-outbox-mail-sink.log)"; exit 1; }
+
+say "the native console example (axum over Postgres), over HTTP"
+cargo build -q -p console-postgres
+CONSOLE_TOKEN=ci-console-token CONSOLE_ADDR=127.0.0.1:18790 DATABASE_URL=$WORKERS_OUTBOX_POSTGRES_URL \
+  target/debug/console-postgres >/tmp/workers-outbox-console.log 2>&1 &
+native_console=$!
+trap 'kill $native_console 2>/dev/null || true' EXIT
+for _ in $(seq 100); do grep -qs "console on" /tmp/workers-outbox-console.log && break; sleep 0.1; done
+node scripts/console-native-check.mjs http://127.0.0.1:18790/console ci-console-token \
+  || { echo "the native console failed its check (log: /tmp/workers-outbox-console.log)"; exit 1; }
+kill $native_console 2>/dev/null || true
 
 say "wasm tests (Node)"
 cargo test --target wasm32-unknown-unknown --no-default-features --features workers --lib
