@@ -162,6 +162,30 @@ async fn every_public_future_can_be_spawned() {
             drainer.drain().await;
         }
     }));
+    tasks.push(tokio::spawn({
+        let (outbox, inbox) = (o(), i());
+        async move {
+            use workers_outbox::outbox::{BrowseFilter, Listed};
+            outbox.overview(100).await.unwrap();
+            let filter = BrowseFilter::new(Listed::Dead);
+            outbox.browse(&filter, None, 10, 100).await.unwrap();
+            outbox.dead_letter_groups(100).await.unwrap();
+            let ids = outbox
+                .dead_letters_of_group("mail", "none", 10, 100, None)
+                .await
+                .unwrap();
+            let none = vec!["no-such-id".to_owned()];
+            outbox.replay_selected(&none).await.unwrap();
+            outbox.purge_selected(&none).await.unwrap();
+            drop(ids);
+            let console = workers_outbox::console::Console::builder()
+                .outbox("mail", outbox)
+                .inbox("inbox", inbox)
+                .build()
+                .unwrap();
+            console.handle(http::Request::new(Vec::<u8>::new())).await;
+        }
+    }));
     for task in tasks {
         task.await.unwrap();
     }
@@ -186,6 +210,7 @@ const NOT_SPAWNED_HERE: &[(&str, &str)] = &[
         "wasm32 only: JavaScript futures",
     ),
     ("src/queue/consumer.rs", "wasm32 only: JavaScript futures"),
+    ("src/console/workers.rs", "wasm32 only: a Worker's request"),
     ("src/queue/fan_out.rs", "wasm32 only: JavaScript futures"),
 ];
 

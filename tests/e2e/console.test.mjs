@@ -187,6 +187,17 @@ describe("the operator console, in a real browser", () => {
     await w.cron();
     assert.equal(w.sink.delivered().length, 3);
 
+    // Purge one selected dead letter from the list: it goes, and the list
+    // shows the state after the action.
+    w.sink.status = 400;
+    assert.equal((await w.signup("purged@example.com")).status, 201);
+    await page.locator('#counts [data-state="dead"] dd').filter({ hasText: /^1$/ }).waitFor();
+    await page.locator("#messages tr", { hasText: "purged@example.com" }).locator("input[type=checkbox]").check();
+    await page.locator("#purge-selected").click();
+    await page.locator("#status").filter({ hasText: /purge: .*"done":1/ }).waitFor();
+    await page.locator('#counts [data-state="dead"] dd').filter({ hasText: /^0$/ }).waitFor();
+    assert.equal(await page.locator("#messages tr").count(), 0);
+
     // From the console's own page: no credentials, 401; a change without
     // the console's header, 403.
     const refused = await page.evaluate(async () => {

@@ -6,7 +6,7 @@ const api = new URL("api/", document.baseURI);
 const TOKEN_KEY = "outbox-console-token";
 // `pageStart`: the cursor the shown page of messages began at (a refresh
 // shows the same page); `after`: where the next page begins.
-const state = { session: null, outbox: null, pageStart: null, after: null, timer: null, paused: new Map() };
+const state = { session: null, outbox: null, pageStart: null, after: null, timer: null, paused: new Map(), refreshFailed: false };
 
 const $ = (id) => document.getElementById(id);
 
@@ -96,10 +96,13 @@ async function refresh() {
     // The topics table shows the pause switches the overview read.
     await overview();
     await Promise.all([topics(), groups(), keepSelection() ? null : messages("same")]);
-    say("");
+    // A refresh clears only its own earlier failure, never an action's report.
+    if (state.refreshFailed) say("");
+    state.refreshFailed = false;
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
     if (error instanceof Unauthorized) return showSignIn(error.message);
+    state.refreshFailed = true;
     say(error.message);
   }
 }
@@ -264,9 +267,15 @@ async function messages(which) {
       : `${body.messages.length} shown`;
 }
 
+/** Unchecks the list's boxes: what they named has been acted on. */
+function clearSelection() {
+  for (const box of document.querySelectorAll("#messages input[type=checkbox]:checked")) box.checked = false;
+}
+
 async function act(verb, path, body) {
   try {
     const answer = await call(path, { method: "POST", body });
+    clearSelection();
     say(`${verb}: ${JSON.stringify(answer)}`);
     await refresh();
   } catch (error) {
@@ -293,6 +302,7 @@ async function actOnGroup(verb, selection, count) {
   } catch (error) {
     say(`${verb} stopped after ${done}: ${error.message}`);
   }
+  clearSelection();
   await refresh();
 }
 
