@@ -9,7 +9,9 @@ use std::time::Duration;
 use sea_query::{Alias, Expr, ExprTrait, Order, Query};
 use serde::{Serialize, Serializer};
 
+use super::pause::timestamp_millis;
 use super::records::{COLUMNS, StoredMessage, decode};
+use super::stats::age_millis;
 use super::{Outbox, col, state};
 use crate::database::{Row, Statement};
 use crate::error::{Error, Result};
@@ -94,15 +96,8 @@ pub struct Overview {
     /// Dead letters.
     pub dead: CappedCount,
     /// How overdue the most overdue message is; `None` when none is due.
-    #[serde(rename = "oldest_due_age_ms", serialize_with = "millis")]
+    #[serde(rename = "oldest_due_age_ms", serialize_with = "age_millis")]
     pub oldest_due_age: Option<Duration>,
-}
-
-fn millis<S: Serializer>(age: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
-    match age {
-        Some(age) => serializer.serialize_u64(u64::try_from(age.as_millis()).unwrap_or(u64::MAX)),
-        None => serializer.serialize_none(),
-    }
 }
 
 /// What a [`browse`](Outbox::browse) looks for.
@@ -203,10 +198,6 @@ pub struct DeadLetterGroup {
     /// When the first of them died.
     #[serde(rename = "first_died_at_ms", serialize_with = "timestamp_millis")]
     pub first_died_at: Timestamp,
-}
-
-fn timestamp_millis<S: Serializer>(at: &Timestamp, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_i64(at.as_unix_millis())
 }
 
 /// Dead letters grouped, from the oldest `scanned` of them.

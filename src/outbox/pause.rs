@@ -20,11 +20,15 @@ pub struct PausedTopic {
     /// [`Delivery::Gone`](crate::Delivery::Gone)) or the operator's words.
     pub reason: String,
     /// When it was paused.
-    #[serde(rename = "paused_at_ms", serialize_with = "as_millis")]
+    #[serde(rename = "paused_at_ms", serialize_with = "timestamp_millis")]
     pub paused_at: Timestamp,
 }
 
-fn as_millis<S: serde::Serializer>(at: &Timestamp, serializer: S) -> Result<S::Ok, S::Error> {
+/// A time as Unix milliseconds (JSON for operators).
+pub(super) fn timestamp_millis<S: serde::Serializer>(
+    at: &Timestamp,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     serializer.serialize_i64(at.as_unix_millis())
 }
 

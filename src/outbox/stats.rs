@@ -24,11 +24,12 @@ pub struct OutboxStats {
     pub dead: u64,
     /// How far behind schedule the most overdue message is; `None` when
     /// nothing is due. Alert on this: it grows when drains fall behind.
-    #[serde(rename = "oldest_due_age_ms", serialize_with = "as_millis")]
+    #[serde(rename = "oldest_due_age_ms", serialize_with = "age_millis")]
     pub oldest_due_age: Option<Duration>,
 }
 
-fn as_millis<S: serde::Serializer>(
+/// An optional age as whole milliseconds (JSON for operators).
+pub(super) fn age_millis<S: serde::Serializer>(
     age: &Option<Duration>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
