@@ -203,7 +203,9 @@ results.relay = await runRelay(log);
 log("example Worker: a 1,000-message cron drain");
 {
   const sink = { status: 503, calls: 0 };
+  const logs = [];
   const example = await start("examples/signup-mail", {
+    onLog: (chunk) => logs.push(chunk),
     bindings: {
       MAIL_API_URL: "https://mail.test/send",
       ADMIN_TOKEN: "bench",
@@ -228,12 +230,21 @@ log("example Worker: a 1,000-message cron drain");
   await new Promise((resolve) => setTimeout(resolve, 100));
   sink.status = 202;
   sink.calls = 0;
+  const logged = logs.length;
   const started = performance.now();
-  const response = await example.dispatchFetch("http://example.test/admin/outbox/drain", {
-    method: "POST",
-    headers: { authorization: "Bearer bench" },
-  });
-  results.exampleDrain = { report: await response.json(), wallMs: performance.now() - started };
+  await (await example.getWorker()).scheduled({ cron: "*/1 * * * *" });
+  const wallMs = performance.now() - started;
+  // The cron run's mail drain report, as the Worker logged it (a JSON line).
+  const mailDrain = () =>
+    logs
+      .slice(logged)
+      .join("")
+      .split("\n")
+      .filter((line) => line.includes('"event":"outbox.drain"'))
+      .map((line) => JSON.parse(line.slice(line.indexOf("{"))))
+      .find((report) => report.outbox === "outbox");
+  while (!mailDrain()) await new Promise((resolve) => setTimeout(resolve, 20));
+  results.exampleDrain = { report: mailDrain(), wallMs };
   const { report } = results.exampleDrain;
   results.httpDrain = {
     calls: sink.calls,
@@ -504,8 +515,9 @@ function markdown(r) {
     "## The example Worker: one cron drain of 1,000 mails (D1)",
     "",
     "1,000 sign-ups while the mail API refused them (each immediate attempt failed and was",
-    "rescheduled), then one drain through `POST /admin/outbox/drain` with the cron limits",
-    "(batch 100, 6 deliveries in flight, 900-query budget) and a mail API that answers at once.",
+    "rescheduled), then one cron run (`scheduled`): its mail drain with the cron limits (batch 100,",
+    "6 deliveries in flight, the 900-query budget less the relay's share) and a mail API that",
+    "answers at once. The report is the drain's JSON log line; the wall time is the whole cron run.",
     "",
   );
   table(

@@ -5,9 +5,10 @@
 #![allow(clippy::unwrap_used)]
 
 use serde_json::{Value as Json, json};
-use workers_outbox::console::{BearerToken, Console, MUTATION_HEADER, Role};
+use workers_outbox::console::{BearerToken, Console, MUTATION_HEADER, Role, SubjectRows};
+use workers_outbox::future::BoxFuture;
 use workers_outbox::testing::{RecordingDeliverer, TestOutbox};
-use workers_outbox::{Batch, Delivery, Message};
+use workers_outbox::{Batch, Delivery, Message, OfStatement, Statement, Ticket, Value};
 
 const OPERATOR: &str = "operator-token-0123456789";
 const VIEWER: &str = "viewer-token-0123456789";
@@ -667,4 +668,230 @@ async fn bad_input_gets_a_clear_status_and_changes_nothing() {
     ] {
         assert!(builder.build().is_err(), "{what}");
     }
+}
+
+/// An application's `accounts` table, exported and erased with the subject.
+struct Accounts {
+    db: std::sync::Arc<dyn workers_outbox::Database>,
+    /// A table that does not exist: its delete fails the whole erasure.
+    table: &'static str,
+}
+
+impl SubjectRows for Accounts {
+    fn export<'a>(&'a self, subject: &'a str) -> BoxFuture<'a, workers_outbox::Result<Json>> {
+        Box::pin(async move {
+            let select = Statement::new(
+                "SELECT email FROM accounts WHERE id = ?",
+                vec![Value::from(subject)],
+            );
+            let rows = self.db.query(&select).await?;
+            let email: Option<String> = rows.first().map(|row| row.get("email")).transpose()?;
+            Ok(json!({ "email": email }))
+        })
+    }
+
+    fn erase(
+        &self,
+        batch: &mut Batch,
+        subject: &str,
+    ) -> workers_outbox::Result<Vec<(&'static str, Ticket<OfStatement>)>> {
+        let delete = Statement::new(
+            format!("DELETE FROM {} WHERE id = ?", self.table),
+            vec![Value::from(subject)],
+        );
+        Ok(vec![("accounts", batch.statement(delete))])
+    }
+}
+
+async fn with_accounts(t: &TestOutbox) {
+    let create = Statement::new(
+        "CREATE TABLE accounts (id TEXT PRIMARY KEY, email TEXT NOT NULL)",
+        Vec::new(),
+    );
+    let insert = Statement::new(
+        "INSERT INTO accounts (id, email) VALUES ('acct-1', 'ada@example.com'), ('acct-2', 'bo@example.com')",
+        Vec::new(),
+    );
+    t.db.batch_atomic(&[create, insert]).await.unwrap();
+    for subject in ["acct-1", "acct-2"] {
+        enqueue(t, "mail", json!({ "to": subject }), Some(subject)).await;
+        let mut batch = Batch::new(t.db.clone());
+        let _ = batch
+            .inbox_key(&t.inbox, &format!("evt-{subject}"), Some(subject))
+            .unwrap();
+        batch.commit().await.unwrap();
+    }
+}
+
+fn subject_console(t: &TestOutbox, table: &'static str) -> Console {
+    Console::builder()
+        .outbox("mail", t.outbox.clone())
+        .inbox("hooks", t.inbox.clone())
+        .subject_rows(Accounts {
+            db: t.db.clone(),
+            table,
+        })
+        .authorize(BearerToken::operator(OPERATOR))
+        .authorize(BearerToken::viewer(VIEWER))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_subject_is_exported_and_erased_with_the_applications_rows_in_one_batch() {
+    let t = TestOutbox::new().await.unwrap();
+    with_accounts(&t).await;
+    let console = subject_console(&t, "accounts");
+    let export = "/outbox/api/subjects?subject=acct-1";
+    assert_eq!(get(&console, export, VIEWER).await.status, 403);
+    let exported = get(&console, export, OPERATOR).await.json();
+    assert_eq!(
+        exported["application"],
+        json!({ "email": "ada@example.com" })
+    );
+    assert_eq!(exported["outboxes"]["mail"].as_array().unwrap().len(), 1);
+    assert_eq!(exported["outboxes"]["mail"][0]["payload"], Json::Null);
+    assert_eq!(exported["inboxes"]["hooks"][0]["key"], "evt-acct-1");
+    assert_eq!(exported["erased_at_ms"], Json::Null);
+
+    let erase = "/outbox/api/subjects/erase";
+    let refused = post(&console, erase, VIEWER, json!({ "subject": "acct-1" })).await;
+    assert_eq!(refused.status, 403);
+    let erased = post(&console, erase, OPERATOR, json!({ "subject": "acct-1" })).await;
+    assert_eq!(erased.status, 200, "{}", erased.body);
+    assert_eq!(
+        erased.json(),
+        json!({ "outboxes": { "mail": 1 }, "inboxes": { "hooks": 1 }, "application": { "accounts": 1 } })
+    );
+    let after = get(&console, export, OPERATOR).await.json();
+    assert_eq!(after["application"], json!({ "email": null }));
+    assert_eq!(after["outboxes"]["mail"], json!([]));
+    assert_eq!(after["inboxes"]["hooks"], json!([]));
+    assert!(after["erased_at_ms"].is_i64());
+    // The other account is untouched.
+    let other = get(&console, "/outbox/api/subjects?subject=acct-2", OPERATOR)
+        .await
+        .json();
+    assert_eq!(other["outboxes"]["mail"].as_array().unwrap().len(), 1);
+    assert_eq!(other["application"], json!({ "email": "bo@example.com" }));
+    for body in [
+        json!({}),
+        json!({ "subject": "" }),
+        json!({ "subject": "a\u{0}" }),
+    ] {
+        assert_eq!(post(&console, erase, OPERATOR, body).await.status, 400);
+    }
+    assert_eq!(
+        get(&console, "/outbox/api/subjects", OPERATOR).await.status,
+        400
+    );
+}
+
+#[tokio::test]
+async fn an_erasure_whose_application_statement_fails_erases_nothing() {
+    let t = TestOutbox::new().await.unwrap();
+    with_accounts(&t).await;
+    let console = subject_console(&t, "no_such_table");
+    let erased = post(
+        &console,
+        "/outbox/api/subjects/erase",
+        OPERATOR,
+        json!({ "subject": "acct-1" }),
+    )
+    .await;
+    assert!(erased.status >= 500, "{}: {}", erased.status, erased.body);
+    let after = get(&console, "/outbox/api/subjects?subject=acct-1", OPERATOR)
+        .await
+        .json();
+    assert_eq!(after["outboxes"]["mail"].as_array().unwrap().len(), 1);
+    assert_eq!(after["inboxes"]["hooks"].as_array().unwrap().len(), 1);
+    assert_eq!(after["erased_at_ms"], Json::Null);
+}
+
+#[tokio::test]
+async fn scheduled_messages_are_made_due_now_and_others_are_left_alone() {
+    let t = TestOutbox::new().await.unwrap();
+    let later = t
+        .now()
+        .checked_add(std::time::Duration::from_secs(3600))
+        .unwrap();
+    let mut batch = Batch::new(t.db.clone());
+    let scheduled = batch
+        .enqueue(
+            &t.outbox,
+            Message::json("mail", &json!({})).unwrap().not_before(later),
+        )
+        .unwrap();
+    let due = batch
+        .enqueue(&t.outbox, Message::json("mail", &json!({})).unwrap())
+        .unwrap();
+    let ids = vec![scheduled.id().to_owned(), due.id().to_owned()];
+    batch.commit().await.unwrap();
+    let console = console(&t);
+    let path = "/admin/outbox/api/outboxes/mail/messages/reschedule";
+    let viewer = post(&console, path, VIEWER, json!({ "ids": ids })).await;
+    assert_eq!(viewer.status, 403);
+    let answer = post(&console, path, OPERATOR, json!({ "ids": ids })).await;
+    assert_eq!(answer.json(), json!({ "selected": 2, "done": 1 }));
+    let counts = get(&console, "/admin/outbox/api/outboxes/mail", VIEWER)
+        .await
+        .json();
+    assert_eq!(counts["counts"]["due"]["count"], 2);
+    assert_eq!(counts["counts"]["scheduled"]["count"], 0);
+    let report = t
+        .drain_now(RecordingDeliverer::answering(Delivery::Delivered))
+        .await;
+    assert_eq!(report.delivered, 2);
+    for body in [json!({ "ids": [] }), json!({ "topic": "mail" })] {
+        assert_eq!(post(&console, path, OPERATOR, body).await.status, 400);
+    }
+}
+
+#[tokio::test]
+async fn inbox_keys_are_counted_up_to_the_cap() {
+    let t = TestOutbox::new().await.unwrap();
+    for n in 0..3 {
+        let mut batch = Batch::new(t.db.clone());
+        let _ = batch
+            .inbox_key(&t.inbox, &format!("evt-{n}"), None)
+            .unwrap();
+        batch.commit().await.unwrap();
+    }
+    let capped = Console::builder()
+        .inbox("hooks", t.inbox.clone())
+        .authorize(BearerToken::viewer(VIEWER))
+        .count_cap(2)
+        .build()
+        .unwrap();
+    let body = get(&capped, "/outbox/api/inboxes/hooks", VIEWER)
+        .await
+        .json();
+    assert_eq!(body["keys"], json!({ "count": 2, "capped": true }));
+    let body = get(&console(&t), "/admin/outbox/api/inboxes/hooks", VIEWER)
+        .await
+        .json();
+    assert_eq!(body["keys"], json!({ "count": 3, "capped": false }));
+}
+
+#[tokio::test]
+async fn a_list_starts_at_a_time() {
+    let t = TestOutbox::new().await.unwrap();
+    enqueue(&t, "mail", json!({ "n": 0 }), None).await;
+    t.clock.advance(std::time::Duration::from_secs(60));
+    let from = t.now().as_unix_millis();
+    enqueue(&t, "mail", json!({ "n": 1 }), None).await;
+    let console = console(&t);
+    let base = "/admin/outbox/api/outboxes/mail/messages?state=due";
+    let all = get(&console, base, VIEWER).await.json();
+    assert_eq!(all["messages"].as_array().unwrap().len(), 2);
+    let since = get(&console, &format!("{base}&from_ms={from}"), VIEWER)
+        .await
+        .json();
+    assert_eq!(since["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        get(&console, &format!("{base}&from_ms=soon"), VIEWER)
+            .await
+            .status,
+        400
+    );
 }

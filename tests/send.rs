@@ -109,6 +109,7 @@ async fn every_public_future_can_be_spawned() {
                 .await;
             assert!(refused.is_err());
             inbox.seen("k").await.unwrap();
+            inbox.count_keys(10).await.unwrap();
             inbox.export_subject("s2").await.unwrap();
             inbox.purge(Timestamp::EPOCH).await.unwrap();
             inbox.erase_subject("s2").await.unwrap();
@@ -177,6 +178,7 @@ async fn every_public_future_can_be_spawned() {
             let none = vec!["no-such-id".to_owned()];
             outbox.replay_selected(&none).await.unwrap();
             outbox.purge_selected(&none).await.unwrap();
+            outbox.reschedule_now(&none).await.unwrap();
             drop(ids);
             let console = workers_outbox::console::Console::builder()
                 .outbox("mail", outbox)

@@ -259,3 +259,49 @@ pub(crate) async fn dead_letters_are_grouped_and_acted_on_by_selection(h: Harnes
     );
     Ok(())
 }
+
+pub(crate) async fn scheduled_messages_are_made_due_now_and_no_other(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let later = h.later(Duration::from_secs(600))?;
+    let scheduled =
+        enqueue_message(&outbox, Message::raw_json("m", "{}").not_before(later)).await?;
+    let due = enqueue(&outbox, "m").await?;
+    h.clock().advance(Duration::from_millis(1));
+    let head = enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?;
+    let waiting = enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?;
+    let leased = outbox.claim(1, LEASE).await?; // the oldest due row: `due`
+    ensure_eq!(leased.messages.len(), 1);
+    let ids = [scheduled.clone(), due, head, waiting.clone(), "gone".into()];
+    ensure_eq!(outbox.reschedule_now(&ids).await?, 1);
+    let now = outbox.overview(100).await?;
+    ensure_eq!(now.scheduled, exactly(0));
+    ensure_eq!(now.leased, exactly(1));
+    ensure_eq!(now.waiting, exactly(1));
+    ensure_eq!(now.due, exactly(2)); // the head of `k` and the rescheduled
+
+    // Due now: nothing to do a second time.
+    ensure_eq!(outbox.reschedule_now(&[scheduled]).await?, 0);
+    ensure!(
+        outbox.reschedule_now(&[]).await.is_err(),
+        "no ids is refused"
+    );
+    Ok(())
+}
+
+pub(crate) async fn inbox_keys_are_counted_up_to_a_cap(h: Harness) -> CaseResult {
+    let inbox = h.inbox().await?;
+    ensure_eq!(inbox.count_keys(10).await?, exactly(0));
+    for key in ["a", "b", "c"] {
+        inbox.process_once(key, None, &[]).await?;
+    }
+    ensure_eq!(inbox.count_keys(10).await?, exactly(3));
+    ensure_eq!(
+        inbox.count_keys(2).await?,
+        CappedCount {
+            count: 2,
+            capped: true
+        }
+    );
+    ensure!(inbox.count_keys(0).await.is_err(), "a cap of 0 is refused");
+    Ok(())
+}

@@ -270,6 +270,8 @@ pub fn cases() -> Vec<Case> {
         browse::overview_counts_each_state_up_to_its_cap,
         browse::pages_walk_the_key_in_order_and_go_on_after_a_bounded_walk,
         browse::dead_letters_are_grouped_and_acted_on_by_selection,
+        browse::scheduled_messages_are_made_due_now_and_no_other,
+        browse::inbox_keys_are_counted_up_to_a_cap,
     ]
 }
 

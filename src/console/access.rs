@@ -14,7 +14,8 @@ use crate::future::{BoxFuture, MaybeSend, MaybeSync};
 pub enum Role {
     /// Reads counts, lists, charts and inbox keys.
     Viewer,
-    /// Also replays, purges, pauses and resumes.
+    /// Also replays, purges, reschedules, pauses and resumes, and exports
+    /// or erases a subject's data.
     Operator,
 }
 

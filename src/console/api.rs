@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value as Json, json};
 
 use super::access::{Role, cross_site};
-use super::{Console, page};
+use super::{Console, page, subjects};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
 use crate::outbox::{
@@ -136,6 +136,30 @@ async fn api(console: &Console, parts: &Parts, body: &[u8], route: &str) -> Resp
                 Err(error) => Err(error),
             }
         }
+        (&Method::POST, ["outboxes", name, "messages", "reschedule"]) => {
+            match outbox(console, name) {
+                Ok(outbox) => reschedule(outbox, body).await,
+                Err(error) => Err(error),
+            }
+        }
+        (&Method::GET, ["inboxes", name]) => match inbox(console, name) {
+            Ok(inbox) => inbox
+                .count_keys(inner.count_cap)
+                .await
+                .map(|keys| json!({ "keys": keys, "count_cap": inner.count_cap })),
+            Err(error) => Err(error),
+        },
+        (&Method::GET, ["subjects"]) if role < Role::Operator => {
+            return failure(
+                StatusCode::FORBIDDEN,
+                "only an operator may export a subject's data",
+            );
+        }
+        (&Method::GET, ["subjects"]) => match param("subject") {
+            Some(subject) => subjects::export(console, subject).await,
+            None => Err(Error::invalid("subject", "give ?subject=")),
+        },
+        (&Method::POST, ["subjects", "erase"]) => subjects::erase(console, body).await,
         (&Method::GET, ["inboxes", name, "keys"]) => match inbox(console, name) {
             Ok(inbox) => match param("key") {
                 Some(key) => inbox
@@ -271,7 +295,16 @@ async fn messages<'q>(
     filter.topic = param("topic").map(str::to_owned);
     filter.subject = param("subject").map(str::to_owned);
     filter.id_prefix = param("id").map(str::to_owned);
-    let after = param("after").map(BrowseCursor::parse).transpose()?;
+    let after = match (param("after"), param("from_ms")) {
+        (Some(cursor), _) => Some(BrowseCursor::parse(cursor)?),
+        (None, Some(ms)) => {
+            let ms = ms
+                .parse::<i64>()
+                .map_err(|_| Error::invalid("from_ms", "a time in ms since 1970"))?;
+            Some(BrowseCursor::from(Timestamp::from_unix_millis(ms)?))
+        }
+        (None, None) => None,
+    };
     let limit = whole("limit", param("limit"), 50, MAX_PAGE)?;
     let page = outbox
         .browse(&filter, after.as_ref(), limit, console.inner.scan)
@@ -279,15 +312,21 @@ async fn messages<'q>(
     let mut body = json!(page);
     if let Some(messages) = body["messages"].as_array_mut() {
         for message in messages {
-            let bytes = message["payload"].as_str().map_or(0, str::len);
-            message["payload_bytes"] = json!(bytes);
-            if !console.inner.show_payloads {
-                message["payload"] = Json::Null;
-            }
+            hide_payload(console, message);
         }
     }
     body["scan"] = json!(console.inner.scan);
     Ok(body)
+}
+
+/// Adds `payload_bytes` to a message's JSON, and blanks its payload
+/// unless the console shows payloads.
+pub(super) fn hide_payload(console: &Console, message: &mut Json) {
+    let bytes = message["payload"].as_str().map_or(0, str::len);
+    message["payload_bytes"] = json!(bytes);
+    if !console.inner.show_payloads {
+        message["payload"] = Json::Null;
+    }
 }
 
 /// A selection of dead letters: their ids, or a group (topic and error
@@ -385,6 +424,21 @@ async fn dead_letters(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct Ids {
+    ids: Vec<String>,
+}
+
+async fn reschedule(outbox: &Outbox, body: &[u8]) -> Result<Json> {
+    let Ids { ids } = read_body(body)?;
+    for id in &ids {
+        no_nul("id", id)?;
+    }
+    let done = outbox.reschedule_now(&ids).await?;
+    Ok(json!({ "selected": ids.len(), "done": done }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct TopicSwitch {
     topic: String,
     reason: Option<String>,
@@ -419,13 +473,13 @@ fn whole(name: &'static str, text: Option<&str>, default: u32, most: u32) -> Res
 }
 
 /// Refuses text with a NUL (Postgres cannot store one: it would be a 500).
-fn no_nul(what: &'static str, text: &str) -> Result<()> {
+pub(super) fn no_nul(what: &'static str, text: &str) -> Result<()> {
     if text.contains('\0') {
         return Err(Error::invalid(what, "holds a NUL character"));
     }
     Ok(())
 }
 
-fn read_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
+pub(super) fn read_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
     serde_json::from_slice(body).map_err(|error| Error::invalid("request body", error.to_string()))
 }

@@ -27,7 +27,8 @@
 //!   [`Authorizer`] ([`BearerToken`], or one of your own, such as a check of
 //!   Cloudflare Access's `Cf-Access-Jwt-Assertion`). The page and its
 //!   assets hold no data and are served to anyone.
-//! - Viewers read; only operators replay, purge, pause and resume. Every
+//! - Viewers read; only operators replay, purge, reschedule, pause and
+//!   resume, and export or erase a subject. Every
 //!   request that changes something is refused when it comes from another
 //!   site (`Sec-Fetch-Site`, `Origin`) or lacks the
 //!   [`MUTATION_HEADER`] (which a cross-site page cannot send).
@@ -45,12 +46,14 @@
 mod access;
 mod api;
 mod page;
+mod subjects;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod workers;
 
 use std::sync::Arc;
 
 pub use access::{Authorizer, BearerToken, MUTATION_HEADER, Role};
+pub use subjects::SubjectRows;
 
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
@@ -69,6 +72,7 @@ struct Inner {
     outboxes: Vec<(String, Outbox)>,
     inboxes: Vec<(String, Inbox)>,
     authorizers: Vec<Box<dyn Authorizer>>,
+    subject_rows: Option<Box<dyn SubjectRows>>,
     show_payloads: bool,
     count_cap: u32,
     scan: u32,
@@ -88,6 +92,7 @@ impl std::fmt::Debug for Console {
             .field("outboxes", &outboxes)
             .field("inboxes", &inboxes)
             .field("authorizers", &self.inner.authorizers.len())
+            .field("subject_rows", &self.inner.subject_rows.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -113,6 +118,7 @@ impl Console {
                 outboxes: Vec::new(),
                 inboxes: Vec::new(),
                 authorizers: Vec::new(),
+                subject_rows: None,
                 show_payloads: false,
                 count_cap: DEFAULT_COUNT_CAP,
                 scan: DEFAULT_SCAN,
@@ -167,6 +173,13 @@ impl ConsoleBuilder {
     /// Adds an authorizer: a request gets the highest role any grants.
     pub fn authorize(mut self, authorizer: impl Authorizer + 'static) -> Self {
         self.inner.authorizers.push(Box::new(authorizer));
+        self
+    }
+
+    /// Adds the application's own rows of a subject to the console's
+    /// subject export, and to its erasure's atomic batch.
+    pub fn subject_rows(mut self, rows: impl SubjectRows + 'static) -> Self {
+        self.inner.subject_rows = Some(Box::new(rows));
         self
     }
 

@@ -8,7 +8,7 @@ use crate::database::{Database, Dialect, Outcome, Statement};
 use crate::erasure::{ERASED_SUBJECTS, GuardedInsert, Tombstones};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
-use crate::outbox::check_key as check;
+use crate::outbox::{CappedCount, check_key as check, check_scan};
 use crate::sql::inbox::{self as sql, KEY, SEEN_AT, SUBJECT};
 use crate::sql::{dialects, schema};
 use crate::time::{Clock, SystemClock, Timestamp};
@@ -134,6 +134,11 @@ impl Inbox {
     /// The database's tombstones of erased subjects.
     pub(crate) fn tombstones(&self) -> &Tombstones {
         &self.tombstones
+    }
+
+    /// The database this inbox lives in.
+    pub fn database(&self) -> &Arc<dyn Database> {
+        &self.db
     }
 
     /// The table this inbox lives in.
@@ -266,6 +271,30 @@ impl Inbox {
     pub async fn seen(&self, key: &str) -> Result<bool> {
         let statement = sql::seen(&self.table, self.dialect, key)?;
         Ok(!self.db.query(&statement).await?.is_empty())
+    }
+
+    /// How many keys are recorded, counting at most `cap` rows (a count
+    /// that reaches `cap` says so): its cost is bounded however large the
+    /// table.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a `cap` outside 1 ..= [`MAX_SCAN`](crate::outbox::MAX_SCAN); [`Error::MalformedRow`];
+    /// database errors.
+    pub async fn count_keys(&self, cap: u32) -> Result<CappedCount> {
+        check_scan("count cap", cap)?;
+        let rows = self
+            .db
+            .query(&sql::count(&self.table, self.dialect, cap)?)
+            .await?;
+        let count: u64 = rows
+            .first()
+            .ok_or_else(|| Error::database("an aggregate query returned no row"))?
+            .get("keys")
+            .map_err(|error| error.in_row(self.table.as_str(), None))?;
+        Ok(CappedCount {
+            count,
+            capped: count >= u64::from(cap),
+        })
     }
 
     /// Forgets keys first processed before `older_than`; returns how many.

@@ -153,6 +153,17 @@ impl BrowseCursor {
     }
 }
 
+/// A browse from `at` on: the rows due at or after it.
+impl From<Timestamp> for BrowseCursor {
+    fn from(at: Timestamp) -> Self {
+        // No id is empty: every row due at `at` comes after this one.
+        BrowseCursor {
+            due_at: at.as_unix_millis(),
+            id: String::new(),
+        }
+    }
+}
+
 impl std::fmt::Display for BrowseCursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}.{}", self.due_at, self.id)
@@ -611,6 +622,35 @@ impl Outbox {
         Ok(outcomes.iter().map(|outcome| outcome.rows_affected).sum())
     }
 
+    /// Makes the scheduled messages `ids` (at most [`MAX_SELECTION`]) due
+    /// now, in one atomic call: a retry's backoff or a `not_before` is cut
+    /// short, attempts are kept. Returns how many were scheduled; a message
+    /// that is due, leased, waiting behind its ordering key, dead or gone is
+    /// left as it is.
+    ///
+    /// # Errors
+    /// As [`replay_selected`](Outbox::replay_selected).
+    pub async fn reschedule_now(&self, ids: &[String]) -> Result<u64> {
+        check_selection(ids)?;
+        let now = self.now().as_unix_millis();
+        let statements = ids
+            .iter()
+            .map(|id| {
+                let mut update = Query::update();
+                update
+                    .table(self.table_name())
+                    .value(col::DUE_AT, now)
+                    .and_where(Expr::col(col::ID).eq(id.as_str()))
+                    .and_where(crate::sql::state_is(state::READY))
+                    .and_where(Expr::col(col::LEASE_TOKEN).is_null())
+                    .and_where(Expr::col(col::DUE_AT).gt(now));
+                self.render(&update)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let outcomes = self.inner.db.batch_atomic(&statements).await?;
+        Ok(outcomes.iter().map(|outcome| outcome.rows_affected).sum())
+    }
+
     /// Deletes the dead letters `ids` (at most [`MAX_SELECTION`]) in one
     /// atomic call; returns how many were dead. Rows their ordering keys
     /// held back become ready.
@@ -702,7 +742,7 @@ fn trace_of(row: Row<'_>) -> Result<Option<TraceContext>> {
     ))
 }
 
-fn check_scan(what: &'static str, scan: u32) -> Result<()> {
+pub(crate) fn check_scan(what: &'static str, scan: u32) -> Result<()> {
     if !(1..=MAX_SCAN).contains(&scan) {
         return Err(Error::invalid(
             what,

@@ -57,6 +57,7 @@ mod subject;
 mod topics;
 
 pub(crate) use crate::verdict::Delivery;
+pub(crate) use browse::check_scan;
 pub use browse::{
     BrowseCursor, BrowseFilter, BrowsePage, BrowsedMessage, CappedCount, DeadLetterGroup,
     DeadLetterGroups, Listed, MAX_SCAN, MAX_SELECTION, Overview, error_class,

@@ -44,6 +44,20 @@ pub(crate) fn seen(table: &TableName, dialect: Dialect, key: &str) -> Result<Sta
     dialect.render(&select)
 }
 
+/// How many keys there are, counting at most `cap` (a walk of the primary
+/// key that stops there).
+pub(crate) fn count(table: &TableName, dialect: Dialect, cap: u32) -> Result<Statement> {
+    let mut walk = Query::select();
+    walk.column(KEY)
+        .from(table.as_str().to_owned())
+        .limit(u64::from(cap));
+    let mut count = Query::select();
+    count
+        .expr_as(Expr::cust("count(*)"), sea_query::Alias::new("keys"))
+        .from_subquery(walk, sea_query::Alias::new("walked"));
+    dialect.render(&count)
+}
+
 /// Deletes the keys first seen before `older_than`.
 pub(crate) fn purge(
     table: &TableName,

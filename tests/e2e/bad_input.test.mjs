@@ -56,33 +56,39 @@ describe("bad input to the example Worker", () => {
     refused(409, () => post(JSON.stringify({ email: "EXISTING@example.com" }))));
   it("GET /signup is 405", () => refused(405, () => call("/signup")));
   it("an unknown route is 404", () => refused(404, () => call("/nowhere")));
-  it("a missing admin token is 401 with a Bearer challenge", async () => {
-    await refused(401, () => call("/admin/outbox"));
-    const response = await call("/admin/outbox/drain", { method: "POST" });
-    assert.equal(response.headers.get("www-authenticate"), 'Bearer realm="admin"');
+  it("a console request without the admin token is 401 with a Bearer challenge", async () => {
+    const response = await refused(401, () => call("/console/api/outboxes/mail"));
+    assert.match(response.error, /credentials/);
+    const challenged = await call("/console/api/session");
+    assert.equal(challenged.headers.get("www-authenticate"), 'Bearer realm="outbox console"');
   });
   it("the Bearer scheme is taken in any case (RFC 9110)", async () => {
     for (const scheme of ["bearer", "BEARER", "bEaReR"]) {
-      const response = await call("/admin/outbox", { headers: { authorization: `${scheme} ${TOKEN}` } });
+      const response = await call("/console/api/outboxes/mail", { headers: { authorization: `${scheme} ${TOKEN}` } });
       assert.equal(response.status, 200, scheme);
     }
   });
   it("a wrong admin token is 401", () =>
-    refused(401, () => call("/admin/outbox", { headers: { authorization: "Bearer wrong" } })));
+    refused(401, () => call("/console/api/outboxes/mail", { headers: { authorization: "Bearer wrong" } })));
   it("a token without the Bearer scheme is 401", () =>
-    refused(401, () => call("/admin/outbox/dead", { headers: { authorization: TOKEN } })));
-  it("replaying an unknown id is 404", () =>
-    refused(404, () => call("/admin/outbox/dead/01UNKNOWN/replay", { method: "POST", headers: admin })));
-  it("a drain with a batch size of 0 is 400", async () => {
-    const body = await refused(400, () => call("/admin/outbox/drain?batch_size=0", { method: "POST", headers: admin }));
-    assert.match(body.error, /batch size/);
+    refused(401, () => call("/console/api/outboxes/mail", { headers: { authorization: TOKEN } })));
+  const change = (path, body) =>
+    call(`/console/api/${path}`, {
+      method: "POST",
+      headers: { ...admin, "x-outbox-console": "1", "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+  it("replaying an unknown id changes nothing", async () => {
+    const before = await tables();
+    const body = await (await change("outboxes/mail/dead/replay", { ids: ["01UNKNOWN"] })).json();
+    assert.deepEqual(body, { selected: 1, done: 0, more: false });
+    assert.deepEqual(await tables(), before);
   });
-  it("a drain with a batch size that is not a number is 400, naming the parameter", async () => {
-    const body = await refused(400, () => call("/admin/outbox/drain?batch_size=many", { method: "POST", headers: admin }));
-    assert.equal(body.error, 'batch_size="many" is not a whole number');
-    const queries = await refused(400, () => call("/admin/outbox/drain?max_queries=abc", { method: "POST", headers: admin }));
-    assert.equal(queries.error, 'max_queries="abc" is not a whole number');
-  });
+  it("an unknown outbox is 404", () => refused(404, () => call("/console/api/outboxes/nope", { headers: admin })));
+  it("a replay without a selection is 400", () => refused(400, () => change("outboxes/mail/dead/replay", {})));
+  it("an erasure without a subject is 400", () => refused(400, () => change("subjects/erase", { subject: "" })));
+  it("a change without the console's header is 403", () =>
+    refused(403, () => call("/console/api/subjects/erase", { method: "POST", headers: admin, body: '{"subject":"x"}' })));
 
   it("SQL text in an address is stored verbatim and harms nothing", async () => {
     const email = "x'); drop table accounts; --@example.com".replace(/ /g, "");
@@ -91,12 +97,13 @@ describe("bad input to the example Worker", () => {
     const db = await mf.getD1Database("DB");
     const row = await db.prepare("SELECT email FROM accounts WHERE email = ?").bind(email).first();
     assert.equal(row.email, email);
-    const exported = await (await call(`/admin/subjects/${encodeURIComponent("' OR 1=1 --")}`, { headers: admin })).json();
-    assert.deepEqual([exported.account, exported.outbox], [null, []]);
+    const subject = encodeURIComponent("' OR 1=1 --");
+    const exported = await (await call(`/console/api/subjects?subject=${subject}`, { headers: admin })).json();
+    assert.deepEqual([exported.application.account, exported.outboxes.mail], [null, []]);
   });
 
   it("never logs the admin token or an address", async () => {
-    await call("/admin/outbox/drain", { method: "POST", headers: admin });
+    await (await mf.getWorker()).scheduled({ cron: "*/1 * * * *" });
     await new Promise((resolve) => setTimeout(resolve, 200));
     const text = logs.join("");
     assert.match(text, /outbox drain of outbox \[/, "the drain reports were logged, naming their outbox");

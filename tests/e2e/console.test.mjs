@@ -1,7 +1,8 @@
 // The operator console the example Worker mounts at /console/, in workerd:
 // its JSON API from Node, and its page in a real browser (Debian's Chromium
 // driven by playwright-core) — dead letters with the receiver's error,
-// replay, the pause switch, text that must stay text, refused requests.
+// replay, the pause switch, a subject's export and erasure, text that must
+// stay text, refused requests.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
@@ -197,6 +198,20 @@ describe("the operator console, in a real browser", () => {
     await page.locator("#status").filter({ hasText: /purge: .*"done":1/ }).waitFor();
     await page.locator('#counts [data-state="dead"] dd').filter({ hasText: /^0$/ }).waitFor();
     assert.equal(await page.locator("#messages tr").count(), 0);
+
+    // An account's data, exported and erased from the page: its messages,
+    // its keys and the Worker's own rows, in one batch.
+    const { account_id } = await (await w.signup("erase.me@example.com")).json();
+    await page.locator("#inbox-count").filter({ hasText: /^inbox: \d+ keys processed$/ }).waitFor();
+    await page.locator("#subject").fill(account_id);
+    await page.locator("#subject-form button[type=submit]").click();
+    await page.locator("#subject-summary").filter({ hasText: /1 message\(s\) in mail\b/ }).waitFor();
+    assert.match(await page.locator("#subject-export").textContent(), /erase\.me@example\.com/);
+    await page.locator("#erase-subject").click();
+    await page.locator("#subject-summary").filter({ hasText: `${account_id} erased` }).waitFor();
+    const erased = (await w.api(`subjects?subject=${account_id}`)).body;
+    assert.deepEqual([erased.outboxes.mail, erased.application.account], [[], null]);
+    assert.equal(typeof erased.erased_at_ms, "number");
 
     // From the console's own page: no credentials, 401; a change without
     // the console's header, 403.

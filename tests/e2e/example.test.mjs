@@ -1,10 +1,11 @@
 // The example Worker end to end, in workerd with an in-memory D1: sign-up,
-// immediate delivery through wait_until, cron drains, dead letters, admin.
+// immediate delivery through wait_until, cron drains, dead letters, and
+// the operator console's API in place of hand-written admin routes.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
-import { eventually, root, start } from "./harness.mjs";
+import { consoleChange, eventually, outboxCounts, root, start } from "./harness.mjs";
 import { MailSink } from "./mail_sink.mjs";
 
 const TOKEN = "test-admin-token";
@@ -14,7 +15,9 @@ const admin = { authorization: `Bearer ${TOKEN}` };
 
 async function example(settings = {}) {
   const sink = new MailSink();
+  const logs = [];
   const mf = await start("examples/signup-mail", {
+    onLog: (chunk) => logs.push(chunk),
     bindings: {
       MAIL_API_URL: "https://mail.test/send",
       ADMIN_TOKEN: TOKEN,
@@ -31,10 +34,23 @@ async function example(settings = {}) {
   const call = (path, init = {}) => mf.dispatchFetch(`http://example.test${path}`, init);
   const signup = (email) =>
     call("/signup", { method: "POST", body: JSON.stringify({ email }), headers: { "content-type": "application/json" } });
-  const stats = async () => (await call("/admin/outbox", { headers: admin })).json();
+  const api = (path, init = {}) => call(`/console/api/${path}`, { ...init, headers: { ...admin, ...init.headers } });
+  const change = (path, body) => consoleChange(mf, TOKEN, path, body);
+  const stats = (outbox = "mail") => outboxCounts(mf, TOKEN, outbox);
+  const welcomes = async () => (await (await mf.getD1Database("DB")).prepare("SELECT COUNT(*) AS n FROM welcomes").first()).n;
+  const exported = async (subject) => (await api(`subjects?${new URLSearchParams({ subject })}`)).json();
+  const erase = (subject) => change("subjects/erase", { subject });
+  // The mail outbox's drain reports, as the Worker logged them (JSON lines).
+  const drains = () =>
+    logs
+      .join("")
+      .split("\n")
+      .filter((line) => line.includes('"event":"outbox.drain"'))
+      .map((line) => JSON.parse(line.slice(line.indexOf("{"))))
+      .filter((report) => report.outbox === "outbox");
   const cron = async () => (await mf.getWorker()).scheduled({ cron: "*/1 * * * *" });
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-  return { mf, sink, call, signup, stats, cron, sleep };
+  return { mf, sink, call, api, change, signup, stats, welcomes, exported, erase, drains, cron, sleep };
 }
 
 describe("example Worker", () => {
@@ -57,7 +73,7 @@ describe("example Worker", () => {
   });
 
   it("carries the sign-up's trace to the mail API and to the Queue consumer", async () => {
-    const { mf, sink, call } = await example();
+    const { mf, sink, call, exported } = await example();
     try {
       const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
       const traceparent = `00-${traceId}-00f067aa0ba902b7-01`;
@@ -80,10 +96,7 @@ describe("example Worker", () => {
       assert.equal(byAddress["traced@example.com"].traceparent, traceparent);
       assert.equal(byAddress["untraced@example.com"].traceparent, null);
       // Through the account-events Queue to the consumer, which keeps the trace id.
-      const welcome = await eventually(async () => {
-        const exported = await (await call(`/admin/subjects/${account_id}`, { headers: admin })).json();
-        return exported.welcome;
-      });
+      const welcome = await eventually(async () => (await exported(account_id)).application.welcome);
       assert.equal(welcome.trace_id, traceId);
     } finally {
       await mf.dispose();
@@ -125,7 +138,7 @@ describe("example Worker", () => {
   });
 
   it("counts what happened in the outbox's rollups, written with the settles", async () => {
-    const { mf, sink, call, signup, stats, cron, sleep } = await example();
+    const { mf, sink, api, signup, stats, cron, sleep } = await example();
     try {
       sink.status = 503;
       assert.equal((await signup("edsger@example.com")).status, 201);
@@ -134,7 +147,7 @@ describe("example Worker", () => {
       await sleep(150); // past the retry's backoff
       await cron();
       assert.equal(sink.delivered().length, 1);
-      const read = await call("/admin/outbox/rollups?minutes=5", { headers: admin });
+      const read = await api("outboxes/mail/rollups?minutes=5");
       assert.equal(read.status, 200);
       const { topics } = await read.json();
       const mail = topics["signup-confirmation"];
@@ -146,7 +159,7 @@ describe("example Worker", () => {
       assert.equal(mail.lateness.count, 1);
       assert.equal(mail.duration.count, 2, "both deliveries were timed");
       assert.equal(typeof mail.age.p99_ms, "number");
-      const bad = await call("/admin/outbox/rollups?minutes=0", { headers: admin });
+      const bad = await api("outboxes/mail/rollups?minutes=0");
       assert.equal(bad.status, 400);
     } finally {
       await mf.dispose();
@@ -154,19 +167,19 @@ describe("example Worker", () => {
   });
 
   it("parks a mail the API rejects, and replays it", async () => {
-    const { mf, sink, call, signup, stats, cron } = await example();
+    const { mf, sink, api, change, signup, stats, cron } = await example();
     try {
       sink.status = 400;
       assert.equal((await signup("barbara@example.com")).status, 201);
       await eventually(async () => (await stats()).dead === 1);
-      const dead = await (await call("/admin/outbox/dead", { headers: admin })).json();
+      const dead = (await (await api("outboxes/mail/messages?state=dead")).json()).messages;
       assert.equal(dead.length, 1);
       assert.match(dead[0].last_error, /receiver answered 400/);
       sink.status = 202;
-      const unknown = await call("/admin/outbox/dead/01NOSUCHID/replay", { method: "POST", headers: admin });
-      assert.equal(unknown.status, 404);
-      const replay = await call(`/admin/outbox/dead/${dead[0].id}/replay`, { method: "POST", headers: admin });
-      assert.equal(replay.status, 200);
+      const unknown = await (await change("outboxes/mail/dead/replay", { ids: ["01NOSUCHID"] })).json();
+      assert.equal(unknown.done, 0);
+      const replay = await (await change("outboxes/mail/dead/replay", { ids: [dead[0].id] })).json();
+      assert.equal(replay.done, 1);
       await cron();
       assert.equal(sink.delivered().length, 1);
       assert.equal((await stats()).dead, 0);
@@ -176,16 +189,21 @@ describe("example Worker", () => {
   });
 
   it("stops a drain at its query budget and leaves the rest due", async () => {
-    const { mf, sink, call, signup, stats, sleep } = await example();
+    // The cron run gives the mail drain what the relay (100 queries, and 1 to
+    // spare) leaves of DRAIN_MAX_QUERIES: 4.
+    const { mf, sink, signup, stats, drains, cron, sleep } = await example({ DRAIN_BATCH_SIZE: "5", DRAIN_MAX_QUERIES: "105" });
     try {
       sink.status = 503;
       for (let n = 0; n < 30; n++) assert.equal((await signup(`user${n}@example.com`)).status, 201);
       await eventually(async () => sink.mails.length === 30 && (await stats()).pending === 30);
       sink.status = 202;
       await sleep(150);
-      const report = await (
-        await call("/admin/outbox/drain?batch_size=5&max_queries=4", { method: "POST", headers: admin })
-      ).json();
+      const before = drains().length;
+      await cron();
+      const [report] = await eventually(() => {
+        const cronDrains = drains().slice(before).filter((r) => r.claimed > 0);
+        return cronDrains.length > 0 && cronDrains;
+      });
       assert.deepEqual(
         { stopped: report.stopped.reason, delivered: report.delivered, queries: report.queries },
         // Outcomes ride along with the next claim: 3 claims, the last settle.
@@ -199,7 +217,7 @@ describe("example Worker", () => {
   });
 
   it("never delivers a row to two overlapping drains while its lease is live", async () => {
-    const { mf, sink, call, signup, stats, sleep } = await example();
+    const { mf, sink, signup, stats, drains, cron, sleep } = await example({ DRAIN_BATCH_SIZE: "4" });
     try {
       sink.status = 503;
       for (let n = 0; n < 20; n++) await signup(`overlap${n}@example.com`);
@@ -207,12 +225,15 @@ describe("example Worker", () => {
       sink.status = 202;
       sink.delayMs = 30;
       await sleep(150);
-      const drain = () => call("/admin/outbox/drain?batch_size=4", { method: "POST", headers: admin }).then((r) => r.json());
-      const reports = await Promise.all([drain(), drain(), drain()]);
+      const before = drains().length;
+      await Promise.all([cron(), cron(), cron()]);
       const ids = sink.delivered().map((mail) => mail.id);
       assert.equal(ids.length, 20);
       assert.equal(new Set(ids).size, 20, "no message was delivered twice");
-      assert.equal(reports.reduce((sum, r) => sum + r.delivered, 0), 20);
+      const reports = await eventually(() => {
+        const cronDrains = drains().slice(before).filter((r) => r.claimed > 0);
+        return cronDrains.reduce((sum, r) => sum + r.delivered, 0) === 20 && cronDrains;
+      });
       assert.equal(reports.reduce((sum, r) => sum + r.lease_lost, 0), 0);
     } finally {
       await mf.dispose();
@@ -220,57 +241,70 @@ describe("example Worker", () => {
   });
 
   it("exports and erases everything about an account", async () => {
-    const { mf, sink, call, signup } = await example();
+    const { mf, sink, signup, welcomes, exported, erase } = await example();
     try {
       sink.status = 400;
       const { account_id } = await (await signup("erase.me@example.com")).json();
       await signup("keep.me@example.com");
       await eventually(() => sink.mails.length === 2);
       // Both accounts' events reached the Queue and their welcome rows.
-      await eventually(async () => (await (await call("/admin/events", { headers: admin })).json()).welcomes === 2);
-      const exported = await (await call(`/admin/subjects/${account_id}`, { headers: admin })).json();
-      assert.equal(exported.account.email, "erase.me@example.com");
-      assert.equal(exported.outbox.length, 1);
-      assert.equal(exported.outbox[0].state, "dead");
-      const erased = await (await call(`/admin/subjects/${account_id}`, { method: "DELETE", headers: admin })).json();
-      assert.deepEqual(erased, { outbox: 1, inbox: 1, accounts: 1, welcomes: 1 });
-      const after = await (await call(`/admin/subjects/${account_id}`, { headers: admin })).json();
-      assert.deepEqual({ account: after.account, outbox: after.outbox, inbox: after.inbox }, { account: null, outbox: [], inbox: [] });
+      await eventually(async () => (await welcomes()) === 2);
+      const before = await exported(account_id);
+      assert.equal(before.application.account.email, "erase.me@example.com");
+      assert.equal(before.outboxes.mail.length, 1);
+      assert.equal(before.outboxes.mail[0].state, "dead");
+      assert.equal(before.outboxes.mail[0].payload, null, "payloads stay hidden unless the console shows them");
+      const erased = await (await erase(account_id)).json();
+      assert.deepEqual(erased, {
+        outboxes: { mail: 1, "account-events": 0 },
+        inboxes: { inbox: 1 },
+        application: { accounts: 1, welcomes: 1 },
+      });
+      const after = await exported(account_id);
+      assert.deepEqual(
+        { account: after.application.account, outbox: after.outboxes.mail, inbox: after.inboxes.inbox },
+        { account: null, outbox: [], inbox: [] },
+      );
       const db = await mf.getD1Database("DB");
       const left = await db.prepare("SELECT COUNT(*) AS n FROM outbox WHERE subject = ?").bind(account_id).first();
       assert.equal(left.n, 0);
       const others = await db.prepare("SELECT COUNT(*) AS n FROM accounts").first();
       assert.equal(others.n, 1);
-      const welcomes = await db.prepare("SELECT account_id FROM welcomes").all();
-      assert.equal(welcomes.results.length, 1);
-      assert.notEqual(welcomes.results[0].account_id, account_id);
+      const welcomeRows = await db.prepare("SELECT account_id FROM welcomes").all();
+      assert.equal(welcomeRows.results.length, 1);
+      assert.notEqual(welcomeRows.results[0].account_id, account_id);
     } finally {
       await mf.dispose();
     }
   });
 
   it("erases an account right after sign-up, and the event still in flight brings nothing back", async () => {
-    const { mf, call, signup } = await example();
+    const { mf, signup, welcomes, exported, erase } = await example();
     try {
       // The sign-up relays its account.created event into the Queue at once; the erasure
       // commits before the consumer's batch (max_batch_timeout = 1 s) applies it.
       const { account_id } = await (await signup("gone@example.com")).json();
-      const erased = await call(`/admin/subjects/${account_id}`, { method: "DELETE", headers: admin });
+      const erased = await erase(account_id);
       assert.equal(erased.status, 200);
       // A second account's event follows it through the same Queue: once its welcome is
       // written, the erased account's event was consumed too.
       const { account_id: kept } = await (await signup("kept@example.com")).json();
-      const events = async () => (await call("/admin/events", { headers: admin })).json();
-      await eventually(async () => (await events()).welcomes === 1, { timeoutMs: 10_000 });
+      await eventually(async () => (await welcomes()) === 1, { timeoutMs: 10_000 });
       const db = await mf.getD1Database("DB");
-      const welcomes = await db.prepare("SELECT account_id FROM welcomes").all();
-      assert.deepEqual(welcomes.results.map((row) => row.account_id), [kept]);
-      const after = await (await call(`/admin/subjects/${account_id}`, { headers: admin })).json();
+      const welcomeRows = await db.prepare("SELECT account_id FROM welcomes").all();
+      assert.deepEqual(welcomeRows.results.map((row) => row.account_id), [kept]);
+      const after = await exported(account_id);
       assert.deepEqual(
-        { account: after.account, outbox: after.outbox, inbox: after.inbox, events: after.account_events, welcome: after.welcome },
+        {
+          account: after.application.account,
+          outbox: after.outboxes.mail,
+          inbox: after.inboxes.inbox,
+          events: after.outboxes["account-events"],
+          welcome: after.application.welcome,
+        },
         { account: null, outbox: [], inbox: [], events: [], welcome: null },
       );
-      assert.equal(typeof after.erased_at, "number", "the export says when the account was erased");
+      assert.equal(typeof after.erased_at_ms, "number", "the export says when the account was erased");
       for (const table of ["outbox", "account_events", "inbox"]) {
         const left = await db.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE subject = ?`).bind(account_id).first();
         assert.equal(left.n, 0, `${table} still carries the erased account`);
@@ -284,18 +318,17 @@ describe("example Worker", () => {
   });
 
   it("relays account.created through the Queue and writes each welcome once", async () => {
-    const { mf, call, signup, cron } = await example();
+    const { mf, signup, stats, welcomes, cron } = await example();
     try {
       const ids = [];
       for (let n = 0; n < 30; n++) ids.push((await (await signup(`event${n}@example.com`)).json()).account_id);
-      const events = async () => (await call("/admin/events", { headers: admin })).json();
-      await eventually(async () => (await events()).welcomes === 30, { timeoutMs: 10_000 });
+      await eventually(async () => (await welcomes()) === 30, { timeoutMs: 10_000 });
       // A cron run relays nothing twice; the welcomes stay one per account.
       await cron();
       await new Promise((resolve) => setTimeout(resolve, 1_500));
-      const after = await events();
-      assert.equal(after.welcomes, 30);
-      assert.equal(after.outbox.pending + after.outbox.leased, 0);
+      assert.equal(await welcomes(), 30);
+      const events = await stats("account-events");
+      assert.equal(events.pending + events.leased, 0);
       const db = await mf.getD1Database("DB");
       const rows = (await db.prepare("SELECT account_id FROM welcomes ORDER BY account_id").all()).results;
       assert.deepEqual(rows.map((r) => r.account_id), [...ids].sort());

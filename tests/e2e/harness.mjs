@@ -91,3 +91,35 @@ export async function eventually(probe, { timeoutMs = 5000, everyMs = 20 } = {})
     await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
 }
+
+/**
+ * An outbox's counts per state, read from the operator console's API at
+ * `prefix` with an operator's bearer `token`; `pending` is what is neither
+ * delivered, dead nor leased.
+ */
+export async function outboxCounts(mf, token, outbox = "mail", prefix = "/console") {
+  const response = await mf.dispatchFetch(`http://example.test${prefix}/api/outboxes/${outbox}`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
+  if (!response.ok) throw new Error(`console answered ${response.status}: ${await response.text()}`);
+  const { counts, paused } = await response.json();
+  const count = (state) => counts[state].count;
+  return {
+    due: count("due"),
+    scheduled: count("scheduled"),
+    leased: count("leased"),
+    waiting: count("waiting"),
+    dead: count("dead"),
+    pending: count("due") + count("scheduled") + count("waiting"),
+    paused,
+  };
+}
+
+/** A request that changes something through the console's API (operator `token`). */
+export function consoleChange(mf, token, path, body, prefix = "/console") {
+  return mf.dispatchFetch(`http://example.test${prefix}/api/${path}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "x-outbox-console": "1", "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+}

@@ -7,7 +7,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
-import { eventually, start } from "./harness.mjs";
+import { consoleChange, eventually, outboxCounts, start } from "./harness.mjs";
 
 const TOKEN = "test-admin-token";
 const admin = { authorization: `Bearer ${TOKEN}` };
@@ -53,7 +53,7 @@ describe("HTTP deliverer", () => {
     });
     try {
       const call = (path, init = {}) => mf.dispatchFetch(`http://example.test${path}`, init);
-      const stats = async () => (await call("/admin/outbox", { headers: admin })).json();
+      const stats = () => outboxCounts(mf, TOKEN);
       const emails = [
         ...Array.from({ length: 6 }, (_, n) => `hang-${n}@example.com`),
         ...Array.from({ length: 30 }, (_, n) => `ok-${n}@example.com`),
@@ -115,8 +115,8 @@ describe("HTTP deliverer", () => {
       assert.equal(signup.status, 201);
       // Without the breaker's judgement, its one attempt (right after the response) spends it.
       const dead = await eventually(async () => {
-        const list = await (await call("/admin/outbox/dead", { headers: admin })).json();
-        return list.length === 1 && list[0];
+        const list = await (await call("/console/api/outboxes/mail/messages?state=dead", { headers: admin })).json();
+        return list.messages.length === 1 && list.messages[0];
       });
       assert.match(dead.last_error, /302/);
       assert.match(dead.last_error, /attempts exhausted/, "a 3xx is retried, not parked at once");
@@ -149,8 +149,7 @@ describe("HTTP deliverer", () => {
     });
     try {
       const call = (path, init = {}) => mf.dispatchFetch(`http://example.test${path}`, init);
-      const admin_ = (path, method = "GET") => call(`/admin${path}`, { method, headers: admin });
-      const paused = async () => (await admin_("/outbox/paused")).json();
+      const paused = async () => (await outboxCounts(mf, TOKEN)).paused;
       for (const email of ["gone-1@example.com", "gone-2@example.com"]) {
         const signup = await call("/signup", { method: "POST", body: JSON.stringify({ email }) });
         assert.equal(signup.status, 201);
@@ -171,16 +170,17 @@ describe("HTTP deliverer", () => {
       const worker = await mf.getWorker();
       for (let n = 0; n < 2; n += 1) await worker.scheduled({ cron: "*/1 * * * *" });
       assert.equal(api.hits, hitsWhenPaused, "a paused topic was delivered to");
-      const stats = await (await admin_("/outbox")).json();
+      const stats = await outboxCounts(mf, TOKEN);
       assert.deepEqual({ pending: stats.pending, dead: stats.dead }, { pending: 2, dead: 0 });
 
       // Resumed (the receiver is back): both are delivered by the next drain.
       api.status = 202;
-      const resumed = await (await admin_("/outbox/topics/signup-confirmation/resume", "POST")).json();
+      const resume = { topic: "signup-confirmation" };
+      const resumed = await (await consoleChange(mf, TOKEN, "outboxes/mail/topics/resume", resume)).json();
       assert.deepEqual(resumed, { topic: "signup-confirmation", paused: false, changed: true });
       assert.deepEqual(await paused(), []);
       await worker.scheduled({ cron: "*/1 * * * *" });
-      const after = await (await admin_("/outbox")).json();
+      const after = await outboxCounts(mf, TOKEN);
       assert.deepEqual({ pending: after.pending, dead: after.dead }, { pending: 0, dead: 0 });
     } finally {
       await mf.dispose();

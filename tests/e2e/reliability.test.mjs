@@ -4,7 +4,7 @@
 // Afterwards every mail reached the API and the outbox is empty.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { eventually, start } from "./harness.mjs";
+import { eventually, outboxCounts, start } from "./harness.mjs";
 
 const SIGNUPS = Number(process.env.RELIABILITY_SIGNUPS ?? 1000);
 const TOKEN = "reliability-token";
@@ -56,8 +56,7 @@ describe("reliability on D1", () => {
       },
       outboundService: sink,
     });
-    const stats = async () =>
-      (await mf.dispatchFetch("http://example.test/admin/outbox", { headers: { authorization: `Bearer ${TOKEN}` } })).json();
+    const stats = () => outboxCounts(mf, TOKEN);
     const worker = await mf.getWorker();
     let drains = 0;
     let draining = true;

@@ -15,6 +15,7 @@ use workers_outbox::{
     worker_vars,
 };
 
+use crate::accounts::Accounts;
 use crate::signup::Mail;
 
 /// A cron run's relay of account events: a budget of its own, small beside
@@ -40,10 +41,11 @@ pub(crate) struct App {
     pub(crate) drain_requests: Option<worker::Queue>,
     pub(crate) fan_out: FanOut,
     pub(crate) inbox: Inbox,
-    pub(crate) admin_token: Option<String>,
-    /// `CONSOLE_SHOW_PAYLOADS = "true"`: the console shows payloads (they
+    /// The operator console over both outboxes and the inbox, at
+    /// `/console/`: the `ADMIN_TOKEN` is an operator's bearer token (none,
+    /// no access); `CONSOLE_SHOW_PAYLOADS = "true"` shows payloads (they
     /// hold addresses: off unless asked for).
-    console_shows_payloads: bool,
+    pub(crate) console: Console,
     /// Limits of the immediate attempt (`wait_until`) and of the cron drain.
     pub(crate) after_response: DrainLimits,
     pub(crate) scheduled: DrainLimits,
@@ -56,6 +58,10 @@ pub(crate) struct App {
 impl App {
     pub(crate) fn from_env(env: &Env) -> Result<Self> {
         let vars = worker_vars(env);
+        let secret = |name: &str| {
+            env.secret(name)
+                .map_or_else(|_| String::new(), |s| s.to_string())
+        };
         let db = D1Database::shared(env.d1("DB")?);
         let retry = RetryPolicy::from_vars(&vars)?;
         let mail_api = vars("MAIL_API_URL").unwrap_or_default();
@@ -81,21 +87,34 @@ impl App {
             .analytics_engine("OUTBOX_ANALYTICS")
             .ok()
             .map(|dataset| Arc::new(AnalyticsEngineTelemetry::new(dataset)) as Arc<dyn Telemetry>);
+        let outbox = Outbox::builder(db.clone(), "outbox")
+            .retry_policy(retry)
+            .build()?;
+        let (events, inbox) = (
+            Outbox::new(db.clone(), "account_events")?,
+            Inbox::new(db.clone(), "inbox")?,
+        );
+        let console = Console::builder()
+            .prefix("/console")
+            .outbox("mail", outbox.clone())
+            .outbox("account-events", events.clone())
+            .inbox("inbox", inbox.clone())
+            .subject_rows(Accounts::new(db.clone()))
+            .show_payloads(vars("CONSOLE_SHOW_PAYLOADS").as_deref() == Some("true"))
+            .authorize(BearerToken::operator(&secret("ADMIN_TOKEN")))
+            .build()?;
         Ok(App {
             mail_api,
             telemetry,
-            events: Outbox::new(db.clone(), "account_events")?,
+            events,
             events_queue: env.queue("ACCOUNT_EVENTS").ok(),
             drain_requests: env.queue("DRAIN_REQUESTS").ok(),
             fan_out,
-            admin_token: env.secret("ADMIN_TOKEN").ok().map(|s| s.to_string()),
-            console_shows_payloads: vars("CONSOLE_SHOW_PAYLOADS").as_deref() == Some("true"),
+            console,
             after_response: DrainLimits::from_vars(DrainLimits::after_response(), delivery_vars)?,
             scheduled: DrainLimits::from_vars(DrainLimits::scheduled(), &vars)?,
-            inbox: Inbox::new(db.clone(), "inbox")?,
-            outbox: Outbox::builder(db.clone(), "outbox")
-                .retry_policy(retry)
-                .build()?,
+            inbox,
+            outbox,
             db,
         })
     }
@@ -113,21 +132,6 @@ impl App {
         .limits(limits)
         .build()
         .map(Some)
-    }
-
-    /// The operator console over both outboxes and the inbox, at `/console/`
-    /// (the `ADMIN_TOKEN` as an operator's bearer token; none, no access).
-    pub(crate) fn console(&self) -> Result<Console> {
-        let mut console = Console::builder()
-            .prefix("/console")
-            .outbox("mail", self.outbox.clone())
-            .outbox("account-events", self.events.clone())
-            .inbox("inbox", self.inbox.clone())
-            .show_payloads(self.console_shows_payloads);
-        if let Some(token) = &self.admin_token {
-            console = console.authorize(BearerToken::operator(token));
-        }
-        console.build()
     }
 
     /// A drainer sending confirmation mails to the mail API.

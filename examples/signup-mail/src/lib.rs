@@ -11,10 +11,10 @@
 //!   backlog it fans the mail drains out through the `drain-requests`
 //!   Queue, one drain per consumer invocation.
 //! - `/console/` is the library's operator console over both outboxes and
-//!   the inbox; `/admin/…` (the same bearer token) drains, exports and
-//!   erases.
+//!   the inbox, and over an account's rows for its export and erasure
+//!   (bearer token `ADMIN_TOKEN`).
 
-mod admin;
+mod accounts;
 mod app;
 mod signup;
 mod welcome;
@@ -39,18 +39,11 @@ async fn fetch(request: Request, env: Env, ctx: Context) -> Result<Response> {
         Err(problem) => return json_error(500, &format!("configuration error: {problem}")),
     };
     let path = request.path();
-    let console = match app.console() {
-        Ok(console) => console,
-        Err(problem) => return json_error(500, &format!("configuration error: {problem}")),
-    };
-    if console.serves(&path) {
-        return console.handle_worker(request).await;
-    }
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (request.method(), segments.as_slice()) {
         (Method::Post, ["signup"]) => signup::handle(request, &app, &ctx).await,
         (_, ["signup"]) => json_error(405, "use POST"),
-        (_, ["admin", rest @ ..]) => admin::handle(request, &app, rest).await,
+        _ if app.console.serves(&path) => app.console.handle_worker(request).await,
         _ => json_error(404, "no such route"),
     }
 }

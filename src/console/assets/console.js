@@ -74,6 +74,7 @@ async function start() {
   const inboxes = $("inbox-name");
   inboxes.replaceChildren(...state.session.inboxes.map((name) => el("option", name)));
   $("inbox-section").hidden = state.session.inboxes.length === 0;
+  $("subject-section").hidden = state.session.role !== "operator";
   if (state.session.outboxes.length > 0) await choose(state.session.outboxes[0]);
   scheduleRefresh();
 }
@@ -95,7 +96,7 @@ async function refresh() {
   try {
     // The topics table shows the pause switches the overview read.
     await overview();
-    await Promise.all([topics(), groups(), keepSelection() ? null : messages("same")]);
+    await Promise.all([topics(), groups(), inboxCount(), keepSelection() ? null : messages("same")]);
     // A refresh clears only its own earlier failure, never an action's report.
     if (state.refreshFailed) say("");
     state.refreshFailed = false;
@@ -228,14 +229,17 @@ async function messages(which) {
   for (const [name, id] of [["topic", "f-topic"], ["subject", "f-subject"], ["id", "f-id"]]) {
     if ($(id).value) params.set(name, $(id).value);
   }
+  if ($("f-from").value) params.set("from_ms", String(new Date($("f-from").value).getTime()));
   const start = which === "next" ? state.after : which === "same" ? state.pageStart : null;
   if (start) params.set("after", start);
   const body = await call(`${outboxPath("messages")}?${params}`);
-  const dead = $("state").value === "dead";
+  const listed = $("state").value;
+  // Dead letters are replayed or purged, scheduled messages made due now.
+  const selectable = listed === "dead" || listed === "scheduled";
   $("messages").replaceChildren(
     ...body.messages.map((message) => {
       const box = el("input", undefined, { type: "checkbox", "data-id": message.id });
-      box.disabled = !dead;
+      box.disabled = !selectable;
       const details = [
         `state: ${message.state}`,
         `created: ${new Date(message.created_at).toLocaleString()}`,
@@ -261,10 +265,51 @@ async function messages(which) {
   state.pageStart = start;
   state.after = body.next;
   $("next-page").hidden = !body.next;
+  $("replay-selected").hidden = $("purge-selected").hidden = listed !== "dead";
+  $("reschedule-selected").hidden = listed !== "scheduled";
   $("page-note").textContent =
     body.messages.length === 0 && body.next
       ? `no match among the next ${body.scan} rows: go on with the next page`
       : `${body.messages.length} shown`;
+}
+
+async function inboxCount() {
+  if (state.session.inboxes.length === 0) return;
+  const name = $("inbox-name").value;
+  const body = await call(`inboxes/${encodeURIComponent(name)}`);
+  $("inbox-count").textContent = `${name}: ${countText(body.keys)} keys processed`;
+}
+
+/** Shows what the console's outboxes, inboxes and application hold of a subject. */
+async function exportSubject() {
+  const subject = $("subject").value;
+  try {
+    const body = await call(`subjects?${new URLSearchParams({ subject })}`);
+    const parts = [
+      ...Object.entries(body.outboxes).map(([name, rows]) => `${rows.length} message(s) in ${name}`),
+      ...Object.entries(body.inboxes).map(([name, rows]) => `${rows.length} key(s) in ${name}`),
+    ];
+    if (body.erased_at_ms !== null) parts.push(`erased ${new Date(body.erased_at_ms).toLocaleString()}`);
+    $("subject-summary").textContent = `${subject}: ${parts.join(", ")}`;
+    $("subject-export").textContent = JSON.stringify(body, null, 2);
+  } catch (error) {
+    if (error instanceof Unauthorized) return showSignIn(error.message);
+    $("subject-summary").textContent = error.message;
+  }
+}
+
+async function eraseSubject() {
+  const subject = $("subject").value;
+  if (!subject || !confirm(`erase everything stored about ${subject}? This cannot be undone.`)) return;
+  try {
+    const body = await call("subjects/erase", { method: "POST", body: { subject } });
+    $("subject-export").textContent = "";
+    $("subject-summary").textContent = `${subject} erased: ${JSON.stringify(body)}`;
+    await refresh();
+  } catch (error) {
+    if (error instanceof Unauthorized) return showSignIn(error.message);
+    $("subject-summary").textContent = `erasure failed: ${error.message}`;
+  }
 }
 
 /** Unchecks the list's boxes: what they named has been acted on. */
@@ -345,6 +390,16 @@ document.addEventListener("DOMContentLoaded", () => {
     const ids = selectedIds();
     if (ids.length > 0 && confirm(`purge ${ids.length} dead letter(s)?`)) act("purge", outboxPath("dead/purge"), { ids });
   });
+  $("reschedule-selected").addEventListener("click", () => {
+    const ids = selectedIds();
+    if (ids.length > 0) act("reschedule", outboxPath("messages/reschedule"), { ids });
+  });
+  $("inbox-name").addEventListener("change", () => inboxCount().catch((error) => say(error.message)));
+  $("subject-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    exportSubject();
+  });
+  $("erase-subject").addEventListener("click", eraseSubject);
   $("pause-form").addEventListener("submit", (event) => {
     event.preventDefault();
     act("pause", outboxPath("topics/pause"), { topic: $("pause-topic").value, reason: $("pause-reason").value });
