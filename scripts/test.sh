@@ -20,7 +20,7 @@ cargo clippy -p quickstart-postgres -- -D warnings
 cargo clippy -p console-postgres -- -D warnings
 
 say "rustdoc (no broken links)"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features conformance,postgres,native-http,metrics,tracing,console
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features conformance,postgres,native-http,metrics,tracing,console,tower
 
 say "the core builds for wasm32 with its default features"
 cargo check --target wasm32-unknown-unknown -p workers-outbox

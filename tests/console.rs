@@ -895,3 +895,33 @@ async fn a_list_starts_at_a_time() {
         400
     );
 }
+
+#[tokio::test]
+async fn as_a_tower_service_it_answers_as_handle_does_and_refuses_an_oversized_body() {
+    use tower_service::Service;
+    let t = TestOutbox::new().await.unwrap();
+    enqueue(&t, "mail", json!({}), None).await;
+    let mut service = console(&t);
+    let read = http::Request::get("https://ops.example/admin/outbox/api/outboxes/mail")
+        .header("authorization", format!("Bearer {VIEWER}"))
+        .body(String::new())
+        .unwrap();
+    let response = service.call(read).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Json = serde_json::from_str(response.body()).unwrap();
+    assert_eq!(body["counts"]["due"]["count"], 1);
+    let pause = post_request("/admin/outbox/api/outboxes/mail/topics/pause", OPERATOR)
+        .header(MUTATION_HEADER, "1")
+        .body(json!({ "topic": "mail", "reason": "x".repeat(70_000) }).to_string())
+        .unwrap();
+    let refused = service.call(pause).await.unwrap();
+    assert_eq!(refused.status(), 413);
+    let paused = get(&service, "/admin/outbox/api/outboxes/mail", VIEWER)
+        .await
+        .json();
+    assert_eq!(paused["paused"], json!([]), "nothing changed");
+    let outside = http::Request::get("https://ops.example/elsewhere")
+        .body(String::new())
+        .unwrap();
+    assert_eq!(service.call(outside).await.unwrap().status(), 404);
+}

@@ -199,7 +199,7 @@ async fn role_of(console: &Console, parts: &Parts) -> Option<Role> {
     best
 }
 
-fn failure(status: StatusCode, message: &str) -> Response<String> {
+pub(super) fn failure(status: StatusCode, message: &str) -> Response<String> {
     page::json(status, &json!({ "error": message }))
 }
 

@@ -19,7 +19,8 @@
 //! One implementation over the `http` crate's `Request` and `Response`, so
 //! the same console serves D1, Durable Object, SQLite and Postgres
 //! outboxes: on Workers through `Console::handle_worker` (wasm32), natively from
-//! any framework that speaks `http` (axum, hyper). The page's script and
+//! any framework that speaks `http` (axum, hyper), and with feature `tower`
+//! as a `tower::Service` (`axum::Router::route_service`). The page's script and
 //! style are in the crate: nothing is fetched from elsewhere.
 //!
 //! # Guarantees
@@ -47,6 +48,8 @@ mod access;
 mod api;
 mod page;
 mod subjects;
+#[cfg(feature = "tower")]
+mod tower;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod workers;
 

@@ -5,15 +5,8 @@
 
 use std::sync::Arc;
 
-use axum::body::{Body, to_bytes};
-use axum::extract::Request;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use workers_outbox::console::{BearerToken, Console};
 use workers_outbox::{Inbox, Outbox, PostgresDatabase};
-
-/// The largest request body handed to the console (its API reads no more).
-const MAX_BODY: usize = 64 * 1024;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,7 +29,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .inbox("inbox", inbox)
         .authorize(BearerToken::operator(&token))
         .build()?;
-    let app = axum::Router::new().fallback(move |request: Request| serve(console.clone(), request));
+    // The console is a tower::Service (feature `tower`), routed at its
+    // prefix and everything under it; it reads the prefix itself, so not
+    // `nest_service`, which strips it.
+    let app = axum::Router::new()
+        .route_service("/console", console.clone())
+        .route_service("/console/", console.clone())
+        .route_service("/console/{*rest}", console);
 
     let listener = tokio::net::TcpListener::bind(&address).await?;
     println!("console on http://{address}/console/");
@@ -46,19 +45,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .await?;
     Ok(())
-}
-
-/// Hands a request under the console's prefix to it, as `http` types.
-async fn serve(console: Console, request: Request) -> Response {
-    if !console.serves(request.uri().path()) {
-        return (StatusCode::NOT_FOUND, "no such page").into_response();
-    }
-    let (parts, body) = request.into_parts();
-    let Ok(body) = to_bytes(body, MAX_BODY).await else {
-        return (StatusCode::PAYLOAD_TOO_LARGE, "the body is over 64 KiB").into_response();
-    };
-    console
-        .handle(axum::http::Request::from_parts(parts, body))
-        .await
-        .map(Body::from)
 }

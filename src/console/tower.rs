@@ -1,0 +1,53 @@
+//! The console as a `tower::Service` (feature `tower`), for axum and hyper.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+use super::Console;
+use super::api::{MAX_BODY, failure};
+
+/// Answers every request as [`Console::handle`] does, reading at most 64 KiB
+/// of its body (413 past that, without reading on). Never fails: its errors
+/// are responses. Mount it where the console's prefix is routed without
+/// stripping the prefix (axum: `route_service`, `fallback_service`).
+impl<B> tower_service::Service<http::Request<B>> for Console
+where
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    type Response = http::Response<String>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let console = self.clone();
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let body = match Limited::new(body, MAX_BODY).collect().await {
+                Ok(collected) => collected.to_bytes(),
+                Err(error) if error.is::<LengthLimitError>() => {
+                    return Ok(failure(
+                        http::StatusCode::PAYLOAD_TOO_LARGE,
+                        "the body is over 64 KiB",
+                    ));
+                }
+                Err(_) => {
+                    return Ok(failure(
+                        http::StatusCode::BAD_REQUEST,
+                        "the request body could not be read",
+                    ));
+                }
+            };
+            Ok(console.handle(http::Request::from_parts(parts, body)).await)
+        })
+    }
+}
