@@ -925,3 +925,37 @@ async fn as_a_tower_service_it_answers_as_handle_does_and_refuses_an_oversized_b
         .unwrap();
     assert_eq!(service.call(outside).await.unwrap().status(), 404);
 }
+
+#[tokio::test]
+async fn a_console_reads_through_the_handle_its_outboxes_were_given() {
+    use workers_outbox::testing::CountingDatabase;
+    let t = TestOutbox::new().await.unwrap();
+    enqueue(&t, "mail", json!({}), Some("s-1")).await;
+    let reads = CountingDatabase::new(t.db.clone());
+    let shared: std::sync::Arc<dyn workers_outbox::Database> = std::sync::Arc::new(reads.clone());
+    let console = Console::builder()
+        .outbox("mail", t.outbox.through(shared.clone()).unwrap())
+        .inbox("hooks", t.inbox.through(shared).unwrap())
+        .authorize(BearerToken::operator(OPERATOR))
+        .build()
+        .unwrap();
+    let overview = get(&console, "/outbox/api/outboxes/mail", OPERATOR)
+        .await
+        .json();
+    assert_eq!(overview["counts"]["due"]["count"], 1);
+    let before = reads.counts().round_trips;
+    assert!(
+        before >= 1,
+        "the overview went through the console's handle"
+    );
+    let erased = post(
+        &console,
+        "/outbox/api/subjects/erase",
+        OPERATOR,
+        json!({ "subject": "s-1" }),
+    )
+    .await;
+    assert_eq!(erased.json()["outboxes"]["mail"], 1);
+    assert!(reads.counts().round_trips > before);
+    assert_eq!(t.pending().await.unwrap(), vec![], "the same table");
+}

@@ -141,6 +141,21 @@ impl Inbox {
         &self.db
     }
 
+    /// The same inbox through another handle on the same database (see
+    /// [`Outbox::through`](crate::Outbox::through)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `db` speaks another SQL dialect.
+    pub fn through(&self, db: Arc<dyn Database>) -> Result<Inbox> {
+        if db.dialect() != self.dialect {
+            return Err(Error::invalid(
+                "database handle",
+                "an inbox is read through a handle of its own dialect",
+            ));
+        }
+        Ok(Inbox { db, ..self.clone() })
+    }
+
     /// The table this inbox lives in.
     pub fn table(&self) -> &TableName {
         &self.table

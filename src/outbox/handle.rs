@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::MessageLimits;
 use crate::database::{Database, Dialect, Statement};
 use crate::erasure::{ERASED_SUBJECTS, Tombstones};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::random::{FastRandom, RandomSource};
 use crate::retry::RetryPolicy;
@@ -164,6 +164,37 @@ impl Outbox {
     /// The database this outbox uses.
     pub fn database(&self) -> &Arc<dyn Database> {
         &self.inner.db
+    }
+
+    /// The same outbox (table, policies, clock) through another handle on
+    /// the same database: a D1 session that may read from a replica
+    /// (`D1Database::replica_reads`, wasm32) for an operator
+    /// console, say. Give such a handle to readers only: a drainer claims
+    /// and settles through the outbox it was built with.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `db` speaks another SQL dialect.
+    pub fn through(&self, db: Arc<dyn Database>) -> Result<Outbox> {
+        if db.dialect() != self.inner.dialect {
+            return Err(Error::invalid(
+                "database handle",
+                "an outbox is read through a handle of its own dialect",
+            ));
+        }
+        let inner = &self.inner;
+        Ok(Outbox {
+            inner: Arc::new(Inner {
+                db,
+                dialect: inner.dialect,
+                table: inner.table.clone(),
+                tombstones: inner.tombstones.clone(),
+                clock: inner.clock.clone(),
+                random: inner.random.clone(),
+                retry: inner.retry.clone(),
+                limits: inner.limits,
+                rollups: inner.rollups.clone(),
+            }),
+        })
     }
 
     /// The DDL of this outbox's table and indexes, its topics table and the

@@ -42,9 +42,10 @@ pub(crate) struct App {
     pub(crate) fan_out: FanOut,
     pub(crate) inbox: Inbox,
     /// The operator console over both outboxes and the inbox, at
-    /// `/console/`: the `ADMIN_TOKEN` is an operator's bearer token (none,
-    /// no access); `CONSOLE_SHOW_PAYLOADS = "true"` shows payloads (they
-    /// hold addresses: off unless asked for).
+    /// `/console/`, reading through a D1 session (replicas, where enabled):
+    /// the `ADMIN_TOKEN` is an operator's bearer token (none, no access);
+    /// `CONSOLE_SHOW_PAYLOADS = "true"` shows payloads (they hold
+    /// addresses: off unless asked for).
     pub(crate) console: Console,
     /// Limits of the immediate attempt (`wait_until`) and of the cron drain.
     pub(crate) after_response: DrainLimits,
@@ -94,12 +95,14 @@ impl App {
             Outbox::new(db.clone(), "account_events")?,
             Inbox::new(db.clone(), "inbox")?,
         );
+        // The console reads through a D1 session that may use a replica.
+        let reads = D1Database::replica_reads(env.d1("DB")?)?;
         let console = Console::builder()
             .prefix("/console")
-            .outbox("mail", outbox.clone())
-            .outbox("account-events", events.clone())
-            .inbox("inbox", inbox.clone())
-            .subject_rows(Accounts::new(db.clone()))
+            .outbox("mail", outbox.through(reads.clone())?)
+            .outbox("account-events", events.through(reads.clone())?)
+            .inbox("inbox", inbox.through(reads.clone())?)
+            .subject_rows(Accounts::new(reads))
             .show_payloads(vars("CONSOLE_SHOW_PAYLOADS").as_deref() == Some("true"))
             .authorize(BearerToken::operator(&secret("ADMIN_TOKEN")))
             .build()?;

@@ -62,6 +62,34 @@ impl D1Database {
         std::sync::Arc::new(Self::new(binding))
     }
 
+    /// A shared handle (as [`shared`](D1Database::shared)) on a D1 session (the Sessions API) whose first query may be
+    /// answered by any replica (`first-unconstrained`): each later query of
+    /// the session sees at least what the earlier ones saw, and writes go
+    /// to the primary. For reads that may lag a moment, such as an operator
+    /// console's ([`Outbox::through`](crate::Outbox::through)); a drainer's
+    /// claims and settles go through a plain handle. Where no replica is
+    /// enabled, D1 answers every query from the primary.
+    ///
+    /// # Errors
+    /// [`Error::Database`](crate::Error::Database) when the binding has no
+    /// Sessions API (`withSession`), or refuses the session.
+    pub fn replica_reads(binding: worker::D1Database) -> Result<std::sync::Arc<dyn Database>> {
+        let db = binding.unchecked_into::<D1Sys>();
+        let with_session = Reflect::get(&db, &JsValue::from_str("withSession"))
+            .map_err(js_error)?
+            .dyn_into::<js_sys::Function>()
+            .map_err(|_| {
+                crate::Error::database("this D1 binding has no Sessions API (withSession)")
+            })?;
+        let session = with_session
+            .call1(&db, &JsValue::from_str("first-unconstrained"))
+            .map_err(js_error)?;
+        Ok(std::sync::Arc::new(D1Database {
+            db: session.unchecked_into::<D1Sys>(),
+            usage: Rc::default(),
+        }))
+    }
+
     /// Calls, statements, and rows read and written so far.
     pub fn usage(&self) -> D1Usage {
         self.usage.get()

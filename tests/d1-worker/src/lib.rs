@@ -48,6 +48,13 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
             let db = D1Database::shared(env.d1("DB")?);
             case_response(case.run(db, Capabilities::D1).await)
         }
+        (Method::Post, "session-cases") => {
+            let Some(case) = cases().into_iter().find(|case| case.name == rest) else {
+                return Response::error("no such case", 404);
+            };
+            let db = D1Database::replica_reads(env.d1("DB")?).map_err(internal)?;
+            case_response(case.run(db, Capabilities::D1).await)
+        }
         (Method::Post, "pg-cases") => {
             let Some(case) = cases().into_iter().find(|case| case.name == rest) else {
                 return Response::error("no such case", 404);
