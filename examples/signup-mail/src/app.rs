@@ -15,6 +15,7 @@ use workers_outbox::{
     worker_vars,
 };
 
+use crate::access::CloudflareAccess;
 use crate::accounts::Accounts;
 use crate::signup::Mail;
 
@@ -43,7 +44,9 @@ pub(crate) struct App {
     pub(crate) inbox: Inbox,
     /// The operator console over both outboxes and the inbox, at
     /// `/console/`, reading through a D1 session (replicas, where enabled):
-    /// the `ADMIN_TOKEN` is an operator's bearer token (none, no access);
+    /// the `ADMIN_TOKEN` is an operator's bearer token (none, no access),
+    /// and people behind Cloudflare Access sign in with its JWT (see
+    /// `access.rs`);
     /// `CONSOLE_SHOW_PAYLOADS = "true"` shows payloads (they hold
     /// addresses: off unless asked for).
     pub(crate) console: Console,
@@ -105,6 +108,7 @@ impl App {
             .subject_rows(Accounts::new(reads))
             .show_payloads(vars("CONSOLE_SHOW_PAYLOADS").as_deref() == Some("true"))
             .authorize(BearerToken::operator(&secret("ADMIN_TOKEN")))
+            .authorize(CloudflareAccess::from_vars(&vars))
             .build()?;
         Ok(App {
             mail_api,

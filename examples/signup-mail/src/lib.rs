@@ -14,6 +14,7 @@
 //!   the inbox, and over an account's rows for its export and erasure
 //!   (bearer token `ADMIN_TOKEN`).
 
+mod access;
 mod accounts;
 mod app;
 mod signup;
