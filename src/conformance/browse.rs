@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{CaseResult, Failure, Harness, LEASE, enqueue, enqueue_message, ensure, ensure_eq};
-use crate::outbox::{BrowseFilter, CappedCount, Listed, Message, Outbox};
+use crate::outbox::{BrowseFilter, CappedCount, Listed, Message, MessageState, Outbox};
 use crate::time::Clock;
 
 fn exactly(count: u64) -> CappedCount {
@@ -303,5 +303,37 @@ pub(crate) async fn inbox_keys_are_counted_up_to_a_cap(h: Harness) -> CaseResult
         }
     );
     ensure!(inbox.count_keys(0).await.is_err(), "a cap of 0 is refused");
+    Ok(())
+}
+
+pub(crate) async fn a_waiting_message_names_the_head_it_waits_on(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let head = enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?;
+    for _ in 0..2 {
+        enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?;
+    }
+    enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("other")).await?;
+    let waiting = BrowseFilter::new(Listed::Waiting);
+    let page = outbox.browse(&waiting, None, 10, 100).await?;
+    ensure_eq!(page.messages.len(), 2);
+    for message in &page.messages {
+        let waits_on = message.waits_on.as_ref().map(|h| (h.id.as_str(), h.state));
+        ensure_eq!(waits_on, Some((head.as_str(), MessageState::Pending)));
+    }
+    let claim = outbox.claim(10, LEASE).await?;
+    let lease = claim
+        .messages
+        .iter()
+        .find(|m| m.id == head)
+        .ok_or_else(|| Failure("the head was not claimed".into()))?
+        .lease();
+    outbox.bury(lease, "400").await?;
+    let page = outbox.browse(&waiting, None, 10, 100).await?;
+    let dead = page.messages[0].waits_on.as_ref().map(|h| h.state);
+    ensure_eq!(dead, Some(MessageState::Dead)); // a dead head holds its key
+    let due = outbox
+        .browse(&BrowseFilter::new(Listed::Dead), None, 10, 100)
+        .await?;
+    ensure_eq!(due.messages[0].waits_on, None); // only waiting messages wait
     Ok(())
 }

@@ -272,6 +272,7 @@ pub fn cases() -> Vec<Case> {
         browse::dead_letters_are_grouped_and_acted_on_by_selection,
         browse::scheduled_messages_are_made_due_now_and_no_other,
         browse::inbox_keys_are_counted_up_to_a_cap,
+        browse::a_waiting_message_names_the_head_it_waits_on,
     ]
 }
 

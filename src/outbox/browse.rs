@@ -184,6 +184,18 @@ pub struct BrowsedMessage {
     pub message: StoredMessage,
     /// The W3C trace id it was enqueued with, if any.
     pub trace_id: Option<String>,
+    /// For a message waiting behind its ordering key: the key's head, the
+    /// message it waits on.
+    pub waits_on: Option<Head>,
+}
+
+/// The head of an ordering key: the earliest of its messages still stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Head {
+    /// Its id.
+    pub id: String,
+    /// Its state: a dead head holds its key until it is replayed or purged.
+    pub state: super::MessageState,
 }
 
 /// One page of a browse.
@@ -378,9 +390,11 @@ impl Outbox {
                 Ok(BrowsedMessage {
                     message,
                     trace_id: trace.map(|trace| trace.trace_id().to_owned()),
+                    waits_on: None,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let messages = self.with_heads(messages, now).await?;
         let in_table = |error: Error| error.in_row(table, None);
         let next = if messages.len() == limit as usize {
             messages.last().map(|last| BrowseCursor {
@@ -620,6 +634,62 @@ impl Outbox {
             .collect::<Result<Vec<_>>>()?;
         let outcomes = self.inner.db.batch_atomic(&statements).await?;
         Ok(outcomes.iter().map(|outcome| outcome.rows_affected).sum())
+    }
+
+    /// Fills in what each waiting message waits on: one more call when the
+    /// page has any, reading one row per ordering key (its index's first).
+    async fn with_heads(
+        &self,
+        mut messages: Vec<BrowsedMessage>,
+        now: crate::time::Timestamp,
+    ) -> Result<Vec<BrowsedMessage>> {
+        let mut keys: Vec<&str> = messages
+            .iter()
+            .filter(|m| m.message.state == super::MessageState::Waiting)
+            .filter_map(|m| m.message.ordering_key.as_deref())
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        if keys.is_empty() {
+            return Ok(messages);
+        }
+        let (t, key, seq) = (self.table().as_str(), col::ORDERING_KEY, col::SEQ);
+        let columns = COLUMNS.join(", ");
+        let sql = keys
+            .iter()
+            .map(|_| {
+                format!(
+                    "SELECT * FROM (SELECT {columns} FROM \"{t}\" WHERE {key} = ? \
+                     ORDER BY {seq} LIMIT 1) AS head"
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ");
+        let values = keys
+            .iter()
+            .map(|key| crate::database::value::Value::from(*key))
+            .collect();
+        let statement = Statement::new(self.dialect().number_placeholders(&sql), values);
+        let heads = self
+            .inner
+            .db
+            .query(&statement)
+            .await?
+            .iter()
+            .map(|row| decode(row, t, now))
+            .collect::<Result<Vec<_>>>()?;
+        for browsed in &mut messages {
+            let head = heads.iter().find(|head| {
+                head.ordering_key == browsed.message.ordering_key && head.id != browsed.message.id
+            });
+            if browsed.message.state == super::MessageState::Waiting {
+                browsed.waits_on = head.map(|head| Head {
+                    id: head.id.clone(),
+                    state: head.state,
+                });
+            }
+        }
+        Ok(messages)
     }
 
     /// Makes the scheduled messages `ids` (at most [`MAX_SELECTION`]) due

@@ -60,7 +60,7 @@ pub(crate) use crate::verdict::Delivery;
 pub(crate) use browse::check_scan;
 pub use browse::{
     BrowseCursor, BrowseFilter, BrowsePage, BrowsedMessage, CappedCount, DeadLetterGroup,
-    DeadLetterGroups, Listed, MAX_SCAN, MAX_SELECTION, Overview, error_class,
+    DeadLetterGroups, Head, Listed, MAX_SCAN, MAX_SELECTION, Overview, error_class,
 };
 pub(crate) use claim::ClaimStatement;
 pub(crate) use claim::ClaimedMessage;
