@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value as Json, json};
 
 use super::access::{Role, cross_site};
+use super::wire::{hide_payload, no_nul, read_body};
 use super::{Console, page, subjects};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
@@ -319,16 +320,6 @@ async fn messages<'q>(
     Ok(body)
 }
 
-/// Adds `payload_bytes` to a message's JSON, and blanks its payload
-/// unless the console shows payloads.
-pub(super) fn hide_payload(console: &Console, message: &mut Json) {
-    let bytes = message["payload"].as_str().map_or(0, str::len);
-    message["payload_bytes"] = json!(bytes);
-    if !console.inner.show_payloads {
-        message["payload"] = Json::Null;
-    }
-}
-
 /// A selection of dead letters: their ids, or a group (topic and error
 /// class) of which the oldest `limit` (at most [`MAX_SELECTION`]) are
 /// taken, among those that died by `died_by_ms` when it is given (the
@@ -470,16 +461,4 @@ fn whole(name: &'static str, text: Option<&str>, default: u32, most: u32) -> Res
             format!("a whole number in 1 ..= {most}"),
         )),
     }
-}
-
-/// Refuses text with a NUL (Postgres cannot store one: it would be a 500).
-pub(super) fn no_nul(what: &'static str, text: &str) -> Result<()> {
-    if text.contains('\0') {
-        return Err(Error::invalid(what, "holds a NUL character"));
-    }
-    Ok(())
-}
-
-pub(super) fn read_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
-    serde_json::from_slice(body).map_err(|error| Error::invalid("request body", error.to_string()))
 }

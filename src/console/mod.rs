@@ -50,6 +50,7 @@ mod page;
 mod subjects;
 #[cfg(feature = "tower")]
 mod tower;
+mod wire;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod workers;
 

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value as Json, json};
 
 use super::Console;
+use super::wire::{hide_payload, no_nul, read_body};
 use crate::batch::{Batch, OfErasure, OfStatement, Ticket};
 use crate::database::Database;
 use crate::error::{Error, Result};
@@ -63,7 +64,7 @@ pub(super) async fn export(console: &Console, subject: &str) -> Result<Json> {
         let mut messages = json!(outbox.export_subject(subject).await?);
         if let Some(messages) = messages.as_array_mut() {
             for message in messages {
-                super::api::hide_payload(console, message);
+                hide_payload(console, message);
             }
         }
         outboxes.insert(name.clone(), messages);
@@ -113,7 +114,7 @@ struct PerDatabase {
 /// handle, the application's rows in the batch of the first outbox's
 /// database (or the first inbox's).
 pub(super) async fn erase(console: &Console, body: &[u8]) -> Result<Json> {
-    let Erasure { subject } = super::api::read_body(body)?;
+    let Erasure { subject } = read_body(body)?;
     check_subject(&subject)?;
     let inner = &console.inner;
     let mut batches: Vec<PerDatabase> = Vec::new();
@@ -175,5 +176,5 @@ fn check_subject(subject: &str) -> Result<()> {
     if subject.is_empty() {
         return Err(Error::invalid("subject", "give a subject"));
     }
-    super::api::no_nul("subject", subject)
+    no_nul("subject", subject)
 }

@@ -142,7 +142,7 @@ impl Inbox {
     }
 
     /// The same inbox through another handle on the same database (see
-    /// [`Outbox::through`](crate::Outbox::through)).
+    /// [`Outbox::through`](crate::outbox::Outbox::through)).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when `db` speaks another SQL dialect.

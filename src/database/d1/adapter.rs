@@ -11,7 +11,7 @@ use worker::worker_sys::{D1Database as D1Sys, D1PreparedStatement, D1Result};
 use crate::database::js_values::{cell, js_error, to_js};
 use crate::database::value::Value;
 use crate::database::{Database, Dialect, Outcome, Rows, Statement};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::future::BoxFuture;
 
 /// What this handle has cost so far, from D1's own result metadata.
@@ -66,21 +66,19 @@ impl D1Database {
     /// answered by any replica (`first-unconstrained`): each later query of
     /// the session sees at least what the earlier ones saw, and writes go
     /// to the primary. For reads that may lag a moment, such as an operator
-    /// console's ([`Outbox::through`](crate::Outbox::through)); a drainer's
+    /// console's (`Outbox::through`); a drainer's
     /// claims and settles go through a plain handle. Where no replica is
     /// enabled, D1 answers every query from the primary.
     ///
     /// # Errors
-    /// [`Error::Database`](crate::Error::Database) when the binding has no
+    /// [`Error::Database`] when the binding has no
     /// Sessions API (`withSession`), or refuses the session.
     pub fn replica_reads(binding: worker::D1Database) -> Result<std::sync::Arc<dyn Database>> {
         let db = binding.unchecked_into::<D1Sys>();
         let with_session = Reflect::get(&db, &JsValue::from_str("withSession"))
             .map_err(js_error)?
             .dyn_into::<js_sys::Function>()
-            .map_err(|_| {
-                crate::Error::database("this D1 binding has no Sessions API (withSession)")
-            })?;
+            .map_err(|_| Error::database("this D1 binding has no Sessions API (withSession)"))?;
         let session = with_session
             .call1(&db, &JsValue::from_str("first-unconstrained"))
             .map_err(js_error)?;
