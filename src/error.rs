@@ -310,6 +310,16 @@ impl PartialEq for Cause {
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// In a Worker's handler, `?` turns the crate's error into the runtime's
+/// (its text kept: the status a response should carry is
+/// [`Error::http_status`], for handlers that answer themselves).
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
+impl From<Error> for worker::Error {
+    fn from(error: Error) -> Self {
+        worker::Error::RustError(error.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -825,13 +825,30 @@ async fn scheduled_messages_are_made_due_now_and_others_are_left_alone() {
     let due = batch
         .enqueue(&t.outbox, Message::json("mail", &json!({})).unwrap())
         .unwrap();
-    let ids = vec![scheduled.id().to_owned(), due.id().to_owned()];
     batch.commit().await.unwrap();
     let console = console(&t);
+    // The keys a list gives: `<due_at>.<id>`.
+    let keys = vec![
+        format!("{}.{}", later.as_unix_millis(), scheduled.id()),
+        format!("{}.{}", t.now().as_unix_millis(), due.id()),
+    ];
+    let listed = get(
+        &console,
+        "/admin/outbox/api/outboxes/mail/messages?state=scheduled",
+        VIEWER,
+    )
+    .await
+    .json();
+    let shown = &listed["messages"][0];
+    assert_eq!(
+        format!("{}.{}", shown["due_at"], shown["id"].as_str().unwrap()),
+        keys[0],
+        "a listed message's due_at and id make its key"
+    );
     let path = "/admin/outbox/api/outboxes/mail/messages/reschedule";
-    let viewer = post(&console, path, VIEWER, json!({ "ids": ids })).await;
+    let viewer = post(&console, path, VIEWER, json!({ "keys": keys })).await;
     assert_eq!(viewer.status, 403);
-    let answer = post(&console, path, OPERATOR, json!({ "ids": ids })).await;
+    let answer = post(&console, path, OPERATOR, json!({ "keys": keys })).await;
     assert_eq!(answer.json(), json!({ "selected": 2, "done": 1 }));
     let counts = get(&console, "/admin/outbox/api/outboxes/mail", VIEWER)
         .await
@@ -842,7 +859,12 @@ async fn scheduled_messages_are_made_due_now_and_others_are_left_alone() {
         .drain_now(RecordingDeliverer::answering(Delivery::Delivered))
         .await;
     assert_eq!(report.delivered, 2);
-    for body in [json!({ "ids": [] }), json!({ "topic": "mail" })] {
+    for body in [
+        json!({ "keys": [] }),
+        json!({ "ids": ["x"] }),
+        json!({ "keys": ["not-a-key"] }),
+        json!({ "keys": ["5."] }),
+    ] {
         assert_eq!(post(&console, path, OPERATOR, body).await.status, 400);
     }
 }

@@ -178,7 +178,8 @@ async fn every_public_future_can_be_spawned() {
             let none = vec!["no-such-id".to_owned()];
             outbox.replay_selected(&none).await.unwrap();
             outbox.purge_selected(&none).await.unwrap();
-            outbox.reschedule_now(&none).await.unwrap();
+            let key = workers_outbox::outbox::BrowseCursor::parse("1.no-such-id").unwrap();
+            outbox.reschedule_now(&[key]).await.unwrap();
             drop(ids);
             let console = workers_outbox::console::Console::builder()
                 .outbox("mail", outbox)

@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use super::{CaseResult, Failure, Harness, LEASE, enqueue, enqueue_message, ensure, ensure_eq};
-use crate::outbox::{BrowseFilter, CappedCount, Listed, Message, MessageState, Outbox};
+use crate::outbox::{
+    BrowseCursor, BrowseFilter, CappedCount, Listed, Message, MessageState, Outbox,
+};
 use crate::time::Clock;
 
 fn exactly(count: u64) -> CappedCount {
@@ -263,27 +265,47 @@ pub(crate) async fn dead_letters_are_grouped_and_acted_on_by_selection(h: Harnes
 pub(crate) async fn scheduled_messages_are_made_due_now_and_no_other(h: Harness) -> CaseResult {
     let outbox = h.outbox().await?;
     let later = h.later(Duration::from_secs(600))?;
-    let scheduled =
-        enqueue_message(&outbox, Message::raw_json("m", "{}").not_before(later)).await?;
-    let due = enqueue(&outbox, "m").await?;
+    enqueue_message(&outbox, Message::raw_json("m", "{}").not_before(later)).await?;
+    enqueue(&outbox, "m").await?;
     h.clock().advance(Duration::from_millis(1));
-    let head = enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?;
-    let waiting = enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?;
-    let leased = outbox.claim(1, LEASE).await?; // the oldest due row: `due`
+    enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?;
+    enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?;
+    let leased = outbox.claim(1, LEASE).await?; // the oldest due row
     ensure_eq!(leased.messages.len(), 1);
-    let ids = [scheduled.clone(), due, head, waiting.clone(), "gone".into()];
-    ensure_eq!(outbox.reschedule_now(&ids).await?, 1);
+    // Every stored message's key, as lists give them.
+    let mut keys = Vec::new();
+    for listed in Listed::ALL {
+        let page = outbox
+            .browse(&BrowseFilter::new(listed), None, 10, 100)
+            .await?;
+        keys.extend(page.messages.iter().map(|m| BrowseCursor::of(&m.message)));
+    }
+    ensure_eq!(keys.len(), 4);
+    let at_later = format!("{}.", later.as_unix_millis());
+    let scheduled_key = keys
+        .iter()
+        .find(|key| key.to_string().starts_with(&at_later))
+        .cloned()
+        .ok_or_else(|| Failure("the scheduled message is not listed".into()))?;
+    let text = scheduled_key.to_string();
+    let id = text.split_once('.').map_or("", |(_, id)| id);
+    keys.push(BrowseCursor::parse(&format!("1.{id}"))?); // its id, another due time
+    ensure_eq!(outbox.reschedule_now(&keys).await?, 1);
     let now = outbox.overview(100).await?;
     ensure_eq!(now.scheduled, exactly(0));
     ensure_eq!(now.leased, exactly(1));
     ensure_eq!(now.waiting, exactly(1));
     ensure_eq!(now.due, exactly(2)); // the head of `k` and the rescheduled
-
-    // Due now: nothing to do a second time.
-    ensure_eq!(outbox.reschedule_now(&[scheduled]).await?, 0);
+    // Its key changed with its due time: the old one finds nothing.
+    ensure_eq!(outbox.reschedule_now(&[scheduled_key]).await?, 0);
     ensure!(
         outbox.reschedule_now(&[]).await.is_err(),
-        "no ids is refused"
+        "no keys is refused"
+    );
+    let no_id = BrowseCursor::parse(&at_later)?;
+    ensure!(
+        outbox.reschedule_now(&[no_id]).await.is_err(),
+        "a key without an id is refused"
     );
     Ok(())
 }
@@ -308,32 +330,47 @@ pub(crate) async fn inbox_keys_are_counted_up_to_a_cap(h: Harness) -> CaseResult
 
 pub(crate) async fn a_waiting_message_names_the_head_it_waits_on(h: Harness) -> CaseResult {
     let outbox = h.outbox().await?;
-    let head = enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?;
-    for _ in 0..2 {
-        enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?;
+    let mut heads = Vec::new();
+    for key in ["k1", "k2", "k3"] {
+        let ordered = || Message::raw_json("m", "{}").ordering_key(key);
+        heads.push((key, enqueue_message(&outbox, ordered()).await?));
+        for _ in 0..2 {
+            enqueue_message(&outbox, ordered()).await?;
+        }
     }
-    enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("other")).await?;
     let waiting = BrowseFilter::new(Listed::Waiting);
     let page = outbox.browse(&waiting, None, 10, 100).await?;
-    ensure_eq!(page.messages.len(), 2);
+    ensure_eq!(page.messages.len(), 6);
     for message in &page.messages {
+        let key = message.message.ordering_key.as_deref();
+        let head = heads
+            .iter()
+            .find(|(k, _)| Some(*k) == key)
+            .map(|(_, id)| id.as_str());
         let waits_on = message.waits_on.as_ref().map(|h| (h.id.as_str(), h.state));
-        ensure_eq!(waits_on, Some((head.as_str(), MessageState::Pending)));
+        ensure_eq!(waits_on, head.map(|id| (id, MessageState::Pending)));
     }
     let claim = outbox.claim(10, LEASE).await?;
+    let (_, first) = &heads[0];
     let lease = claim
         .messages
         .iter()
-        .find(|m| m.id == head)
-        .ok_or_else(|| Failure("the head was not claimed".into()))?
+        .find(|m| m.id == *first)
+        .ok_or_else(|| Failure("the first head was not claimed".into()))?
         .lease();
     outbox.bury(lease, "400").await?;
     let page = outbox.browse(&waiting, None, 10, 100).await?;
-    let dead = page.messages[0].waits_on.as_ref().map(|h| h.state);
-    ensure_eq!(dead, Some(MessageState::Dead)); // a dead head holds its key
-    let due = outbox
+    let of_k1 = page
+        .messages
+        .iter()
+        .find(|m| m.message.ordering_key.as_deref() == Some("k1"))
+        .and_then(|m| m.waits_on.as_ref())
+        .map(|h| h.state);
+    ensure_eq!(of_k1, Some(MessageState::Dead)); // a dead head holds its key
+    let dead = outbox
         .browse(&BrowseFilter::new(Listed::Dead), None, 10, 100)
         .await?;
-    ensure_eq!(due.messages[0].waits_on, None); // only waiting messages wait
+    let dead_waits = dead.messages.first().map(|m| m.waits_on.clone());
+    ensure_eq!(dead_waits, Some(None)); // only waiting messages wait
     Ok(())
 }

@@ -413,19 +413,24 @@ async fn dead_letters(
     }))
 }
 
+/// Messages as a list gave them: `"<due_at>.<id>"` each.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Ids {
-    ids: Vec<String>,
+struct Keys {
+    keys: Vec<String>,
 }
 
 async fn reschedule(outbox: &Outbox, body: &[u8]) -> Result<Json> {
-    let Ids { ids } = read_body(body)?;
-    for id in &ids {
-        no_nul("id", id)?;
-    }
-    let done = outbox.reschedule_now(&ids).await?;
-    Ok(json!({ "selected": ids.len(), "done": done }))
+    let Keys { keys } = read_body(body)?;
+    let keys = keys
+        .iter()
+        .map(|key| {
+            no_nul("key", key)?;
+            BrowseCursor::parse(key)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let done = outbox.reschedule_now(&keys).await?;
+    Ok(json!({ "selected": keys.len(), "done": done }))
 }
 
 #[derive(Debug, Deserialize)]

@@ -41,6 +41,9 @@
 //!   table: counts stop at a cap (and say so), lists walk at most a scan
 //!   bound of the primary key per page, group actions act on at most
 //!   [`MAX_SELECTION`](crate::outbox::MAX_SELECTION) messages per request.
+//!   The exception: a subject's export and erasure read the subject's rows,
+//!   which on SQLite and D1 (no `subject` index on their outboxes) means
+//!   reading the outbox tables whole.
 //!   Payloads are shown only where [`ConsoleBuilder::show_payloads`] is on;
 //!   otherwise their size.
 
@@ -48,7 +51,7 @@ mod access;
 mod api;
 mod page;
 mod subjects;
-#[cfg(feature = "tower")]
+#[cfg(all(feature = "tower", not(target_arch = "wasm32")))]
 mod tower;
 mod wire;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]

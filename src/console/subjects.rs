@@ -111,8 +111,9 @@ struct PerDatabase {
 
 /// Erases the subject named in `body` from every outbox and inbox of the
 /// console and from the application's rows: one atomic batch per database
-/// handle, the application's rows in the batch of the first outbox's
-/// database (or the first inbox's).
+/// handle (the same `Arc`: two handles on one database are two batches),
+/// the application's rows in the batch of the first outbox's handle (or
+/// the first inbox's), committed last. Erasing again is safe.
 pub(super) async fn erase(console: &Console, body: &[u8]) -> Result<Json> {
     let Erasure { subject } = read_body(body)?;
     check_subject(&subject)?;
@@ -131,6 +132,9 @@ pub(super) async fn erase(console: &Console, body: &[u8]) -> Result<Json> {
     if let (Some(rows), Some(first)) = (&inner.subject_rows, batches.first_mut()) {
         first.application = rows.erase(&mut first.batch, &subject)?;
     }
+    // The batch with the application's rows commits last: if another
+    // fails first, the subject's account is still there to erase again.
+    batches.rotate_left(1);
     let (mut outboxes, mut inboxes, mut application) = (Map::new(), Map::new(), Map::new());
     for part in batches {
         let committed = part.batch.commit().await?;

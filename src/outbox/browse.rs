@@ -10,7 +10,7 @@ use sea_query::{Alias, Expr, ExprTrait, Order, Query};
 use serde::{Serialize, Serializer};
 
 use super::pause::timestamp_millis;
-use super::records::{COLUMNS, StoredMessage, decode};
+use super::records::{COLUMNS, StoredMessage, decode, state_of};
 use super::stats::age_millis;
 use super::{Outbox, col, state};
 use crate::database::{Row, Statement};
@@ -126,7 +126,8 @@ impl BrowseFilter {
 }
 
 /// Where a browse goes on: after the row at (`due_at`, `id`) of the
-/// primary key. Written as text `"<due_at ms>.<id>"`.
+/// primary key. Written as text `"<due_at ms>.<id>"`; `"<due_at ms>."`
+/// (no id) starts at that time, the rows due at it included.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrowseCursor {
     due_at: i64,
@@ -142,7 +143,7 @@ impl BrowseCursor {
         text.split_once('.')
             .and_then(|(due_at, id)| {
                 let due_at = due_at.parse().ok()?;
-                (!id.is_empty()).then(|| BrowseCursor {
+                Some(BrowseCursor {
                     due_at,
                     id: id.to_owned(),
                 })
@@ -160,6 +161,17 @@ impl From<Timestamp> for BrowseCursor {
         BrowseCursor {
             due_at: at.as_unix_millis(),
             id: String::new(),
+        }
+    }
+}
+
+impl BrowseCursor {
+    /// The key of `message`: a browse from it goes on after it, and
+    /// [`Outbox::reschedule_now`] finds it by it.
+    pub fn of(message: &StoredMessage) -> Self {
+        BrowseCursor {
+            due_at: message.due_at.as_unix_millis(),
+            id: message.id.clone(),
         }
     }
 }
@@ -252,6 +264,10 @@ pub fn error_class(last_error: Option<&str>) -> String {
 
 /// The most messages one selection may name.
 pub const MAX_SELECTION: usize = 100;
+
+/// Ordering keys per statement when heads are read: D1 binds at most 100
+/// values to a statement.
+const HEADS_PER_STATEMENT: usize = 50;
 /// The most rows one read walks (a count, a page, a grouping).
 pub const MAX_SCAN: u32 = 100_000;
 /// How much of a `last_error` a grouping reads.
@@ -353,9 +369,10 @@ impl Outbox {
     /// after `after`, walking at most `scan` rows of their state (1 ..=
     /// [`MAX_SCAN`]) in primary-key order: one call, `limit` rows read
     /// without a filter, about `2 × scan` with one (the page's walk, and a
-    /// key-only walk for where it stopped), however large the table. When
-    /// the walk ends before the page fills, `next` says where it stopped,
-    /// so a caller can go on.
+    /// key-only walk for where it stopped), however large the table; a page
+    /// of waiting messages takes one more call, reading the head of each of
+    /// their ordering keys. When the walk ends before the page fills, `next`
+    /// says where it stopped, so a caller can go on.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a limit or scan out of range;
@@ -627,7 +644,7 @@ impl Outbox {
     /// changed then, or, for an error after commit, all of it: replaying
     /// again is safe).
     pub async fn replay_selected(&self, ids: &[String]) -> Result<u64> {
-        check_selection(ids)?;
+        check_selection(ids.len())?;
         let statements = ids
             .iter()
             .map(|id| self.replay_statement(Some(id)))
@@ -637,7 +654,7 @@ impl Outbox {
     }
 
     /// Fills in what each waiting message waits on: one more call when the
-    /// page has any, reading one row per ordering key (its index's first).
+    /// page has any, reading one index entry and row per ordering key.
     async fn with_heads(
         &self,
         mut messages: Vec<BrowsedMessage>,
@@ -654,64 +671,89 @@ impl Outbox {
             return Ok(messages);
         }
         let (t, key, seq) = (self.table().as_str(), col::ORDERING_KEY, col::SEQ);
-        let columns = COLUMNS.join(", ");
-        let sql = keys
-            .iter()
-            .map(|_| {
-                format!(
-                    "SELECT * FROM (SELECT {columns} FROM \"{t}\" WHERE {key} = ? \
-                     ORDER BY {seq} LIMIT 1) AS head"
-                )
+        let columns = [
+            col::ID,
+            col::ORDERING_KEY,
+            col::STATE,
+            col::DUE_AT,
+            col::LEASE_TOKEN,
+        ]
+        .join(", ");
+        let statements = keys
+            .chunks(HEADS_PER_STATEMENT)
+            .map(|chunk| {
+                let sql = chunk
+                    .iter()
+                    .map(|_| {
+                        format!(
+                            "SELECT * FROM (SELECT {columns} FROM \"{t}\" WHERE {key} = ? \
+                             ORDER BY {seq} LIMIT 1) AS head"
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" UNION ALL ");
+                let values = chunk
+                    .iter()
+                    .map(|key| crate::database::value::Value::from(*key))
+                    .collect();
+                Statement::new(self.dialect().number_placeholders(&sql), values)
             })
-            .collect::<Vec<_>>()
-            .join(" UNION ALL ");
-        let values = keys
-            .iter()
-            .map(|key| crate::database::value::Value::from(*key))
-            .collect();
-        let statement = Statement::new(self.dialect().number_placeholders(&sql), values);
-        let heads = self
-            .inner
-            .db
-            .query(&statement)
-            .await?
-            .iter()
-            .map(|row| decode(row, t, now))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Vec<_>>();
+        let outcomes = self.inner.db.batch_atomic(&statements).await?;
+        let mut heads: Vec<(String, String, super::MessageState)> = Vec::new();
+        for row in outcomes.iter().flat_map(|outcome| outcome.rows.iter()) {
+            let head = (|| {
+                let (state, _) = state_of(row, now)?;
+                Ok::<_, Error>((row.get(col::ORDERING_KEY)?, row.get(col::ID)?, state))
+            })()
+            .map_err(|e| e.in_row(t, None))?;
+            heads.push(head);
+        }
         for browsed in &mut messages {
-            let head = heads.iter().find(|head| {
-                head.ordering_key == browsed.message.ordering_key && head.id != browsed.message.id
-            });
-            if browsed.message.state == super::MessageState::Waiting {
-                browsed.waits_on = head.map(|head| Head {
-                    id: head.id.clone(),
-                    state: head.state,
-                });
+            if browsed.message.state != super::MessageState::Waiting {
+                continue;
             }
+            browsed.waits_on = heads
+                .iter()
+                .find(|(key, id, _)| {
+                    Some(key) == browsed.message.ordering_key.as_ref() && *id != browsed.message.id
+                })
+                .map(|(_, id, state)| Head {
+                    id: id.clone(),
+                    state: *state,
+                });
         }
         Ok(messages)
     }
 
-    /// Makes the scheduled messages `ids` (at most [`MAX_SELECTION`]) due
-    /// now, in one atomic call: a retry's backoff or a `not_before` is cut
-    /// short, attempts are kept. Returns how many were scheduled; a message
-    /// that is due, leased, waiting behind its ordering key, dead or gone is
-    /// left as it is.
+    /// Makes the scheduled messages at `keys` (at most [`MAX_SELECTION`],
+    /// each as a list gave it: [`BrowseCursor::of`]) due now, in one atomic
+    /// call: a retry's backoff or a `not_before` is cut short, attempts are
+    /// kept. Returns how many were scheduled there; a message that is due,
+    /// leased, waiting behind its ordering key, dead, gone or due at another
+    /// time than its key says is left as it is. Each key is one lookup of
+    /// the primary key.
     ///
     /// # Errors
-    /// As [`replay_selected`](Outbox::replay_selected).
-    pub async fn reschedule_now(&self, ids: &[String]) -> Result<u64> {
-        check_selection(ids)?;
+    /// [`Error::InvalidInput`] for too many keys or a key without an id;
+    /// database errors (nothing changed then, or, for an error after
+    /// commit, all of it: rescheduling again is safe).
+    pub async fn reschedule_now(&self, keys: &[BrowseCursor]) -> Result<u64> {
+        check_selection(keys.len())?;
+        if keys.iter().any(|key| key.id.is_empty()) {
+            return Err(Error::invalid("message key", "names no message (no id)"));
+        }
         let now = self.now().as_unix_millis();
-        let statements = ids
+        let statements = keys
             .iter()
-            .map(|id| {
+            .map(|key| {
                 let mut update = Query::update();
                 update
                     .table(self.table_name())
                     .value(col::DUE_AT, now)
-                    .and_where(Expr::col(col::ID).eq(id.as_str()))
                     .and_where(crate::sql::state_is(state::READY))
+                    .and_where(Expr::col(col::DUE_AT).eq(key.due_at))
+                    .and_where(Expr::col(col::ID).eq(key.id.as_str()))
                     .and_where(Expr::col(col::LEASE_TOKEN).is_null())
                     .and_where(Expr::col(col::DUE_AT).gt(now));
                 self.render(&update)
@@ -728,7 +770,7 @@ impl Outbox {
     /// # Errors
     /// As [`replay_selected`](Outbox::replay_selected).
     pub async fn purge_selected(&self, ids: &[String]) -> Result<u64> {
-        check_selection(ids)?;
+        check_selection(ids.len())?;
         // Their ordering keys first (at most one index lookup per id): each
         // key's next row is made the head after the deletes, and no other
         // key's rows are read.
@@ -822,11 +864,11 @@ pub(crate) fn check_scan(what: &'static str, scan: u32) -> Result<()> {
     Ok(())
 }
 
-fn check_selection(ids: &[String]) -> Result<()> {
-    if ids.is_empty() || ids.len() > MAX_SELECTION {
+fn check_selection(count: usize) -> Result<()> {
+    if count == 0 || count > MAX_SELECTION {
         return Err(Error::invalid(
             "selection",
-            format!("{} ids is outside 1 ..= {MAX_SELECTION}", ids.len()),
+            format!("{count} messages is outside 1 ..= {MAX_SELECTION}"),
         ));
     }
     Ok(())

@@ -86,29 +86,36 @@ impl super::Outbox {
     }
 }
 
+/// A row's state and due time, read from its `state`, `due_at` and
+/// `lease_token`.
+pub(crate) fn state_of(row: Row<'_>, now: Timestamp) -> Result<(MessageState, Timestamp)> {
+    let due_at: Timestamp = row.get(col::DUE_AT)?;
+    let stored_state: String = row.get(col::STATE)?;
+    let leased = row.get::<Option<String>>(col::LEASE_TOKEN)?.is_some();
+    let state = match stored_state.as_str() {
+        state::DEAD => MessageState::Dead,
+        state::WAITING => MessageState::Waiting,
+        state::READY if leased && due_at > now => MessageState::Leased,
+        state::READY => MessageState::Pending,
+        other => {
+            return Err(Error::MalformedRow {
+                table: None,
+                row: None,
+                column: col::STATE.into(),
+                reason: format!("unknown state {other:?}"),
+            });
+        }
+    };
+    Ok((state, due_at))
+}
+
 /// Decodes a row read with [`COLUMNS`]; errors name the table and row.
 pub(crate) fn decode(row: Row<'_>, table: &str, now: Timestamp) -> Result<StoredMessage> {
     let id = row
         .get::<String>(col::ID)
         .map_err(|e| e.in_row(table, None))?;
     let decoded = (|| {
-        let due_at: Timestamp = row.get(col::DUE_AT)?;
-        let stored_state: String = row.get(col::STATE)?;
-        let leased = row.get::<Option<String>>(col::LEASE_TOKEN)?.is_some();
-        let state = match stored_state.as_str() {
-            state::DEAD => MessageState::Dead,
-            state::WAITING => MessageState::Waiting,
-            state::READY if leased && due_at > now => MessageState::Leased,
-            state::READY => MessageState::Pending,
-            other => {
-                return Err(Error::MalformedRow {
-                    table: None,
-                    row: None,
-                    column: col::STATE.into(),
-                    reason: format!("unknown state {other:?}"),
-                });
-            }
-        };
+        let (state, due_at) = state_of(row, now)?;
         Ok(StoredMessage {
             id: id.clone(),
             state,
@@ -125,5 +132,5 @@ pub(crate) fn decode(row: Row<'_>, table: &str, now: Timestamp) -> Result<Stored
             created_at: row.get(col::CREATED_AT)?,
         })
     })();
-    decoded.map_err(|e| e.in_row(table, Some(&id)))
+    decoded.map_err(|e: Error| e.in_row(table, Some(&id)))
 }

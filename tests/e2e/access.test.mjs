@@ -72,6 +72,8 @@ describe("the console behind Cloudflare Access", () => {
     assert.equal(viewer.body.role, "viewer");
     const operator = await session(token({ claims: { email: "ops@example.com" } }));
     assert.equal(operator.body.role, "operator");
+    const oneAudience = await session(token({ claims: { aud: AUD } }));
+    assert.equal(oneAudience.body.role, "viewer", "`aud` may be one string");
     const pause = await mf.dispatchFetch("http://example.test/console/api/outboxes/mail/topics/pause", {
       method: "POST",
       headers: { "cf-access-jwt-assertion": token(), "x-outbox-console": "1", "content-type": "application/json" },
@@ -87,6 +89,7 @@ describe("the console behind Cloudflare Access", () => {
       "no token": undefined,
       "not a JWT": "garbage",
       "signed by another key": token({ key: stranger.privateKey }),
+      "naming a key the team does not have": token({ header: { kid: "unknown" }, key: stranger.privateKey }),
       "another audience": token({ claims: { aud: ["someone-else"] } }),
       "another issuer": token({ claims: { iss: "https://evil.cloudflareaccess.com" } }),
       expired: token({ claims: { exp: now - 3600 } }),
@@ -101,5 +104,9 @@ describe("the console behind Cloudflare Access", () => {
       const answer = await session(assertion);
       assert.equal(answer.status, 401, `${why}: ${JSON.stringify(answer.body)}`);
     }
+    // An unknown key fetches the team's keys again at most once a minute:
+    // tokens naming made-up keys cannot make the Worker fetch at will.
+    for (let n = 0; n < 5; n += 1) await session(token({ header: { kid: `made-up-${n}` } }));
+    assert.equal(certFetches, 1);
   });
 });

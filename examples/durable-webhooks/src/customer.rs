@@ -100,10 +100,9 @@ impl DurableObject for Customer {
             let (outbox, db) = (parts.outbox.clone(), parts.db.clone());
             // No event reaches the object before its tables exist.
             drop(state.block_concurrency_while(async move {
-                outbox.create_schema().await.map_err(to_worker)?;
+                outbox.create_schema().await?;
                 db.execute(&Statement::new(EVENTS_SCHEMA, Vec::new()))
-                    .await
-                    .map_err(to_worker)?;
+                    .await?;
                 Ok(())
             }));
         }
@@ -143,11 +142,7 @@ impl DurableObject for Customer {
             .parts
             .as_ref()
             .map_err(|p| worker::Error::RustError(p.clone()))?;
-        let report = parts
-            .drainer
-            .run_alarm(&parts.db)
-            .await
-            .map_err(to_worker)?;
+        let report = parts.drainer.run_alarm(&parts.db).await?;
         Response::ok(report.to_string())
     }
 }
@@ -240,8 +235,4 @@ async fn events(parts: &Parts) -> Result<Response> {
         })
         .collect();
     json(200, &events)
-}
-
-fn to_worker(error: workers_outbox::Error) -> worker::Error {
-    worker::Error::RustError(error.to_string())
 }

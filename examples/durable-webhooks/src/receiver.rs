@@ -76,11 +76,9 @@ impl DurableObject for WebhookReceiver {
         if let Ok(inbox) = &inbox {
             let (inbox, db) = (inbox.clone(), db.clone());
             drop(state.block_concurrency_while(async move {
-                let to_worker = |e: workers_outbox::Error| worker::Error::RustError(e.to_string());
-                inbox.create_schema().await.map_err(to_worker)?;
+                inbox.create_schema().await?;
                 db.execute(&Statement::new(RECEIVED_SCHEMA, Vec::new()))
-                    .await
-                    .map_err(to_worker)?;
+                    .await?;
                 Ok(())
             }));
         }

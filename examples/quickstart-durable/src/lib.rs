@@ -73,10 +73,7 @@ impl DurableObject for Customer {
                 let orders = "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY)";
                 workers_outbox::Database::execute(&*db, &Statement::new(orders, vec![])).await
             };
-            schema
-                .await
-                .map(drop)
-                .map_err(|e| worker::Error::RustError(e.to_string()))
+            schema.await.map(drop).map_err(worker::Error::from)
         }));
         customer
     }
@@ -92,7 +89,7 @@ impl DurableObject for Customer {
         // Delivers what is due, then sets the alarm for what comes next.
         match self.drainer.run_alarm(&self.db).await {
             Ok(report) => Response::ok(report.to_string()),
-            Err(error) => Err(worker::Error::RustError(error.to_string())), // the runtime retries
+            Err(error) => Err(error.into()), // the runtime retries
         }
     }
 }

@@ -19,9 +19,11 @@ use wasm_bindgen_futures::JsFuture;
 use workers_outbox::console::{Authorizer, Role};
 use workers_outbox::future::BoxFuture;
 
-/// How long the team's keys are used before they are fetched again (a
-/// token signed by a key not among them fetches them at once).
+/// How long the team's keys are used before they are fetched again.
 const KEYS_KEPT_MS: f64 = 10.0 * 60.0 * 1000.0;
+/// The least time between two fetches of the keys: a token naming a key
+/// not among them fetches them again (keys rotate), but no more often.
+const REFETCH_AFTER_MS: f64 = 60.0 * 1000.0;
 /// Clock skew allowed on `exp` and `nbf`, in seconds.
 const LEEWAY_S: f64 = 60.0;
 
@@ -69,9 +71,16 @@ struct Keys {
     keys: Vec<serde_json::Value>,
 }
 
+/// The team's keys (JWK JSON), per isolate.
+#[derive(Default)]
+struct KeyCache {
+    keys: Vec<serde_json::Value>,
+    fetched_at: f64,
+    tried_at: f64,
+}
+
 thread_local! {
-    /// The team's keys (JWK JSON) and when they were fetched, per isolate.
-    static KEYS: RefCell<Option<(f64, Vec<serde_json::Value>)>> = const { RefCell::new(None) };
+    static KEYS: RefCell<KeyCache> = RefCell::default();
 }
 
 impl CloudflareAccess {
@@ -163,22 +172,43 @@ impl Team {
         Ok(claims)
     }
 
-    /// The team's key `kid`, fetched again when unknown or old.
+    /// The team's key `kid`: from the keys kept, fetched again when they
+    /// are old or lack it (at most once a minute); a failed fetch keeps
+    /// the keys there were.
     async fn key(&self, kid: &str) -> Result<serde_json::Value, String> {
-        let find = |keys: &[serde_json::Value]| {
-            keys.iter()
+        let find = |cache: &KeyCache| {
+            cache
+                .keys
+                .iter()
                 .find(|key| key["kid"].as_str() == Some(kid))
                 .cloned()
         };
         let now = js_sys::Date::now();
-        let cached = KEYS.with_borrow(|keys| {
-            keys.as_ref()
-                .filter(|(at, _)| now - at < KEYS_KEPT_MS)
-                .and_then(|(_, keys)| find(keys))
+        let (kept, fresh, may_fetch) = KEYS.with_borrow(|cache| {
+            (
+                find(cache),
+                now - cache.fetched_at < KEYS_KEPT_MS,
+                now - cache.tried_at >= REFETCH_AFTER_MS,
+            )
         });
-        if let Some(key) = cached {
-            return Ok(key);
+        match kept {
+            Some(key) if fresh || !may_fetch => return Ok(key),
+            None if !may_fetch => return Err(format!("no key {kid:?} among the team's")),
+            _ => {}
         }
+        KEYS.with_borrow_mut(|cache| cache.tried_at = now);
+        match self.fetch_keys().await {
+            Ok(keys) => KEYS.with_borrow_mut(|cache| {
+                cache.keys = keys;
+                cache.fetched_at = now;
+            }),
+            Err(why) => log::warn!("the team's keys could not be fetched: {why}"),
+        }
+        KEYS.with_borrow(|cache| find(cache))
+            .ok_or_else(|| format!("no key {kid:?} among the team's"))
+    }
+
+    async fn fetch_keys(&self) -> Result<Vec<serde_json::Value>, String> {
         let url = format!("https://{}/cdn-cgi/access/certs", self.domain);
         let url = worker::Url::parse(&url).map_err(|e| e.to_string())?;
         let mut response = worker::Fetch::Url(url)
@@ -186,15 +216,10 @@ impl Team {
             .await
             .map_err(|e| e.to_string())?;
         if response.status_code() != 200 {
-            return Err(format!(
-                "the team's keys answered {}",
-                response.status_code()
-            ));
+            return Err(format!("they answered {}", response.status_code()));
         }
         let Keys { keys } = response.json().await.map_err(|e| e.to_string())?;
-        let key = find(&keys);
-        KEYS.set(Some((now, keys)));
-        key.ok_or_else(|| format!("no key {kid:?} among the team's"))
+        Ok(keys)
     }
 }
 

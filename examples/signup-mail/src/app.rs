@@ -42,14 +42,8 @@ pub(crate) struct App {
     pub(crate) drain_requests: Option<worker::Queue>,
     pub(crate) fan_out: FanOut,
     pub(crate) inbox: Inbox,
-    /// The operator console over both outboxes and the inbox, at
-    /// `/console/`, reading through a D1 session (replicas, where enabled):
-    /// the `ADMIN_TOKEN` is an operator's bearer token (none, no access),
-    /// and people behind Cloudflare Access sign in with its JWT (see
-    /// `access.rs`);
-    /// `CONSOLE_SHOW_PAYLOADS = "true"` shows payloads (they hold
-    /// addresses: off unless asked for).
-    pub(crate) console: Console,
+    /// The operator's bearer token for the console (empty: none).
+    admin_token: String,
     /// Limits of the immediate attempt (`wait_until`) and of the cron drain.
     pub(crate) after_response: DrainLimits,
     pub(crate) scheduled: DrainLimits,
@@ -62,10 +56,6 @@ pub(crate) struct App {
 impl App {
     pub(crate) fn from_env(env: &Env) -> Result<Self> {
         let vars = worker_vars(env);
-        let secret = |name: &str| {
-            env.secret(name)
-                .map_or_else(|_| String::new(), |s| s.to_string())
-        };
         let db = D1Database::shared(env.d1("DB")?);
         let retry = RetryPolicy::from_vars(&vars)?;
         let mail_api = vars("MAIL_API_URL").unwrap_or_default();
@@ -94,33 +84,19 @@ impl App {
         let outbox = Outbox::builder(db.clone(), "outbox")
             .retry_policy(retry)
             .build()?;
-        let (events, inbox) = (
-            Outbox::new(db.clone(), "account_events")?,
-            Inbox::new(db.clone(), "inbox")?,
-        );
-        // The console reads through a D1 session that may use a replica.
-        let reads = D1Database::replica_reads(env.d1("DB")?)?;
-        let console = Console::builder()
-            .prefix("/console")
-            .outbox("mail", outbox.through(reads.clone())?)
-            .outbox("account-events", events.through(reads.clone())?)
-            .inbox("inbox", inbox.through(reads.clone())?)
-            .subject_rows(Accounts::new(reads))
-            .show_payloads(vars("CONSOLE_SHOW_PAYLOADS").as_deref() == Some("true"))
-            .authorize(BearerToken::operator(&secret("ADMIN_TOKEN")))
-            .authorize(CloudflareAccess::from_vars(&vars))
-            .build()?;
         Ok(App {
             mail_api,
             telemetry,
-            events,
+            events: Outbox::new(db.clone(), "account_events")?,
             events_queue: env.queue("ACCOUNT_EVENTS").ok(),
             drain_requests: env.queue("DRAIN_REQUESTS").ok(),
             fan_out,
-            console,
+            admin_token: env
+                .secret("ADMIN_TOKEN")
+                .map_or_else(|_| String::new(), |s| s.to_string()),
             after_response: DrainLimits::from_vars(DrainLimits::after_response(), delivery_vars)?,
             scheduled: DrainLimits::from_vars(DrainLimits::scheduled(), &vars)?,
-            inbox,
+            inbox: Inbox::new(db.clone(), "inbox")?,
             outbox,
             db,
         })
@@ -139,6 +115,26 @@ impl App {
         .limits(limits)
         .build()
         .map(Some)
+    }
+
+    /// The operator console over both outboxes and the inbox, at
+    /// `/console/`, reading through a D1 session (replicas, where enabled).
+    /// `ADMIN_TOKEN` is an operator's bearer token (none, no access);
+    /// people behind Cloudflare Access sign in with its JWT (`access.rs`);
+    /// `CONSOLE_SHOW_PAYLOADS = "true"` shows payloads (they hold
+    /// addresses: off unless asked for).
+    pub(crate) fn console(&self, env: &Env) -> worker::Result<Console> {
+        let (vars, reads) = (worker_vars(env), D1Database::replica_reads(env.d1("DB")?)?);
+        Ok(Console::builder()
+            .prefix("/console")
+            .outbox("mail", self.outbox.through(reads.clone())?)
+            .outbox("account-events", self.events.through(reads.clone())?)
+            .inbox("inbox", self.inbox.through(reads.clone())?)
+            .subject_rows(Accounts::new(reads))
+            .show_payloads(vars("CONSOLE_SHOW_PAYLOADS").as_deref() == Some("true"))
+            .authorize(BearerToken::operator(&self.admin_token))
+            .authorize(CloudflareAccess::from_vars(&vars))
+            .build()?)
     }
 
     /// A drainer sending confirmation mails to the mail API.

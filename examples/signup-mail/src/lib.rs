@@ -44,7 +44,7 @@ async fn fetch(request: Request, env: Env, ctx: Context) -> Result<Response> {
     match (request.method(), segments.as_slice()) {
         (Method::Post, ["signup"]) => signup::handle(request, &app, &ctx).await,
         (_, ["signup"]) => json_error(405, "use POST"),
-        _ if app.console.serves(&path) => app.console.handle_worker(request).await,
+        (_, ["console", ..]) => app.console(&env)?.handle_worker(request).await,
         _ => json_error(404, "no such route"),
     }
 }
@@ -99,8 +99,7 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
 
 #[worker::event(queue)]
 async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) -> Result<()> {
-    let app =
-        App::from_env(&env).map_err(|problem| worker::Error::RustError(problem.to_string()))?;
+    let app = App::from_env(&env)?;
     match batch.queue().as_str() {
         "drain-requests" => welcome::run_drains(&app, &batch).await,
         _ => welcome::consume_events(&app, &batch).await,

@@ -238,7 +238,7 @@ async function messages(which) {
   const selectable = listed === "dead" || listed === "scheduled";
   $("messages").replaceChildren(
     ...body.messages.map((message) => {
-      const box = el("input", undefined, { type: "checkbox", "data-id": message.id });
+      const box = el("input", undefined, { type: "checkbox", "data-id": message.id, "data-key": `${message.due_at}.${message.id}` });
       box.disabled = !selectable;
       const details = [
         `state: ${message.state}`,
@@ -356,6 +356,11 @@ function selectedIds() {
   return [...document.querySelectorAll("#messages input[type=checkbox]:checked")].map((box) => box.dataset.id);
 }
 
+/** The selected messages' keys (`<due_at>.<id>`): what a reschedule finds them by. */
+function selectedKeys() {
+  return [...document.querySelectorAll("#messages input[type=checkbox]:checked")].map((box) => box.dataset.key);
+}
+
 function scheduleRefresh() {
   clearInterval(state.timer);
   const seconds = Number($("refresh").value);
@@ -392,8 +397,8 @@ document.addEventListener("DOMContentLoaded", () => {
     if (ids.length > 0 && confirm(`purge ${ids.length} dead letter(s)?`)) act("purge", outboxPath("dead/purge"), { ids });
   });
   $("reschedule-selected").addEventListener("click", () => {
-    const ids = selectedIds();
-    if (ids.length > 0) act("reschedule", outboxPath("messages/reschedule"), { ids });
+    const keys = selectedKeys();
+    if (keys.length > 0) act("reschedule", outboxPath("messages/reschedule"), { keys });
   });
   $("inbox-name").addEventListener("change", () => inboxCount().catch((error) => say(error.message)));
   $("subject-form").addEventListener("submit", (event) => {

@@ -12,19 +12,14 @@ use workers_outbox::drain::deliver_fn;
 use workers_outbox::telemetry::AnalyticsEngineTelemetry;
 use workers_outbox::{D1Database, Database, Delivery, Drainer, Message, Outbox};
 
-use super::internal;
-
 pub(crate) async fn drain(env: &Env) -> Result<Response> {
     let db: Arc<dyn Database> = D1Database::shared(env.d1("DB")?);
-    let outbox = Outbox::new(db.clone(), "analytics_outbox").map_err(internal)?;
-    outbox.create_schema().await.map_err(internal)?;
+    let outbox = Outbox::new(db.clone(), "analytics_outbox")?;
+    outbox.create_schema().await?;
     for topic in ["mail", "mail", "mail", "hooks"] {
-        let message = Message::json(topic, &serde_json::json!({ "to": "ada@example.com" }))
-            .map_err(internal)?;
-        let enqueue = outbox.enqueue(message).map_err(internal)?;
-        db.batch_atomic(enqueue.statements())
-            .await
-            .map_err(internal)?;
+        let message = Message::json(topic, &serde_json::json!({ "to": "ada@example.com" }))?;
+        let enqueue = outbox.enqueue(message)?;
+        db.batch_atomic(enqueue.statements()).await?;
     }
     let written = js_sys::Array::new();
     let record = written.clone();
@@ -44,8 +39,7 @@ pub(crate) async fn drain(env: &Env) -> Result<Response> {
     });
     let report = Drainer::builder(outbox, deliver)
         .telemetry(Arc::new(telemetry))
-        .build()
-        .map_err(internal)?
+        .build()?
         .drain()
         .await;
     drop(write);

@@ -14,7 +14,7 @@ use workers_outbox::{
     DurableObjectDatabase, Message, Outbox, RandomSource, RetryPolicy, Statement, SystemClock,
 };
 
-use crate::{case_response, internal};
+use crate::case_response;
 
 /// Runs one conformance case on its own object (`/cases/<name>`).
 #[durable_object]
@@ -148,8 +148,7 @@ impl AlarmedOutbox {
         let mut batch = Batch::new(self.db.clone());
         let mut tickets = Vec::new();
         for planned in plan.messages {
-            let mut message = Message::json("test", &serde_json::json!({ "fail": planned.fail }))
-                .map_err(internal)?;
+            let mut message = Message::json("test", &serde_json::json!({ "fail": planned.fail }))?;
             if let Some(key) = planned.ordering_key {
                 message = message.ordering_key(key);
             }
@@ -159,13 +158,12 @@ impl AlarmedOutbox {
             if let Some(delay) = planned.delay_ms {
                 let due = SystemClock
                     .now()
-                    .checked_add(Duration::from_millis(delay))
-                    .map_err(internal)?;
+                    .checked_add(Duration::from_millis(delay))?;
                 message = message.not_before(due);
             }
-            tickets.push(batch.enqueue(&self.outbox, message).map_err(internal)?);
+            tickets.push(batch.enqueue(&self.outbox, message)?);
         }
-        batch.commit().await.map_err(internal)?;
+        batch.commit().await?;
         let ids: Vec<&str> = tickets.iter().map(|ticket| ticket.id()).collect();
         Response::from_json(&ids)
     }
@@ -175,12 +173,10 @@ impl AlarmedOutbox {
     /// died after its commit. Answers the id and the lease's end.
     async fn abandon(&self) -> Result<Response> {
         let mut batch = Batch::new(self.db.clone());
-        let message = Message::json("test", &serde_json::json!({ "fail": 0 })).map_err(internal)?;
-        let ticket = batch
-            .enqueue_leased(&self.outbox, message, Duration::from_millis(1500))
-            .map_err(internal)?;
-        let mut committed = batch.commit().await.map_err(internal)?;
-        let Some(claimed) = committed.claimed(ticket).map_err(internal)? else {
+        let message = Message::json("test", &serde_json::json!({ "fail": 0 }))?;
+        let ticket = batch.enqueue_leased(&self.outbox, message, Duration::from_millis(1500))?;
+        let mut committed = batch.commit().await?;
+        let Some(claimed) = committed.claimed(ticket)? else {
             return Response::error("the leased message was not claimed", 500);
         };
         Response::from_json(&serde_json::json!({
@@ -190,11 +186,7 @@ impl AlarmedOutbox {
     }
 
     async fn rows(&self, sql: &str) -> Result<Response> {
-        let rows = self
-            .db
-            .query(&Statement::new(sql, Vec::new()))
-            .await
-            .map_err(internal)?;
+        let rows = self.db.query(&Statement::new(sql, Vec::new())).await?;
         let json: Vec<serde_json::Value> = rows
             .iter()
             .map(|row| {
@@ -229,15 +221,14 @@ impl DurableObject for AlarmedOutbox {
         let (schema_outbox, schema_db) = (outbox.clone(), Arc::clone(&db));
         // The runtime holds every event until the tables exist.
         drop(state.block_concurrency_while(async move {
-            schema_outbox.create_schema().await.map_err(internal)?;
+            schema_outbox.create_schema().await?;
             schema_db
                 .execute(&Statement::new(
                     "CREATE TABLE IF NOT EXISTS attempts (n INTEGER PRIMARY KEY, id TEXT, \
                      attempt INTEGER, at INTEGER, delivered INTEGER)",
                     Vec::new(),
                 ))
-                .await
-                .map_err(internal)?;
+                .await?;
             Ok(())
         }));
         AlarmedOutbox { state, db, outbox }
@@ -250,11 +241,9 @@ impl DurableObject for AlarmedOutbox {
             (worker::Method::Post, "/erase") => {
                 let subject = request.url()?.query().unwrap_or_default().to_owned();
                 let mut batch = Batch::new(self.db.clone());
-                let erased = batch
-                    .erase_outbox_subject(&self.outbox, &subject)
-                    .map_err(internal)?;
-                let committed = batch.commit().await.map_err(internal)?;
-                Response::from_json(&committed.erased(&erased).map_err(internal)?)
+                let erased = batch.erase_outbox_subject(&self.outbox, &subject)?;
+                let committed = batch.commit().await?;
+                Response::from_json(&committed.erased(&erased)?)
             }
             (worker::Method::Get, "/attempts") => {
                 self.rows("SELECT id, attempt, at, delivered FROM attempts ORDER BY n")
@@ -274,8 +263,8 @@ impl DurableObject for AlarmedOutbox {
     }
 
     async fn alarm(&self) -> Result<Response> {
-        let drainer = self.drainer().map_err(internal)?;
-        let report = drainer.run_alarm(&self.db).await.map_err(internal)?;
+        let drainer = self.drainer()?;
+        let report = drainer.run_alarm(&self.db).await?;
         Response::ok(report.to_string())
     }
 }

@@ -52,16 +52,14 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
             let Some(case) = cases().into_iter().find(|case| case.name == rest) else {
                 return Response::error("no such case", 404);
             };
-            let db = D1Database::replica_reads(env.d1("DB")?).map_err(internal)?;
+            let db = D1Database::replica_reads(env.d1("DB")?)?;
             case_response(case.run(db, Capabilities::D1).await)
         }
         (Method::Post, "pg-cases") => {
             let Some(case) = cases().into_iter().find(|case| case.name == rest) else {
                 return Response::error("no such case", 404);
             };
-            let db = HyperdriveDatabase::connect(&env.hyperdrive("HYPERDRIVE")?)
-                .await
-                .map_err(internal)?;
+            let db = HyperdriveDatabase::connect(&env.hyperdrive("HYPERDRIVE")?).await?;
             case_response(
                 case.run(std::sync::Arc::new(db), Capabilities::POSTGRES)
                     .await,
@@ -120,9 +118,4 @@ fn case_response(result: CaseResult) -> Result<Response> {
         )?
         .with_status(500)),
     }
-}
-
-/// A library error as a Worker error.
-fn internal(error: workers_outbox::Error) -> worker::Error {
-    worker::Error::RustError(error.to_string())
 }

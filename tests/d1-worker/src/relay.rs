@@ -26,8 +26,6 @@ use workers_outbox::{
     Outbox, Statement,
 };
 
-use crate::internal;
-
 const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS effects (id TEXT PRIMARY KEY, topic TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS consumer_log (n INTEGER PRIMARY KEY, kind TEXT NOT NULL)",
@@ -43,22 +41,18 @@ struct Parts {
 
 async fn parts(env: &Env) -> Result<Parts> {
     let db = D1Database::shared(env.d1("DB")?);
-    let outbox = Outbox::new(db.clone(), "relay_outbox").map_err(internal)?;
-    let inbox = Inbox::new(db.clone(), "relay_inbox").map_err(internal)?;
+    let outbox = Outbox::new(db.clone(), "relay_outbox")?;
+    let inbox = Inbox::new(db.clone(), "relay_inbox")?;
     Ok(Parts { db, outbox, inbox })
 }
 
 /// The tables, made by `seed` (the first route a test calls): the consumer
 /// and the other routes run no DDL, as a deployed Worker's would not.
 async fn create_schema(parts: &Parts) -> Result<()> {
-    parts.outbox.create_schema().await.map_err(internal)?;
-    parts.inbox.create_schema().await.map_err(internal)?;
+    parts.outbox.create_schema().await?;
+    parts.inbox.create_schema().await?;
     for sql in SCHEMA {
-        parts
-            .db
-            .execute(&Statement::new(*sql, Vec::new()))
-            .await
-            .map_err(internal)?;
+        parts.db.execute(&Statement::new(*sql, Vec::new())).await?;
     }
     Ok(())
 }
@@ -79,16 +73,15 @@ pub(crate) async fn route(request: Request, env: Env, route: &str) -> Result<Res
             for n in 0..count {
                 // 2^53 + 1: a JavaScript number on the way would round it.
                 let payload = serde_json::json!({ "n": n, "big": 9_007_199_254_740_993_u64 });
-                let message = Message::json("account.created", &payload).map_err(internal)?;
-                drop(batch.enqueue(&parts.outbox, message).map_err(internal)?);
+                let message = Message::json("account.created", &payload)?;
+                drop(batch.enqueue(&parts.outbox, message)?);
                 if (n + 1) % 500 == 0 {
                     std::mem::replace(&mut batch, Batch::new(parts.db.clone()))
                         .commit()
-                        .await
-                        .map_err(internal)?;
+                        .await?;
                 }
             }
-            batch.commit().await.map_err(internal)?;
+            batch.commit().await?;
             Response::from_json(&count)
         }
         // A message no consumer can read: it belongs in the dead letter queue.
@@ -121,27 +114,23 @@ pub(crate) async fn route(request: Request, env: Env, route: &str) -> Result<Res
                         inner: parts.db.clone(),
                         calls_left: Cell::new(calls),
                     });
-                    Outbox::new(dying, "relay_outbox").map_err(internal)?
+                    Outbox::new(dying, "relay_outbox")?
                 }
             };
             let drainer = Drainer::batch_builder(outbox, relay)
                 .limits(limits)
-                .build()
-                .map_err(internal)?;
+                .build()?;
             Response::from_json(&drainer.drain().await)
         }
         _ => {
             let count = |sql: &'static str| {
                 let db = parts.db.clone();
                 async move {
-                    let rows = db
-                        .query(&Statement::new(sql, Vec::new()))
-                        .await
-                        .map_err(internal)?;
+                    let rows = db.query(&Statement::new(sql, Vec::new())).await?;
                     rows.first()
                         .map(|row| row.get::<i64>("n"))
                         .transpose()
-                        .map_err(internal)
+                        .map_err(worker::Error::from)
                         .map(Option::unwrap_or_default)
                 }
             };
@@ -174,7 +163,7 @@ pub(crate) async fn consume(batch: MessageBatch<serde_json::Value>, env: Env) ->
                 vec![kind.into()],
             ))
             .await
-            .map_err(internal)
+            .map_err(worker::Error::from)
         }
     };
     if batch.queue() != "events" {
@@ -189,8 +178,7 @@ pub(crate) async fn consume(batch: MessageBatch<serde_json::Value>, env: Env) ->
                     "INSERT INTO dead_letters (body) VALUES (?)",
                     vec![body.into()],
                 ))
-                .await
-                .map_err(internal)?;
+                .await?;
         }
         batch.ack_all();
         return Ok(());
