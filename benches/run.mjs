@@ -467,7 +467,8 @@ function markdown(r) {
     "Each request of the console's page and API once, in the order a page view sends them, then",
     "the filters a user adds: 500 due rows, the rest half scheduled for tomorrow, half dead, and a",
     "minute of rollups. Default bounds: counts stop at 10,000 per state, a page walks at most 1,000",
-    "rows of its state. Rows read as D1 reports them.",
+    "rows of its state. Last, an operator makes 100 scheduled messages due now, by the keys a page",
+    "of them gave. Rows read as D1 reports them.",
     "",
   );
   table(

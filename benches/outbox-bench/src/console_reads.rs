@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use workers_outbox::Result;
-use workers_outbox::console::{BearerToken, Console};
+use workers_outbox::console::{BearerToken, Console, MUTATION_HEADER};
 
 use crate::scenarios::{Bench, Meter};
 
@@ -63,28 +63,80 @@ impl Bench {
         let console = Console::builder()
             .prefix("/console")
             .outbox("bench", self.outbox()?)
-            .authorize(BearerToken::viewer(TOKEN))
+            .authorize(BearerToken::operator(TOKEN))
             .build()?;
-        let mut reads = Vec::with_capacity(REQUESTS.len());
+        let mut reads = Vec::with_capacity(REQUESTS.len() + 1);
         for (request, path) in REQUESTS {
-            let http = http::Request::get(format!("https://bench.test/console{path}"))
-                .header("authorization", format!("Bearer {TOKEN}"))
-                .body(Vec::new())
-                .map_err(|error| workers_outbox::Error::InvalidInput {
-                    what: "console request",
-                    reason: error.to_string(),
-                })?;
-            let before = self.probe.meter();
-            let started = self.probe.now_ms();
-            let response = console.handle(http).await;
-            reads.push(ConsoleRead {
-                request,
-                path,
-                status: response.status().as_u16(),
-                ms: self.probe.now_ms() - started,
-                meter: self.probe.meter().since(before),
-            });
+            reads.push(self.console_read(&console, request, path, None).await?);
         }
+        // An operator makes the first 100 scheduled messages due now: the
+        // keys a page of them gave, one primary-key lookup each.
+        let page = console
+            .handle(get(
+                "/api/outboxes/bench/messages?state=scheduled&limit=100",
+            )?)
+            .await;
+        let page: serde_json::Value =
+            serde_json::from_str(page.body()).map_err(|error| invalid(&error))?;
+        let keys: Vec<String> = page["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| format!("{}.{}", m["due_at"], m["id"].as_str().unwrap_or("")))
+            .collect();
+        let body = serde_json::json!({ "keys": keys }).to_string();
+        reads.push(
+            self.console_read(
+                &console,
+                "reschedule 100 scheduled messages",
+                "/api/outboxes/bench/messages/reschedule",
+                Some(body),
+            )
+            .await?,
+        );
         Ok(reads)
+    }
+
+    /// One metered console request: a GET, or a POST of `body`.
+    async fn console_read(
+        &self,
+        console: &Console,
+        request: &'static str,
+        path: &'static str,
+        body: Option<String>,
+    ) -> Result<ConsoleRead> {
+        let http = match body {
+            None => get(path)?,
+            Some(body) => http::Request::post(format!("https://bench.test/console{path}"))
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .header("host", "bench.test")
+                .header(MUTATION_HEADER, "1")
+                .body(body.into_bytes())
+                .map_err(|error| invalid(&error))?,
+        };
+        let before = self.probe.meter();
+        let started = self.probe.now_ms();
+        let response = console.handle(http).await;
+        Ok(ConsoleRead {
+            request,
+            path,
+            status: response.status().as_u16(),
+            ms: self.probe.now_ms() - started,
+            meter: self.probe.meter().since(before),
+        })
+    }
+}
+
+fn get(path: &str) -> Result<http::Request<Vec<u8>>> {
+    http::Request::get(format!("https://bench.test/console{path}"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(Vec::new())
+        .map_err(|error| invalid(&error))
+}
+
+fn invalid(error: &dyn std::fmt::Display) -> workers_outbox::Error {
+    workers_outbox::Error::InvalidInput {
+        what: "console request",
+        reason: error.to_string(),
     }
 }
