@@ -981,3 +981,32 @@ async fn a_console_reads_through_the_handle_its_outboxes_were_given() {
     assert!(reads.counts().round_trips > before);
     assert_eq!(t.pending().await.unwrap(), vec![], "the same table");
 }
+
+#[tokio::test]
+async fn application_rows_without_an_outbox_or_inbox_are_refused_not_skipped() {
+    let t = TestOutbox::new().await.unwrap();
+    with_accounts(&t).await;
+    let console = Console::builder()
+        .subject_rows(Accounts {
+            db: t.db.clone(),
+            table: "accounts",
+        })
+        .authorize(BearerToken::operator(OPERATOR))
+        .build()
+        .unwrap();
+    let erased = post(
+        &console,
+        "/outbox/api/subjects/erase",
+        OPERATOR,
+        json!({ "subject": "acct-1" }),
+    )
+    .await;
+    assert_eq!(erased.status, 400, "{}", erased.body);
+    let exported = get(&console, "/outbox/api/subjects?subject=acct-1", OPERATOR)
+        .await
+        .json();
+    assert_eq!(
+        exported["application"],
+        json!({ "email": "ada@example.com" })
+    );
+}

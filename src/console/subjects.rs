@@ -129,7 +129,13 @@ pub(super) async fn erase(console: &Console, body: &[u8]) -> Result<Json> {
         let ticket = part.batch.erase_inbox_subject(inbox, &subject)?;
         part.inboxes.push((name.clone(), ticket));
     }
-    if let (Some(rows), Some(first)) = (&inner.subject_rows, batches.first_mut()) {
+    if let Some(rows) = &inner.subject_rows {
+        let Some(first) = batches.first_mut() else {
+            return Err(Error::invalid(
+                "console",
+                "the application's rows are erased in an outbox's or inbox's batch: register one",
+            ));
+        };
         first.application = rows.erase(&mut first.batch, &subject)?;
     }
     // The batch with the application's rows commits last: if another
