@@ -64,19 +64,23 @@ pub async fn export_subject(
     inbox: &Inbox,
     subject: &str,
 ) -> Result<SubjectExport> {
-    let tombstones = outbox.tombstones();
-    let rows = outbox.database().query(&tombstones.read(subject)?).await?;
-    let erased_at = rows
-        .first()
-        .map(|row| row.get("erased_at"))
-        .transpose()
-        .map_err(|error: Error| error.in_row(tombstones.table().as_str(), None))?;
     Ok(SubjectExport {
         subject: subject.to_owned(),
         outbox: outbox.export_subject(subject).await?,
         inbox: inbox.export_subject(subject).await?,
-        erased_at,
+        erased_at: erased_at(outbox, subject).await?,
     })
+}
+
+/// When `subject` was last erased from `outbox`'s database, while its
+/// tombstone is kept.
+pub(crate) async fn erased_at(outbox: &Outbox, subject: &str) -> Result<Option<Timestamp>> {
+    let tombstones = outbox.tombstones();
+    let rows = outbox.database().query(&tombstones.read(subject)?).await?;
+    rows.first()
+        .map(|row| row.get("erased_at"))
+        .transpose()
+        .map_err(|error: Error| error.in_row(tombstones.table().as_str(), None))
 }
 
 /// Removes every row of `subject` from `outbox` and `inbox` in one atomic

@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
-use super::{CaseResult, Failure, Harness, LEASE, enqueue, enqueue_message, ensure, ensure_eq};
+use super::{
+    CaseResult, Failure, Harness, LEASE, enqueue, enqueue_message, ensure, ensure_eq,
+    one_in_each_state,
+};
 use crate::outbox::{
     BrowseCursor, BrowseFilter, CappedCount, Listed, Message, MessageState, Outbox,
 };
@@ -19,19 +22,7 @@ fn exactly(count: u64) -> CappedCount {
 
 pub(crate) async fn overview_counts_each_state_up_to_its_cap(h: Harness) -> CaseResult {
     let outbox = h.outbox().await?;
-    for _ in 0..3 {
-        enqueue(&outbox, "dies").await?;
-    }
-    let claim = outbox.claim(2, LEASE).await?;
-    outbox.bury(claim.messages[0].lease(), "400").await?; // 1 dead, 1 leased, 1 due
-    enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?; // due
-    enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?; // waiting
-    enqueue_message(
-        &outbox,
-        Message::raw_json("m", "{}").not_before(h.later(Duration::from_secs(600))?),
-    )
-    .await?; // scheduled
-    h.clock().advance(Duration::from_secs(7));
+    one_in_each_state(&h, &outbox, 1).await?; // two due: one more, and the head of `k`
     let overview = outbox.overview(100).await?;
     ensure_eq!(overview.due, exactly(2));
     ensure_eq!(overview.scheduled, exactly(1));

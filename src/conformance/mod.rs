@@ -448,6 +448,31 @@ pub(crate) async fn enqueue_message(outbox: &Outbox, message: Message) -> Result
     Ok(enqueued.id)
 }
 
+/// Fills `outbox` with one message in each state: one dead, one leased,
+/// the due head of ordering key `k` with one waiting behind it, one
+/// scheduled ten minutes on, and `more_due` more due; then lets 7 s pass.
+pub(crate) async fn one_in_each_state(
+    h: &Harness,
+    outbox: &Outbox,
+    more_due: usize,
+) -> Result<(), Failure> {
+    for _ in 0..2 + more_due {
+        enqueue(outbox, "dies").await?;
+    }
+    let claim = outbox.claim(2, LEASE).await?;
+    let first = claim
+        .messages
+        .first()
+        .ok_or_else(|| Failure("the claim took nothing".into()))?;
+    outbox.bury(first.lease(), "400").await?; // one dead, one leased
+    enqueue_message(outbox, Message::raw_json("m", "{}").ordering_key("k")).await?;
+    enqueue_message(outbox, Message::raw_json("m", "{}").ordering_key("k")).await?; // waiting
+    let later = h.later(Duration::from_secs(600))?;
+    enqueue_message(outbox, Message::raw_json("m", "{}").not_before(later)).await?;
+    h.clock().advance(Duration::from_secs(7));
+    Ok(())
+}
+
 /// Enqueues `message` leased to the caller, alone in a batch: the leased
 /// message if its row was written.
 pub(crate) async fn enqueue_leased(

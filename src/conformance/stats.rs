@@ -2,25 +2,13 @@
 
 use std::time::Duration;
 
-use super::{CaseResult, Harness, LEASE, enqueue, enqueue_message, ensure_eq};
+use super::{CaseResult, Harness, LEASE, enqueue, enqueue_message, ensure_eq, one_in_each_state};
 use crate::outbox::{Message, OutboxStats};
 
 pub(crate) async fn stats_count_each_state(h: Harness) -> CaseResult {
     let outbox = h.outbox().await?;
     ensure_eq!(outbox.stats().await?, OutboxStats::default());
-    for _ in 0..2 {
-        enqueue(&outbox, "dies").await?;
-    }
-    let claim = outbox.claim(2, LEASE).await?;
-    outbox.bury(claim.messages[0].lease(), "400").await?; // 1 dead, 1 leased
-    enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?;
-    enqueue_message(&outbox, Message::raw_json("m", "{}").ordering_key("k")).await?; // waiting
-    enqueue_message(
-        &outbox,
-        Message::raw_json("m", "{}").not_before(h.later(Duration::from_secs(600))?),
-    )
-    .await?; // scheduled
-    h.clock().advance(Duration::from_secs(7));
+    one_in_each_state(&h, &outbox, 0).await?;
     ensure_eq!(
         outbox.stats().await?,
         OutboxStats {

@@ -106,50 +106,22 @@ async fn api(console: &Console, parts: &Parts, body: &[u8], route: &str) -> Resp
             "scan": inner.scan,
             "max_selection": MAX_SELECTION,
         })),
-        (&Method::GET, ["outboxes", name]) => match outbox(console, name) {
-            Ok(outbox) => overview(console, outbox).await,
-            Err(error) => Err(error),
-        },
-        (&Method::GET, ["outboxes", name, "rollups"]) => match outbox(console, name) {
-            Ok(outbox) => rollups(outbox, param("minutes")).await,
-            Err(error) => Err(error),
-        },
-        (&Method::GET, ["outboxes", name, "messages"]) => match outbox(console, name) {
-            Ok(outbox) => messages(console, outbox, &param).await,
-            Err(error) => Err(error),
-        },
-        (&Method::GET, ["outboxes", name, "dead", "groups"]) => match outbox(console, name) {
-            Ok(outbox) => outbox
-                .dead_letter_groups(inner.scan)
-                .await
-                .map(|groups| json!(groups)),
-            Err(error) => Err(error),
-        },
+        (&Method::GET, ["outboxes", name]) => overview(console, name).await,
+        (&Method::GET, ["outboxes", name, "rollups"]) => {
+            rollups(console, name, param("minutes")).await
+        }
+        (&Method::GET, ["outboxes", name, "messages"]) => messages(console, name, &param).await,
+        (&Method::GET, ["outboxes", name, "dead", "groups"]) => groups(console, name).await,
         (&Method::POST, ["outboxes", name, "dead", action @ ("replay" | "purge")]) => {
-            match outbox(console, name) {
-                Ok(outbox) => dead_letters(console, outbox, action, body).await,
-                Err(error) => Err(error),
-            }
+            dead_letters(console, name, action, body).await
         }
         (&Method::POST, ["outboxes", name, "topics", action @ ("pause" | "resume")]) => {
-            match outbox(console, name) {
-                Ok(outbox) => topic_switch(outbox, action, body).await,
-                Err(error) => Err(error),
-            }
+            topic_switch(console, name, action, body).await
         }
         (&Method::POST, ["outboxes", name, "messages", "reschedule"]) => {
-            match outbox(console, name) {
-                Ok(outbox) => reschedule(outbox, body).await,
-                Err(error) => Err(error),
-            }
+            reschedule(console, name, body).await
         }
-        (&Method::GET, ["inboxes", name]) => match inbox(console, name) {
-            Ok(inbox) => inbox
-                .count_keys(inner.count_cap)
-                .await
-                .map(|keys| json!({ "keys": keys, "count_cap": inner.count_cap })),
-            Err(error) => Err(error),
-        },
+        (&Method::GET, ["inboxes", name]) => inbox_count(console, name).await,
         (&Method::GET, ["subjects"]) if role < Role::Operator => {
             return failure(
                 StatusCode::FORBIDDEN,
@@ -161,16 +133,7 @@ async fn api(console: &Console, parts: &Parts, body: &[u8], route: &str) -> Resp
             None => Err(Error::invalid("subject", "give ?subject=")),
         },
         (&Method::POST, ["subjects", "erase"]) => subjects::erase(console, body).await,
-        (&Method::GET, ["inboxes", name, "keys"]) => match inbox(console, name) {
-            Ok(inbox) => match param("key") {
-                Some(key) => inbox
-                    .seen(key)
-                    .await
-                    .map(|seen| json!({ "key": key, "seen": seen })),
-                None => Err(Error::invalid("key", "give ?key=")),
-            },
-            Err(error) => Err(error),
-        },
+        (&Method::GET, ["inboxes", name, "keys"]) => inbox_key(console, name, param("key")).await,
         _ => {
             return failure(
                 StatusCode::NOT_FOUND,
@@ -222,7 +185,8 @@ fn named<'a, T>(list: &'a [(String, T)], name: &str, what: &'static str) -> Resu
         })
 }
 
-async fn overview(console: &Console, outbox: &Outbox) -> Result<Json> {
+async fn overview(console: &Console, name: &str) -> Result<Json> {
+    let outbox = outbox(console, name)?;
     let overview = outbox.overview(console.inner.count_cap).await?;
     let paused = outbox.paused_topics().await?;
     Ok(json!({
@@ -235,7 +199,8 @@ async fn overview(console: &Console, outbox: &Outbox) -> Result<Json> {
 /// The last `minutes` (default 60) per minute over every topic, and summed
 /// per topic: counts, and the p50/p90/p99 of lateness, age and delivery
 /// time (the upper bounds of their buckets, in ms).
-async fn rollups(outbox: &Outbox, minutes: Option<&str>) -> Result<Json> {
+async fn rollups(console: &Console, name: &str, minutes: Option<&str>) -> Result<Json> {
+    let outbox = outbox(console, name)?;
     let minutes = whole("minutes", minutes, 60, MAX_MINUTES)?;
     let to = outbox.clock().now();
     let from = to.saturating_sub(Duration::from_secs(u64::from(minutes) * 60));
@@ -289,9 +254,10 @@ fn quantiles(histogram: &Histogram) -> Json {
 
 async fn messages<'q>(
     console: &Console,
-    outbox: &Outbox,
+    name: &str,
     param: &impl Fn(&str) -> Option<&'q str>,
 ) -> Result<Json> {
+    let outbox = outbox(console, name)?;
     let mut filter = BrowseFilter::new(Listed::parse(param("state").unwrap_or("due"))?);
     filter.topic = param("topic").map(str::to_owned);
     filter.subject = param("subject").map(str::to_owned);
@@ -320,6 +286,26 @@ async fn messages<'q>(
     Ok(body)
 }
 
+async fn groups(console: &Console, name: &str) -> Result<Json> {
+    let groups = outbox(console, name)?
+        .dead_letter_groups(console.inner.scan)
+        .await?;
+    Ok(json!(groups))
+}
+
+async fn inbox_count(console: &Console, name: &str) -> Result<Json> {
+    let cap = console.inner.count_cap;
+    let keys = inbox(console, name)?.count_keys(cap).await?;
+    Ok(json!({ "keys": keys, "count_cap": cap }))
+}
+
+async fn inbox_key(console: &Console, name: &str, key: Option<&str>) -> Result<Json> {
+    let inbox = inbox(console, name)?;
+    let key = key.ok_or_else(|| Error::invalid("key", "give ?key="))?;
+    let seen = inbox.seen(key).await?;
+    Ok(json!({ "key": key, "seen": seen }))
+}
+
 /// A selection of dead letters: their ids, or a group (topic and error
 /// class) of which the oldest `limit` (at most [`MAX_SELECTION`]) are
 /// taken, among those that died by `died_by_ms` when it is given (the
@@ -335,12 +321,8 @@ struct Selection {
     limit: Option<usize>,
 }
 
-async fn dead_letters(
-    console: &Console,
-    outbox: &Outbox,
-    action: &str,
-    body: &[u8],
-) -> Result<Json> {
+async fn dead_letters(console: &Console, name: &str, action: &str, body: &[u8]) -> Result<Json> {
+    let outbox = outbox(console, name)?;
     let selection: Selection = read_body(body)?;
     let limit = match selection.limit {
         None => MAX_SELECTION,
@@ -420,7 +402,8 @@ struct Keys {
     keys: Vec<String>,
 }
 
-async fn reschedule(outbox: &Outbox, body: &[u8]) -> Result<Json> {
+async fn reschedule(console: &Console, name: &str, body: &[u8]) -> Result<Json> {
+    let outbox = outbox(console, name)?;
     let Keys { keys } = read_body(body)?;
     let keys = keys
         .iter()
@@ -440,7 +423,8 @@ struct TopicSwitch {
     reason: Option<String>,
 }
 
-async fn topic_switch(outbox: &Outbox, action: &str, body: &[u8]) -> Result<Json> {
+async fn topic_switch(console: &Console, name: &str, action: &str, body: &[u8]) -> Result<Json> {
+    let outbox = outbox(console, name)?;
     let switch: TopicSwitch = read_body(body)?;
     no_nul("topic", &switch.topic)?;
     let changed = if action == "pause" {

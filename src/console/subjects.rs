@@ -68,14 +68,7 @@ pub(super) async fn export(console: &Console, subject: &str) -> Result<Json> {
             }
         }
         outboxes.insert(name.clone(), messages);
-        let tombstones = outbox.tombstones();
-        let rows = outbox.database().query(&tombstones.read(subject)?).await?;
-        let at: Option<Timestamp> = rows
-            .first()
-            .map(|row| row.get("erased_at"))
-            .transpose()
-            .map_err(|error: Error| error.in_row(tombstones.table().as_str(), None))?;
-        erased_at = erased_at.max(at);
+        erased_at = erased_at.max(crate::subject::erased_at(outbox, subject).await?);
     }
     let mut inboxes = Map::new();
     for (name, inbox) in &inner.inboxes {

@@ -23,6 +23,7 @@ pub struct Outbox {
     pub(super) inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 pub(super) struct Inner {
     pub(super) db: Arc<dyn Database>,
     pub(super) dialect: Dialect,
@@ -181,18 +182,10 @@ impl Outbox {
                 "an outbox is read through a handle of its own dialect",
             ));
         }
-        let inner = &self.inner;
         Ok(Outbox {
             inner: Arc::new(Inner {
                 db,
-                dialect: inner.dialect,
-                table: inner.table.clone(),
-                tombstones: inner.tombstones.clone(),
-                clock: inner.clock.clone(),
-                random: inner.random.clone(),
-                retry: inner.retry.clone(),
-                limits: inner.limits,
-                rollups: inner.rollups.clone(),
+                ..(*self.inner).clone()
             }),
         })
     }
