@@ -34,6 +34,13 @@ async fn structure(db: &PostgresDatabase, table: &str) -> Vec<String> {
          FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid \
          WHERE t.relname = $1 ORDER BY conname",
         "SELECT 'index ' || indexdef AS fact FROM pg_indexes WHERE tablename = $1 ORDER BY indexname",
+        "SELECT 'sequence ' || sequencename || ' ' || data_type || ' min=' || min_value \
+         || ' start=' || start_value AS fact FROM pg_sequences \
+         WHERE sequencename LIKE $1 || '\\_claim\\_%' ORDER BY sequencename",
+        "SELECT 'owned ' || s.relname || ' by ' || a.attname AS fact FROM pg_depend d \
+         JOIN pg_class s ON s.oid = d.objid JOIN pg_class t ON t.oid = d.refobjid \
+         JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = d.refobjsubid \
+         WHERE s.relkind = 'S' AND d.deptype = 'a' AND t.relname = $1 ORDER BY s.relname",
     ] {
         let rows = db
             .query(&Statement::new(sql, vec![table.into()]))
@@ -513,4 +520,361 @@ async fn a_conflict_is_named_even_when_the_server_does_not_say_which_key() {
         .execute(&Statement::new(format!("DROP ROLE {role}"), vec![]))
         .await
         .unwrap();
+}
+
+/// The claim floor's three sequences of `table`: floor, pending, fence.
+async fn claim_floor(db: &Arc<dyn Database>, table: &str) -> (i64, i64, i64) {
+    let rows = db
+        .query(&Statement::new(
+            format!(
+                "SELECT (SELECT last_value FROM \"{table}_claim_floor\") AS floor, \
+                 (SELECT last_value FROM \"{table}_claim_pending\") AS pending, \
+                 (SELECT last_value FROM \"{table}_claim_fence\") AS fence"
+            ),
+            vec![],
+        ))
+        .await
+        .unwrap();
+    let row = rows.iter().next().unwrap();
+    (
+        row.get("floor").unwrap(),
+        row.get("pending").unwrap(),
+        row.get("fence").unwrap(),
+    )
+}
+
+/// The floor once claims (finding nothing) have moved it past `past`. A
+/// claim moves it once no transaction older than its fence is running
+/// anywhere on the server: other tests' too, so it may take a few.
+async fn floor_passes(outbox: &Outbox, past: i64) -> i64 {
+    let db = outbox.database().clone();
+    for _ in 0..1000 {
+        let (floor, _, _) = claim_floor(&db, outbox.table().as_str()).await;
+        if floor > past {
+            return floor;
+        }
+        let claim = outbox.claim(10, LEASE).await.unwrap();
+        assert!(claim.is_empty(), "{claim:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the floor did not pass {past} within 20 s");
+}
+
+fn unix_millis_now() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+/// A read-only transaction on its own connection that holds its snapshot
+/// (and so the server's vacuum horizon) until it is dropped.
+async fn hold_snapshot(database: &TestDatabase) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(database.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM outbox")
+        .await
+        .unwrap();
+    client
+}
+
+fn drainer_of(outbox: &Outbox, delivered: Arc<Mutex<Vec<String>>>) -> Drainer {
+    let deliver = deliver_fn(move |message: workers_outbox::ClaimedMessage| {
+        let delivered = delivered.clone();
+        async move {
+            delivered.lock().unwrap().push(message.id.clone());
+            Delivery::Delivered
+        }
+    });
+    Drainer::builder(outbox.clone(), deliver)
+        .limits(DrainLimits {
+            batch_size: 50,
+            max_queries: u32::MAX,
+            max_messages: u32::MAX,
+            deadline: Duration::from_secs(60),
+            ..DrainLimits::scheduled()
+        })
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_claim_floor_moves_past_delivered_rows_while_a_snapshot_is_held() {
+    let database = TestDatabase::create("floor_snapshot").await;
+    let outbox = outbox_on(&database, 2).await;
+    let db = outbox.database().clone();
+    for n in 0..300 {
+        outbox
+            .enqueue_alone(Message::raw_json("m", format!("{{\"n\":{n}}}")))
+            .await
+            .unwrap();
+    }
+    let enqueued_by = unix_millis_now();
+    let held = hold_snapshot(&database).await;
+    let delivered = Arc::new(Mutex::new(Vec::new()));
+    let report = drainer_of(&outbox, delivered.clone()).drain().await;
+    assert_eq!(report.delivered, 300, "{report}");
+    assert_eq!(outbox.stats().await.unwrap().pending, 0);
+    // The floor passes the rows delivered: later claims start beyond their
+    // dead index entries, which the held snapshot keeps from vacuum.
+    let floor = floor_passes(&outbox, enqueued_by).await;
+    let (_, pending, _) = claim_floor(&db, "outbox").await;
+    assert!(pending >= floor);
+    // A message due long before the floor is marked late, and claimed.
+    let late = outbox
+        .enqueue_alone(
+            Message::raw_json("m", "{}")
+                .not_before(workers_outbox::Timestamp::from_unix_millis(1_000).unwrap()),
+        )
+        .await
+        .unwrap();
+    let claim = outbox.claim(10, LEASE).await.unwrap();
+    assert_eq!(
+        claim
+            .messages
+            .iter()
+            .map(|m| m.id.as_str())
+            .collect::<Vec<_>>(),
+        [late.id.as_str()]
+    );
+    assert!(claim.messages[0].lease().until().as_unix_millis() > floor);
+    drop(held);
+    database.drop_now().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_topic_is_claimed_though_the_floor_passed_its_rows() {
+    let database = TestDatabase::create("floor_resume").await;
+    let outbox = outbox_on(&database, 2).await;
+    let db = outbox.database().clone();
+    outbox.pause_topic("held", "operator").await.unwrap();
+    let mut held_ids = Vec::new();
+    for n in 0..20 {
+        held_ids.push(
+            outbox
+                .enqueue_alone(Message::raw_json("held", format!("{{\"n\":{n}}}")))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    for n in 0..200 {
+        outbox
+            .enqueue_alone(Message::raw_json("open", format!("{{\"n\":{n}}}")))
+            .await
+            .unwrap();
+    }
+    let delivered = Arc::new(Mutex::new(Vec::new()));
+    let report = drainer_of(&outbox, delivered.clone()).drain().await;
+    assert_eq!(report.delivered, 200, "{report}");
+    let newest_held: i64 = db
+        .query(&Statement::new(
+            "SELECT max(due_at) AS d FROM outbox WHERE topic = 'held'",
+            vec![],
+        ))
+        .await
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap()
+        .get("d")
+        .unwrap();
+    // A paused topic does not hold the floor back.
+    floor_passes(&outbox, newest_held).await;
+    assert!(outbox.resume_topic("held").await.unwrap());
+    let report = drainer_of(&outbox, delivered.clone()).drain().await;
+    assert_eq!(report.delivered, 20, "{report}");
+    let delivered = delivered.lock().unwrap().clone();
+    assert!(held_ids.iter().all(|id| delivered.contains(id)));
+    database.drop_now().await;
+}
+
+/// Writers of every kind race the drainers' floor (enqueues due in the
+/// past, retries, ordering keys, a held snapshot): no message is left
+/// behind the floor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writers_racing_the_claim_floor_leave_no_message_behind() {
+    const PER_WRITER: usize = 1000;
+    const WRITERS: usize = 4;
+    let database = TestDatabase::create("floor_race").await;
+    let db: Arc<dyn Database> = Arc::new(database.connect(12).await);
+    let outbox = Outbox::builder(db.clone(), "outbox")
+        .retry_policy(
+            workers_outbox::RetryPolicy::new(
+                5,
+                workers_outbox::ScheduledBackoff::new(vec![Duration::from_millis(1)]).unwrap(),
+            )
+            .unwrap(),
+        )
+        .build()
+        .unwrap();
+    outbox.create_schema().await.unwrap();
+    let held = hold_snapshot(&database).await;
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|writer| {
+            let outbox = outbox.clone();
+            tokio::spawn(async move {
+                let mut batch = Vec::new();
+                for n in 0..PER_WRITER {
+                    let now = unix_millis_now();
+                    let mut message =
+                        Message::raw_json("m", format!("{{\"w\":{writer},\"n\":{n}}}"))
+                            // Due up to two seconds ago: behind any floor a
+                            // drain has set meanwhile.
+                            .not_before(
+                                workers_outbox::Timestamp::from_unix_millis(
+                                    now - (n as i64 % 7) * 300,
+                                )
+                                .unwrap(),
+                            );
+                    if n % 5 == 0 {
+                        message = message.ordering_key(format!("key-{writer}-{}", n % 3));
+                    }
+                    if writer % 2 == 0 {
+                        outbox.enqueue_alone(message).await.unwrap();
+                    } else {
+                        // Long transactions too: 200 messages each, so that
+                        // the floor moves while they are open.
+                        batch.extend_from_slice(outbox.enqueue(message).unwrap().statements());
+                        if n % 200 == 199 {
+                            outbox.database().batch_atomic(&batch).await.unwrap();
+                            batch.clear();
+                        }
+                    }
+                    if n % 50 == 0 {
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    let delivered: Arc<Mutex<BTreeMap<String, u32>>> = Arc::default();
+    let attempts = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let drainers: Vec<_> = (0..3)
+        .map(|_| {
+            let (outbox, delivered, attempts) =
+                (outbox.clone(), delivered.clone(), attempts.clone());
+            tokio::spawn(async move {
+                let progress = delivered.clone();
+                let deliver = deliver_fn(move |message: workers_outbox::ClaimedMessage| {
+                    let (delivered, attempts) = (delivered.clone(), attempts.clone());
+                    async move {
+                        // Every seventh delivery fails once: a retry, due again
+                        // in a millisecond.
+                        if attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 7 == 3
+                            && message.attempt() == 1
+                        {
+                            return Delivery::Retry {
+                                error: "once".into(),
+                            };
+                        }
+                        *delivered
+                            .lock()
+                            .unwrap()
+                            .entry(message.id.clone())
+                            .or_default() += 1;
+                        Delivery::Delivered
+                    }
+                });
+                let drainer = Drainer::builder(outbox, deliver)
+                    .limits(DrainLimits {
+                        batch_size: 20,
+                        max_queries: u32::MAX,
+                        max_messages: u32::MAX,
+                        deadline: Duration::from_secs(60),
+                        ..DrainLimits::scheduled()
+                    })
+                    .build()
+                    .unwrap();
+                let started = std::time::Instant::now();
+                while progress.lock().unwrap().len() < WRITERS * PER_WRITER
+                    && started.elapsed() < Duration::from_secs(120)
+                {
+                    if drainer.drain().await.delivered == 0 {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    for drainer in drainers {
+        drainer.await.unwrap();
+    }
+    drop(held);
+    let delivered = delivered.lock().unwrap().clone();
+    let stats = outbox.stats().await.unwrap();
+    let left: Vec<String> = db
+        .query(&Statement::new(
+            "SELECT id || ' xmin ' || xmin::text || ' ' || state || ' due ' || due_at || ' key ' || coalesce(ordering_key, '-') \
+             || ' seq ' || coalesce(seq, 0) || ' attempts ' || attempts || ' token ' \
+             || coalesce(lease_token, '-') AS row FROM outbox ORDER BY due_at",
+            vec![],
+        ))
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get("row").unwrap())
+        .collect();
+    assert_eq!(
+        delivered.len(),
+        WRITERS * PER_WRITER,
+        "left undelivered: {stats:?} {left:#?}, floor {:?}",
+        claim_floor(&db, "outbox").await
+    );
+    assert_eq!(stats.pending, 0);
+    database.drop_now().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outbox_of_the_previous_release_upgrades_to_the_claim_floor() {
+    let database = TestDatabase::create("floor_upgrade").await;
+    let handle = database.connect(1).await;
+    // The previous release's tables, with rows as it wrote them: due long
+    // ago, one leased with its lease expired, one waiting behind its key.
+    apply_migrations(&handle, |file| !file.contains("claim_floor")).await;
+    for (state, due, id, token, key, seq) in [
+        ("ready", 1_000i64, "a", None, None, None),
+        ("ready", 2_000, "b", Some("expired"), None, None),
+        ("ready", 3_000, "c", None, Some("k"), Some(1i64)),
+        ("waiting", 3_000, "d", None, Some("k"), Some(2)),
+    ] {
+        handle
+            .execute(&Statement::new(
+                "INSERT INTO outbox (state, due_at, id, topic, payload, created_at, lease_token, \
+                 ordering_key, seq) VALUES ($1, $2, $3, 'm', '{}', 0, $4, $5, $6)",
+                vec![
+                    state.into(),
+                    due.into(),
+                    id.into(),
+                    token.into(),
+                    key.into(),
+                    seq.into(),
+                ],
+            ))
+            .await
+            .unwrap();
+    }
+    apply_migrations(&handle, |file| file.contains("claim_floor")).await;
+    let db: Arc<dyn Database> = Arc::new(database.connect(1).await);
+    let outbox = Outbox::new(db.clone(), "outbox").unwrap();
+    let delivered = Arc::new(Mutex::new(Vec::new()));
+    let mut reports = Vec::new();
+    for _ in 0..3 {
+        reports.push(drainer_of(&outbox, delivered.clone()).drain().await);
+    }
+    let mut delivered = delivered.lock().unwrap().clone();
+    delivered.sort();
+    assert_eq!(delivered, ["a", "b", "c", "d"], "{reports:?}");
+    assert_eq!(outbox.stats().await.unwrap().pending, 0);
+    drop((handle, outbox, db));
+    database.drop_now().await;
 }

@@ -156,6 +156,14 @@ impl Call {
     /// after an error, and where each part's statements are among them.
     fn statements(&self, retry: bool) -> (Vec<Statement>, Vec<Option<Range<usize>>>) {
         let mut statements = Vec::new();
+        if !retry {
+            // Before any write of the call (see `ClaimStatement::advance`).
+            for part in &self.parts {
+                if let Part::Claim { claim, .. } = part {
+                    statements.extend(claim.advance().iter().cloned());
+                }
+            }
+        }
         let mut ranges = Vec::with_capacity(self.parts.len());
         for part in &self.parts {
             let start = statements.len();

@@ -15,6 +15,7 @@ use super::stats::age_millis;
 use super::{Outbox, col, state};
 use crate::database::{Row, Statement};
 use crate::error::{Error, Result};
+use crate::sql::claim_floor;
 use crate::time::Timestamp;
 use crate::trace::TraceContext;
 
@@ -756,6 +757,7 @@ impl Outbox {
                     .and_where(Expr::col(col::ID).eq(key.id.as_str()))
                     .and_where(Expr::col(col::LEASE_TOKEN).is_null())
                     .and_where(Expr::col(col::DUE_AT).gt(now));
+                claim_floor::mark(self.dialect(), self.table(), &mut update, now.into());
                 self.render(&update)
             })
             .collect::<Result<Vec<_>>>()?;

@@ -171,6 +171,8 @@ pub(crate) struct ClaimStatement {
     statement: Statement,
     /// The count of the rows it parks as dead, sent right after it.
     deaths: Option<Statement>,
+    /// Moving the claim floor (Postgres): see [`advance`](ClaimStatement::advance).
+    advance: Vec<Statement>,
     token: String,
     until: Timestamp,
     table: TableName,
@@ -182,6 +184,14 @@ impl ClaimStatement {
     /// (whose outcome holds the rows) first.
     pub(crate) fn statements(&self) -> impl Iterator<Item = &Statement> {
         std::iter::once(&self.statement).chain(&self.deaths)
+    }
+
+    /// The statements that move the claim floor (Postgres; none for
+    /// SQLite), to send first in the claim's transaction, before any write
+    /// of it: the floor must follow committed rows only, since it stays
+    /// where they move it even if the transaction then rolls back.
+    pub(crate) fn advance(&self) -> &[Statement] {
+        &self.advance
     }
 
     /// A read of the rows this claim leased, for when the claim may have
@@ -339,11 +349,16 @@ impl Outbox {
     /// no attempt spent.
     pub async fn claim(&self, limit: u32, lease: Duration) -> Result<Claim> {
         let claim = self.claim_statement(limit, lease)?;
-        let statements: Vec<Statement> = claim.statements().cloned().collect();
+        let statements: Vec<Statement> = claim
+            .advance()
+            .iter()
+            .chain(claim.statements())
+            .cloned()
+            .collect();
         let outcomes = self.inner.db.batch_atomic(&statements).await?;
         let rows = outcomes
             .into_iter()
-            .next()
+            .nth(claim.advance().len())
             .map(|outcome| outcome.rows)
             .unwrap_or_default();
         Ok(claim.read(&rows))
@@ -376,6 +391,7 @@ impl Outbox {
             deaths: self
                 .rollup_writes()
                 .map(|writes| writes.count_claim_deaths(now, &token)),
+            advance: sql::claim_floor::advance(self.dialect(), self.table(), now)?,
             token,
             until,
             table: self.table().clone(),

@@ -7,6 +7,7 @@ use super::{Outbox, col, state};
 use crate::database::Statement;
 use crate::error::{Error, Result};
 use crate::sql;
+use crate::sql::claim_floor;
 use crate::time::Timestamp;
 
 impl Outbox {
@@ -127,6 +128,12 @@ impl Outbox {
         if let Some(id) = id {
             update.and_where(Expr::col(col::ID).eq(id));
         }
+        claim_floor::mark(
+            self.dialect(),
+            self.table(),
+            &mut update,
+            self.now().as_unix_millis().into(),
+        );
         self.render(&update)
     }
 }

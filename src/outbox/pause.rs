@@ -7,6 +7,7 @@ use super::Outbox;
 use super::message::check_key;
 use super::settle::clip;
 use crate::error::Result;
+use crate::sql::claim_floor;
 use crate::sql::pause::{self, paused_col};
 use crate::time::Timestamp;
 
@@ -63,8 +64,12 @@ impl Outbox {
     /// As [`pause_topic`](Outbox::pause_topic).
     pub async fn resume_topic(&self, topic: &str) -> Result<bool> {
         check_key("topic", Some(topic))?;
-        let statement = pause::resume(self.table(), self.dialect(), topic)?;
-        Ok(self.inner.db.execute(&statement).await? > 0)
+        let mut statements = vec![pause::resume(self.table(), self.dialect(), topic)?];
+        statements.extend(claim_floor::resume(self.dialect(), self.table(), topic));
+        let outcomes = self.inner.db.batch_atomic(&statements).await?;
+        Ok(outcomes
+            .first()
+            .is_some_and(|resumed| resumed.rows_affected > 0))
     }
 
     /// Every paused topic, in name order, with its reason.

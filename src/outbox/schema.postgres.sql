@@ -25,17 +25,33 @@ CREATE TABLE IF NOT EXISTS "{table}" (
     deferrals    BIGINT NOT NULL DEFAULT 0,
     traceparent  TEXT,
     tracestate   TEXT,
-    became_due   BIGINT
+    became_due   BIGINT,
+    late_due     BIGINT
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
         autovacuum_vacuum_cost_delay = 0, autovacuum_analyze_scale_factor = 0.05);
 -- Columns newer than the table, for one an earlier release created (`create_schema` then upgrades it).
 ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS traceparent TEXT;
 ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS tracestate TEXT;
 ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS became_due BIGINT;
+ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS late_due BIGINT;
 CREATE INDEX IF NOT EXISTS "{table}_due" ON "{table}" (state, due_at, id);
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_dedup" ON "{table}" (dedup_key) WHERE dedup_key IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_ordering" ON "{table}" (ordering_key, seq) WHERE ordering_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "{table}_subject" ON "{table}" (subject) WHERE subject IS NOT NULL;
+-- The claim floor (src/sql/claim_floor.rs): every claimable row due before "{table}_claim_floor"
+-- is marked late (late_due = due_at; null otherwise), so a claim walks the due index from the
+-- floor (past the entries of rows leased or delivered before it, whether or not vacuum has
+-- removed them yet) and the late rows through "{table}_late". Writers mark a row late when its
+-- due time is below "{table}_claim_pending";
+-- "{table}_claim_fence" is the transaction id the floor's next step waits for. Sequences, not a
+-- table: setval is seen at once and leaves no row versions behind.
+CREATE INDEX IF NOT EXISTS "{table}_late" ON "{table}" (late_due, id) WHERE late_due IS NOT NULL;
+CREATE SEQUENCE IF NOT EXISTS "{table}_claim_floor" AS BIGINT
+    MINVALUE -9223372036854775808 START WITH -9223372036854775808 OWNED BY "{table}".due_at;
+CREATE SEQUENCE IF NOT EXISTS "{table}_claim_pending" AS BIGINT
+    MINVALUE -9223372036854775808 START WITH -9223372036854775808 OWNED BY "{table}".due_at;
+CREATE SEQUENCE IF NOT EXISTS "{table}_claim_fence" AS BIGINT
+    MINVALUE -1 START WITH 0 OWNED BY "{table}".due_at;
 -- Per-topic memory across drains, as in the SQLite schema: the streak of retryable failures since
 -- the topic's receiver last answered.
 CREATE TABLE IF NOT EXISTS "{table}_topics" (

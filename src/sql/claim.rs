@@ -3,6 +3,7 @@
 
 use sea_query::{BinOper, Expr, ExprTrait, Order, Query};
 
+use super::claim_floor;
 use super::dialects::bound_claim;
 use super::pause::topic_not_paused;
 use super::{Fence, col, state};
@@ -102,9 +103,21 @@ pub(crate) fn claim(
         .value(
             col::LAST_ERROR,
             when_exhausted(exhausted_error.into(), Expr::col(col::LAST_ERROR)),
-        )
-        .and_where(Expr::col((name.clone(), col::STATE)).eq(state::READY))
-        .and_where(topic_not_paused(table));
+        );
+    if dialect == Dialect::Sqlite {
+        // Postgres's rows come locked, and ready, from the claim's own pick
+        // (a condition here would let its planner scan every ready row).
+        update.and_where(Expr::col((name.clone(), col::STATE)).eq(state::READY));
+    }
+    update.and_where(topic_not_paused(table));
+    // A row parked as dead is not late; a leased one is if its lease ends
+    // behind the pending floor.
+    if let Some(late) = claim_floor::late_due(dialect, table, spec.until.as_unix_millis().into()) {
+        update.value(
+            col::LATE_DUE,
+            when_exhausted(Expr::val(Option::<i64>::None), late),
+        );
+    }
     let mut due = Query::select();
     due.columns([col::DUE_AT, col::ID])
         .from(name)
@@ -162,5 +175,11 @@ pub(crate) fn isolate(
         .value(col::LEASE_TOKEN, alone.token)
         .value(col::ATTEMPTS, i64::from(attempts))
         .and_where(current.holds().or(alone.holds()));
+    claim_floor::mark(
+        dialect,
+        table,
+        &mut update,
+        alone.until.as_unix_millis().into(),
+    );
     dialect.render(&update)
 }

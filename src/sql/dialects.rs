@@ -6,11 +6,11 @@
 
 use sea_query::{
     CommonTableExpression, Expr, ExprTrait, LockBehavior, LockType, Order, Query, SelectStatement,
-    UpdateStatement, WithClause,
+    UnionType, UpdateStatement, WithClause,
 };
 
 use super::tombstone_col::{ERASED_AT, GUARD_MARK, SUBJECT};
-use super::{col, schema, state};
+use super::{claim_floor, col, schema, state};
 use crate::database::{Dialect, Statement, query_error};
 use crate::error::Result;
 use crate::identifier::TableName;
@@ -30,10 +30,12 @@ pub(crate) const CLAIMED_DUE: &str = "claimed_due";
 ///   With fewer due rows than `limit` there is no boundary: every due row
 ///   (`due_at` up to now, any id; text sorts before any blob).
 /// - **Postgres**: concurrent drainers each lock the first `limit` due rows
-///   no one else holds (`FOR UPDATE SKIP LOCKED`, in a materialized CTE so it
-///   runs once) and update exactly those: no drainer waits on another and no
-///   row is leased twice. `RETURNING` has no order there, so each row also
-///   returns its due time before the lease, [`CLAIMED_DUE`].
+///   no one else holds (`FOR UPDATE SKIP LOCKED`, in materialized CTEs so
+///   they run once) and update exactly those: no drainer waits on another
+///   and no row is leased twice. The due rows are walked from the claim
+///   floor, beside the few marked late (see [`claim_floor`]). `RETURNING`
+///   has no order there, so each row also returns its due time before the
+///   lease, [`CLAIMED_DUE`].
 pub(crate) fn bound_claim(
     dialect: Dialect,
     update: &mut UpdateStatement,
@@ -70,19 +72,56 @@ pub(crate) fn bound_claim(
                 .with_cte(WithClause::new().cte(boundary).to_owned());
         }
         Dialect::Postgres => {
-            due.limit(u64::from(limit))
-                .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+            // The due rows at or above the claim floor, and the few written
+            // behind it (see `claim_floor`): each locked in order, the first
+            // `limit` of the two taken. A row locked past them stays locked
+            // until this statement's transaction ends, unleased.
+            let late = claim_floor::behind_floor(table, now);
+            claim_floor::bound_due(table, &mut due);
+            // Each row's version is joined by its `ctid` (stable while this
+            // transaction holds the row locked): a plan that depends on no
+            // estimate, right even where the table's statistics are those
+            // of its creation, empty.
+            let locked = |mut select: SelectStatement, name: &'static str| {
+                select
+                    .column("ctid")
+                    .limit(u64::from(limit))
+                    .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+                CommonTableExpression::new()
+                    .query(select)
+                    .columns([CLAIMED_DUE, "claimed_id", "claimed_row"])
+                    .table_name(name)
+                    .materialized(true)
+                    .to_owned()
+            };
+            let both = || -> SelectStatement {
+                Query::select()
+                    .columns([CLAIMED_DUE, "claimed_id", "claimed_row"])
+                    .from("ahead")
+                    .union(
+                        UnionType::All,
+                        Query::select()
+                            .columns([CLAIMED_DUE, "claimed_id", "claimed_row"])
+                            .from("behind")
+                            .to_owned(),
+                    )
+                    .to_owned()
+            };
+            let mut first = Query::select();
+            first
+                .columns([CLAIMED_DUE, "claimed_id", "claimed_row"])
+                .from_subquery(both(), "candidates")
+                .order_by(CLAIMED_DUE, Order::Asc)
+                .order_by("claimed_id", Order::Asc)
+                .limit(u64::from(limit));
             let picked = CommonTableExpression::new()
-                .query(due)
-                .columns([CLAIMED_DUE, "claimed_id"])
+                .query(first)
                 .table_name("picked")
-                .materialized(true)
                 .to_owned();
             let table = table.as_str().to_owned();
             update
                 .from("picked")
-                .and_where(Expr::col((table.clone(), col::DUE_AT)).equals(("picked", CLAIMED_DUE)))
-                .and_where(Expr::col((table, col::ID)).equals(("picked", "claimed_id")))
+                .and_where(Expr::col((table, "ctid")).equals(("picked", "claimed_row")))
                 .returning(
                     Query::returning().exprs(
                         returned
@@ -91,7 +130,13 @@ pub(crate) fn bound_claim(
                             .chain([Expr::col(("picked", CLAIMED_DUE))]),
                     ),
                 )
-                .with_cte(WithClause::new().cte(picked).to_owned());
+                .with_cte(
+                    WithClause::new()
+                        .cte(locked(due, "ahead"))
+                        .cte(locked(late, "behind"))
+                        .cte(picked)
+                        .to_owned(),
+                );
         }
     }
 }
@@ -281,6 +326,9 @@ pub(crate) const MAX_COUNTED_UNSETTLED: i64 = 65_535;
 /// - **Postgres**: the matched rows are locked (`FOR UPDATE`), so no other
 ///   drainer's claim takes one between the count and the settle; a lock
 ///   cannot sit under an aggregate, so the locked rows are grouped outside.
+///   Each row is looked up on its own (a lateral subquery per id): one
+///   index probe each, whatever the planner believes of the table (a
+///   join would scan every ready row where its statistics are stale).
 pub(crate) fn held_leases(dialect: Dialect, outbox: &str) -> String {
     let (state_col, due, id, token, unsettled) = (
         col::STATE,
@@ -313,10 +361,10 @@ pub(crate) fn held_leases(dialect: Dialect, outbox: &str) -> String {
         ),
         Dialect::Postgres => format!(
             "held AS MATERIALIZED (SELECT topic, signature, COUNT(*) AS leases, SUM(unsettled) AS lost \
-             FROM (SELECT groups.topic AS topic, groups.signature AS signature, \
-             {unsettled_counted} AS unsettled FROM groups \
-             CROSS JOIN LATERAL json_array_elements_text(groups.ids) AS i(id) \
-             CROSS JOIN {outbox} WHERE {fenced} FOR UPDATE OF {outbox}) AS locked GROUP BY 1, 2)",
+             FROM (SELECT groups.topic AS topic, groups.signature AS signature, o.unsettled \
+             FROM groups CROSS JOIN LATERAL json_array_elements_text(groups.ids) AS i(id) \
+             CROSS JOIN LATERAL (SELECT {unsettled_counted} AS unsettled FROM {outbox} \
+             WHERE {fenced} FOR UPDATE) AS o) AS locked GROUP BY 1, 2)",
             fenced = fenced.replace("{id}", "i.id"),
             unsettled_counted = clamp("LEAST", "GREATEST"),
         ),

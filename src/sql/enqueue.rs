@@ -3,6 +3,7 @@
 
 use sea_query::{Expr, ExprTrait, OnConflict, Query};
 
+use super::claim_floor;
 use super::dialects::latest_of_key;
 use super::{col, state};
 use crate::database::{Dialect, Statement, query_error};
@@ -35,7 +36,7 @@ pub(crate) struct NewRow<'a> {
 /// number, and waits if an earlier row of the key is still present. While
 /// a row with its dedup key is in the table, it inserts nothing (0 rows).
 pub(crate) fn insert(table: &TableName, dialect: Dialect, row: &NewRow<'_>) -> Result<Statement> {
-    let columns = [
+    let mut columns = vec![
         col::STATE,
         col::DUE_AT,
         col::ID,
@@ -52,9 +53,13 @@ pub(crate) fn insert(table: &TableName, dialect: Dialect, row: &NewRow<'_>) -> R
         col::TRACEPARENT,
         col::TRACESTATE,
     ];
+    let late = claim_floor::late_due(dialect, table, Expr::val(row.due_at.as_unix_millis()));
+    if late.is_some() {
+        columns.push(col::LATE_DUE);
+    }
     let text = |value: Option<&str>| Expr::val(value.map(str::to_owned));
-    let fixed = |seq: Expr, state: Expr| -> Vec<Expr> {
-        vec![
+    let fixed = |seq: Expr, state: Expr, late: Option<Expr>| -> Vec<Expr> {
+        let mut values = vec![
             state,
             Expr::val(row.due_at.as_unix_millis()),
             Expr::val(row.id),
@@ -70,7 +75,9 @@ pub(crate) fn insert(table: &TableName, dialect: Dialect, row: &NewRow<'_>) -> R
             Expr::val(row.created_at.as_unix_millis()),
             text(row.traceparent),
             text(row.tracestate),
-        ]
+        ];
+        values.extend(late);
+        values
     };
     let mut insert = Query::insert();
     insert
@@ -82,15 +89,19 @@ pub(crate) fn insert(table: &TableName, dialect: Dialect, row: &NewRow<'_>) -> R
                 .values(fixed(
                     Expr::val(Option::<i64>::None),
                     Expr::val(state::READY),
+                    late,
                 ))
                 .map_err(query_error)?;
         }
         Some(key) => {
             let latest_seq = || Expr::col(("key_state", "latest"));
             let state = Expr::case(latest_seq().is_null(), state::READY).finally(state::WAITING);
+            // Only a row written ready can be late (its promotion marks a
+            // waiting one).
+            let late = late.map(|late| Expr::case(latest_seq().is_null(), late).into());
             let mut select = Query::select();
             select
-                .exprs(fixed(latest_seq().if_null(0).add(1), state.into()))
+                .exprs(fixed(latest_seq().if_null(0).add(1), state.into(), late))
                 .from_subquery(latest_of_key(dialect, table, key), "key_state")
                 // `WHERE` keeps SQLite from reading `ON CONFLICT` as a join.
                 .and_where(Expr::cust("TRUE"));

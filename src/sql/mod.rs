@@ -6,12 +6,14 @@
 //! façades ([`Outbox`](crate::Outbox), [`Inbox`](crate::Inbox)) take the
 //! time and tokens, call these, and send what they return through the
 //! [`Database`](crate::Database) port. Every place where a statement's text
-//! differs between SQLite and Postgres is in [`dialects`]; the tests pin the
+//! differs between SQLite and Postgres is in [`dialects`] (and Postgres's
+//! claim floor, which SQLite has no need of, in [`claim_floor`]); the tests pin the
 //! exact SQL of each statement here in both. (The operators' reads, such as
 //! stats, dead letters, a subject's export and the topic streaks, still
 //! build their SQL in the outbox's files, in text both dialects share.)
 
 pub(crate) mod claim;
+pub(crate) mod claim_floor;
 pub(crate) mod dialects;
 pub(crate) mod enqueue;
 pub(crate) mod inbox;
@@ -47,6 +49,9 @@ pub(crate) mod col {
     pub(crate) const TRACEPARENT: &str = "traceparent";
     pub(crate) const TRACESTATE: &str = "tracestate";
     pub(crate) const BECAME_DUE: &str = "became_due";
+    /// Postgres only: the row's due time when it is behind the claim floor
+    /// (`claim_floor`), else null.
+    pub(crate) const LATE_DUE: &str = "late_due";
 }
 
 /// The values of the outbox's `state` column.

@@ -4,6 +4,7 @@
 
 use sea_query::{Expr, ExprTrait, InsertStatement, OnConflict, Order, Query, SelectStatement};
 
+use super::claim_floor;
 use super::{Fence, col};
 use crate::database::{Dialect, Statement, query_error};
 use crate::error::Result;
@@ -128,5 +129,6 @@ pub(crate) fn unlease_if_paused(
         .value(col::LEASE_TOKEN, Option::<String>::None)
         .and_where(lease.holds())
         .and_where(Expr::col(col::TOPIC).in_subquery(paused_topics(table)));
+    claim_floor::mark(dialect, table, &mut update, now.as_unix_millis().into());
     dialect.render(&update)
 }

@@ -5,6 +5,7 @@
 
 use sea_query::{Expr, ExprTrait, Query};
 
+use super::claim_floor;
 use super::{Fence, col, dialects, json_text, state};
 use crate::database::value::Value;
 use crate::database::{Dialect, Statement};
@@ -82,6 +83,12 @@ pub(crate) fn retry(
             .value(col::ATTEMPTS, i64::from(retry.attempt.saturating_sub(1)))
             .value(col::DEFERRALS, i64::from(retry.deferrals.saturating_add(1)));
     }
+    claim_floor::mark(
+        dialect,
+        table,
+        &mut update,
+        retry.due.as_unix_millis().into(),
+    );
     dialect.render(&update)
 }
 
@@ -104,6 +111,7 @@ pub(crate) fn bury(
         .value(col::UNSETTLED_LEASES, 0)
         .value(col::LAST_ERROR, error)
         .and_where(lease.holds());
+    claim_floor::clear(dialect, &mut update);
     dialect.render(&update)
 }
 
@@ -123,6 +131,7 @@ pub(crate) fn release(
         .value(col::LEASE_TOKEN, Option::<String>::None)
         .value(col::ATTEMPTS, i64::from(attempt.saturating_sub(1)))
         .and_where(lease.holds());
+    claim_floor::mark(dialect, table, &mut update, due.as_unix_millis().into());
     dialect.render(&update)
 }
 
@@ -142,6 +151,7 @@ pub(crate) fn promote_next(table: &TableName, dialect: Dialect, key: &str) -> Re
         .and_where(Expr::col(col::STATE).eq(state::WAITING))
         .and_where(Expr::col(col::ORDERING_KEY).eq(key))
         .and_where(Expr::col(col::SEQ).eq(Expr::from(oldest)));
+    claim_floor::mark(dialect, table, &mut update, Expr::col(col::DUE_AT));
     dialect.render(&update)
 }
 
@@ -162,5 +172,6 @@ pub(crate) fn promote_all_heads(table: &TableName, dialect: Dialect) -> Result<S
         .value(col::STATE, state::READY)
         .and_where(Expr::col(col::STATE).eq(state::WAITING))
         .and_where(Expr::col((name, col::SEQ)).eq(Expr::from(oldest)));
+    claim_floor::mark(dialect, table, &mut update, Expr::col(col::DUE_AT));
     dialect.render(&update)
 }

@@ -2,6 +2,7 @@
 //! [`dialects`] must be the same in both, placeholders aside.
 
 use super::claim::{ClaimSpec, claim, isolate, recovery};
+use super::claim_floor;
 use super::enqueue::{NewRow, insert};
 use super::settle::{Retry, bury, complete_all, promote_all_heads, promote_next, release, retry};
 use super::*;
@@ -84,6 +85,37 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
         values.extend(fence_values());
         values
     };
+    // Postgres marks a row whose new due time is behind the pending claim
+    // floor late (see `claim_floor`): one more column written, its due time
+    // bound twice more. SQLite has no floor.
+    let late_sql = |due: &str| {
+        format!(
+            r#"CASE WHEN pg_current_xact_id() IS NOT NULL THEN CASE WHEN {due} < (SELECT last_value FROM "outbox_claim_pending") THEN {due} END END"#
+        )
+    };
+    let postgres = dialect == Dialect::Postgres;
+    let late_of = |due: &str| {
+        if postgres {
+            format!(r#", "late_due" = {}"#, late_sql(due))
+        } else {
+            String::new()
+        }
+    };
+    let late = late_of("?");
+    let cleared = if postgres { r#", "late_due" = ?"# } else { "" };
+    let promoted = late_of(r#""due_at""#);
+    let late_column = if postgres { r#", "late_due""# } else { "" };
+    let late_value = if postgres {
+        format!(", {}", late_sql("?"))
+    } else {
+        String::new()
+    };
+    let bound_late = |mut values: Vec<Value>, due: i64| {
+        if postgres {
+            values.extend([Value::Integer(due), Value::Integer(due)]);
+        }
+        values
+    };
     vec![
         (
             "recovery",
@@ -94,9 +126,9 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
         (
             "isolate",
             isolate(&outbox, dialect, &held(), &alone, 3).unwrap(),
-            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "attempts" = ? WHERE ({FENCE}) OR ({FENCE})"#),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "attempts" = ?{late} WHERE ({FENCE}) OR ({FENCE})"#),
             [
-                vec![Value::Integer(NOW), text("tok2"), Value::Integer(3)],
+                bound_late(vec![Value::Integer(NOW), text("tok2"), Value::Integer(3)], NOW),
                 fence_values(),
                 vec![text("ready"), Value::Integer(NOW), text("m1"), text("tok2")],
             ]
@@ -105,26 +137,32 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
         (
             "charged retry",
             retry(&outbox, dialect, &held(), &failure(true)).unwrap(),
-            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "last_error" = ?, "attempts" = ?, "unsettled_leases" = ? WHERE {FENCE}"#),
-            with_fence(vec![Value::Integer(NOW), Value::Null, text("boom"), Value::Integer(2), Value::Integer(0)]),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "last_error" = ?, "attempts" = ?, "unsettled_leases" = ?{late} WHERE {FENCE}"#),
+            with_fence(bound_late(vec![Value::Integer(NOW), Value::Null, text("boom"), Value::Integer(2), Value::Integer(0)], NOW)),
         ),
         (
             "deferral",
             retry(&outbox, dialect, &held(), &failure(false)).unwrap(),
-            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "last_error" = ?, "attempts" = ?, "deferrals" = ? WHERE {FENCE}"#),
-            with_fence(vec![Value::Integer(NOW), Value::Null, text("boom"), Value::Integer(1), Value::Integer(2)]),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "last_error" = ?, "attempts" = ?, "deferrals" = ?{late} WHERE {FENCE}"#),
+            with_fence(bound_late(vec![Value::Integer(NOW), Value::Null, text("boom"), Value::Integer(1), Value::Integer(2)], NOW)),
         ),
         (
             "bury",
             bury(&outbox, dialect, &held(), 2, "bad", at(NOW)).unwrap(),
-            format!(r#"UPDATE "outbox" SET "state" = ?, "due_at" = ?, "lease_token" = ?, "attempts" = ?, "unsettled_leases" = ?, "last_error" = ? WHERE {FENCE}"#),
-            with_fence(vec![text("dead"), Value::Integer(NOW), Value::Null, Value::Integer(2), Value::Integer(0), text("bad")]),
+            format!(r#"UPDATE "outbox" SET "state" = ?, "due_at" = ?, "lease_token" = ?, "attempts" = ?, "unsettled_leases" = ?, "last_error" = ?{cleared} WHERE {FENCE}"#),
+            with_fence(
+                [
+                    vec![text("dead"), Value::Integer(NOW), Value::Null, Value::Integer(2), Value::Integer(0), text("bad")],
+                    if postgres { vec![Value::Null] } else { vec![] },
+                ]
+                .concat(),
+            ),
         ),
         (
             "release",
             release(&outbox, dialect, &held(), 2, at(NOW)).unwrap(),
-            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "attempts" = ? WHERE {FENCE}"#),
-            with_fence(vec![Value::Integer(NOW), Value::Null, Value::Integer(1)]),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "attempts" = ?{late} WHERE {FENCE}"#),
+            with_fence(bound_late(vec![Value::Integer(NOW), Value::Null, Value::Integer(1)], NOW)),
         ),
         (
             "pause",
@@ -157,30 +195,30 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
         (
             "unlease if paused",
             pause::unlease_if_paused(&outbox, dialect, &held(), at(NOW)).unwrap(),
-            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ? WHERE {FENCE} AND "topic" IN (SELECT "topic" FROM "outbox_paused")"#),
-            with_fence(vec![Value::Integer(NOW), Value::Null]),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?{late} WHERE {FENCE} AND "topic" IN (SELECT "topic" FROM "outbox_paused")"#),
+            with_fence(bound_late(vec![Value::Integer(NOW), Value::Null], NOW)),
         ),
         (
             "promote next",
             promote_next(&outbox, dialect, "k").unwrap(),
-            r#"UPDATE "outbox" SET "state" = ? WHERE "state" = ? AND "ordering_key" = ? AND "seq" = (SELECT MIN("seq") FROM "outbox" WHERE "ordering_key" = ?)"#.into(),
+            format!(r#"UPDATE "outbox" SET "state" = ?{promoted} WHERE "state" = ? AND "ordering_key" = ? AND "seq" = (SELECT MIN("seq") FROM "outbox" WHERE "ordering_key" = ?)"#),
             vec![text("ready"), text("waiting"), text("k"), text("k")],
         ),
         (
             "promote all heads",
             promote_all_heads(&outbox, dialect).unwrap(),
-            r#"UPDATE "outbox" SET "state" = ? WHERE "state" = ? AND "outbox"."seq" = (SELECT MIN("earlier"."seq") FROM "outbox" AS "earlier" WHERE "earlier"."ordering_key" = "outbox"."ordering_key")"#.into(),
+            format!(r#"UPDATE "outbox" SET "state" = ?{promoted} WHERE "state" = ? AND "outbox"."seq" = (SELECT MIN("earlier"."seq") FROM "outbox" AS "earlier" WHERE "earlier"."ordering_key" = "outbox"."ordering_key")"#),
             vec![text("ready"), text("waiting")],
         ),
         (
             "insert",
             insert(&outbox, dialect, &row()).unwrap(),
-            r#"INSERT INTO "outbox" ("state", "due_at", "id", "topic", "payload", "subject", "dedup_key", "ordering_key", "seq", "id_given", "attempts", "lease_token", "created_at", "traceparent", "tracestate") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT ("dedup_key") WHERE "dedup_key" IS NOT NULL DO NOTHING"#.into(),
-            vec![
+            format!(r#"INSERT INTO "outbox" ("state", "due_at", "id", "topic", "payload", "subject", "dedup_key", "ordering_key", "seq", "id_given", "attempts", "lease_token", "created_at", "traceparent", "tracestate"{late_column}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?{late_value}) ON CONFLICT ("dedup_key") WHERE "dedup_key" IS NOT NULL DO NOTHING"#),
+            bound_late(vec![
                 text("ready"), Value::Integer(NOW), text("m1"), text("mail"), text("{}"), text("u1"),
                 Value::Null, Value::Null, Value::Null, Value::Integer(0), Value::Integer(0), Value::Null,
                 Value::Integer(NOW), text(TRACE), Value::Null,
-            ],
+            ], NOW),
         ),
         (
             "inbox key",
@@ -298,18 +336,40 @@ fn sqlite_claim_bounds_the_update_by_the_limit_th_due_row() {
 #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
 fn postgres_claim_locks_the_first_due_rows_no_one_holds() {
     let statement = claim(&table("outbox"), Dialect::Postgres, &spec()).unwrap();
-    let picked = r#"WITH "picked" ("claimed_due", "claimed_id") AS  MATERIALIZED (SELECT "due_at", "id" FROM "outbox" WHERE "state" = ? AND "due_at" <= ? AND ((NOT EXISTS(SELECT 1 FROM "outbox_paused")) OR "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused")) ORDER BY "due_at" ASC, "id" ASC LIMIT ? FOR UPDATE SKIP LOCKED)"#;
-    let joined = r#"FROM "picked" WHERE "outbox"."state" = ? AND ((NOT EXISTS(SELECT 1 FROM "outbox_paused")) OR "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused")) AND "outbox"."due_at" = "picked"."claimed_due" AND "outbox"."id" = "picked"."claimed_id""#;
+    let not_paused = r#"((NOT EXISTS(SELECT 1 FROM "outbox_paused")) OR "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused"))"#;
+    let columns = r#"("claimed_due", "claimed_id", "claimed_row")"#;
+    let picked = format!(
+        r#"WITH "ahead" {columns} AS  MATERIALIZED (SELECT "due_at", "id", "ctid" FROM "outbox" WHERE "state" = ? AND "due_at" <= ? AND {not_paused} AND "due_at" >= ((SELECT last_value FROM "outbox_claim_floor")) AND "late_due" IS NULL ORDER BY "due_at" ASC, "id" ASC LIMIT ? FOR UPDATE SKIP LOCKED) , "behind" {columns} AS  MATERIALIZED (SELECT "due_at", "id", "ctid" FROM "outbox" WHERE "late_due" IS NOT NULL AND "late_due" <= ? AND {not_paused} ORDER BY "late_due" ASC, "id" ASC LIMIT ? FOR UPDATE SKIP LOCKED) , "picked" AS (SELECT "claimed_due", "claimed_id", "claimed_row" FROM (SELECT "claimed_due", "claimed_id", "claimed_row" FROM "ahead" UNION ALL (SELECT "claimed_due", "claimed_id", "claimed_row" FROM "behind")) AS "candidates" ORDER BY "claimed_due" ASC, "claimed_id" ASC LIMIT ?)"#
+    );
+    let late = r#", "late_due" = (CASE WHEN ("attempts" >= ?) THEN ? ELSE CASE WHEN pg_current_xact_id() IS NOT NULL THEN CASE WHEN ? < (SELECT last_value FROM "outbox_claim_pending") THEN ? END END END)"#;
+    let joined =
+        format!(r#"FROM "picked" WHERE {not_paused} AND "outbox"."ctid" = "picked"."claimed_row""#);
     let expected = format!(
-        r#"{picked} {} {joined} {RETURNING}, "picked"."claimed_due""#,
+        r#"{picked} {}{late} {joined} {RETURNING}, "picked"."claimed_due""#,
         CLAIM_SET.replace("IFNULL", "COALESCE")
     );
     assert_eq!(
         statement.sql(),
         Dialect::Postgres.number_placeholders(&expected)
     );
-    let mut values = vec![text("ready"), Value::Integer(NOW), Value::Integer(10)];
+    let mut values = vec![
+        text("ready"),
+        Value::Integer(NOW),
+        Value::Integer(10),
+        Value::Integer(NOW),
+        Value::Integer(10),
+        Value::Integer(10),
+    ];
     values.extend(claim_set_values());
+    // The joined `WHERE` binds no state on Postgres; the lease's end is
+    // bound for `late_due`.
+    values.pop();
+    values.extend([
+        Value::Integer(5),
+        Value::Null,
+        Value::Integer(UNTIL),
+        Value::Integer(UNTIL),
+    ]);
     assert_eq!(statement.values(), values);
 }
 
@@ -321,7 +381,7 @@ fn ordered_row() -> NewRow<'static> {
     }
 }
 
-const ORDERED_INSERT: &str = r#"INSERT INTO "outbox" ("state", "due_at", "id", "topic", "payload", "subject", "dedup_key", "ordering_key", "seq", "id_given", "attempts", "lease_token", "created_at", "traceparent", "tracestate") SELECT (CASE WHEN ("key_state"."latest" IS NULL) THEN ? ELSE ? END), ?, ?, ?, ?, ?, ?, ?, IFNULL("key_state"."latest", ?) + ?, ?, ?, ?, ?, ?, ? FROM (SELECT MAX("seq") AS "latest" FROM {latest}) AS "key_state" WHERE TRUE ON CONFLICT ("dedup_key") WHERE "dedup_key" IS NOT NULL DO NOTHING"#;
+const ORDERED_INSERT: &str = r#"INSERT INTO "outbox" ("state", "due_at", "id", "topic", "payload", "subject", "dedup_key", "ordering_key", "seq", "id_given", "attempts", "lease_token", "created_at", "traceparent", "tracestate") SELECT (CASE WHEN ("key_state"."latest" IS NULL) THEN ? ELSE ? END), {due}, ?, ?, ?, ?, ?, ?, IFNULL("key_state"."latest", ?) + ?, ?, ?, ?, ?, ?, ? FROM (SELECT MAX("seq") AS "latest" FROM {latest}) AS "key_state" WHERE TRUE ON CONFLICT ("dedup_key") WHERE "dedup_key" IS NOT NULL DO NOTHING"#;
 
 fn ordered_values() -> Vec<Value> {
     vec![
@@ -351,7 +411,9 @@ fn sqlite_ordered_insert_reads_the_keys_newest_row() {
     let statement = insert(&table("outbox"), Dialect::Sqlite, &ordered_row()).unwrap();
     assert_eq!(
         statement.sql(),
-        ORDERED_INSERT.replace("{latest}", r#""outbox" WHERE "ordering_key" = ?"#)
+        ORDERED_INSERT
+            .replace("{latest}", r#""outbox" WHERE "ordering_key" = ?"#)
+            .replace("{due}", "?")
     );
     assert_eq!(statement.values(), ordered_values());
 }
@@ -363,12 +425,21 @@ fn postgres_ordered_insert_locks_the_keys_newest_row() {
     let latest = r#"(SELECT "seq" FROM "outbox" WHERE "ordering_key" = ? ORDER BY "seq" DESC LIMIT ? FOR UPDATE) AS "newest""#;
     let expected = ORDERED_INSERT
         .replace("{latest}", latest)
+        .replace("{due}", "?")
+        .replace(r#", "tracestate")"#, r#", "tracestate", "late_due")"#)
+        .replace(
+            ", ? FROM (SELECT MAX",
+            r#", ?, (CASE WHEN ("key_state"."latest" IS NULL) THEN CASE WHEN pg_current_xact_id() IS NOT NULL THEN CASE WHEN ? < (SELECT last_value FROM "outbox_claim_pending") THEN ? END END END) FROM (SELECT MAX"#,
+        )
         .replace("IFNULL", "COALESCE");
     assert_eq!(
         statement.sql(),
         Dialect::Postgres.number_placeholders(&expected)
     );
     let mut values = ordered_values();
+    // The due time twice more, for `late_due`, before the key's.
+    values.insert(values.len() - 1, Value::Integer(NOW));
+    values.insert(values.len() - 1, Value::Integer(NOW));
     values.push(Value::Integer(1));
     assert_eq!(statement.values(), values);
 }
@@ -575,7 +646,7 @@ fn a_postgres_settles_count_locks_the_rows_it_counts() {
         "{sql}"
     );
     assert!(
-        sql.contains(r#"FROM groups CROSS JOIN LATERAL json_array_elements_text(groups.ids) AS i(id) CROSS JOIN "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = groups.until AND "outbox".id = i.id AND "outbox".lease_token = groups.token FOR UPDATE OF "outbox") AS locked GROUP BY 1, 2)"#),
+        sql.contains(r#"FROM groups CROSS JOIN LATERAL json_array_elements_text(groups.ids) AS i(id) CROSS JOIN LATERAL (SELECT LEAST(GREATEST("outbox".unsettled_leases, 0), 65535) AS unsettled FROM "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = groups.until AND "outbox".id = i.id AND "outbox".lease_token = groups.token FOR UPDATE) AS o) AS locked GROUP BY 1, 2)"#),
         "{sql}"
     );
     assert!(sql.contains("SELECT 60000, $2, topic"), "{sql}");
@@ -639,4 +710,48 @@ fn retention_folds_old_minutes_once_in_each_dialect() {
             Dialect::Postgres.number_placeholders(forget),
         ]
     );
+}
+
+#[test]
+fn sqlite_keeps_no_claim_floor() {
+    assert!(
+        claim_floor::advance(Dialect::Sqlite, &table("outbox"), at(NOW))
+            .unwrap()
+            .is_empty()
+    );
+    assert!(claim_floor::resume(Dialect::Sqlite, &table("outbox"), "hook").is_empty());
+}
+
+#[test]
+#[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+fn postgres_moves_the_claim_floor_in_two_steps_under_a_tried_lock() {
+    let steps = claim_floor::advance(Dialect::Postgres, &table("outbox"), at(NOW)).unwrap();
+    let lock =
+        "pg_try_advisory_xact_lock(hashtext('workers-outbox claim floor'), hashtext('outbox'))";
+    let first_due = r#"SELECT "due_at" FROM "outbox" WHERE "state" = ('ready') AND "due_at" >= ((SELECT last_value FROM "outbox_claim_floor")) AND "late_due" IS NULL AND ((NOT EXISTS(SELECT 1 FROM "outbox_paused")) OR "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused")) ORDER BY "due_at" ASC LIMIT 1"#;
+    assert_eq!(steps.len(), 3);
+    assert_eq!(steps[0].sql(), "SET LOCAL enable_bitmapscan = off");
+    let steps = &steps[1..];
+    assert_eq!(
+        steps[0].sql(),
+        format!(
+            r#"SELECT setval('"outbox_claim_floor"', LEAST(v.pending, v.first_due)), setval('"outbox_claim_pending"', GREATEST(LEAST(v.pending, v.first_due), LEAST($1, v.first_due))), setval('"outbox_claim_fence"', -1) FROM (SELECT (SELECT last_value FROM "outbox_claim_pending") AS pending, ({first_due}) AS first_due WHERE CASE WHEN {lock} THEN (SELECT last_value FROM "outbox_claim_fence") >= 0 AND pg_snapshot_xmin(pg_current_snapshot())::text::bigint > (SELECT last_value FROM "outbox_claim_fence") ELSE FALSE END OFFSET 0) AS v"#
+        )
+    );
+    assert_eq!(steps[0].values(), [Value::Integer(NOW - 250)]);
+    assert_eq!(
+        steps[1].sql(),
+        format!(
+            r#"SELECT CASE WHEN {lock} THEN CASE WHEN (SELECT last_value FROM "outbox_claim_fence") = -1 THEN setval('"outbox_claim_fence"', pg_current_xact_id()::text::bigint) END END"#
+        )
+    );
+    assert!(steps[1].values().is_empty());
+    let resume = claim_floor::resume(Dialect::Postgres, &table("outbox"), "hook");
+    assert_eq!(resume.len(), 2);
+    assert_eq!(resume[0].sql(), "SELECT pg_current_xact_id()::text AS xid");
+    assert_eq!(
+        resume[1].sql(),
+        r#"UPDATE "outbox" SET late_due = due_at WHERE state = 'ready' AND topic = $1 AND late_due IS NULL AND due_at < (SELECT last_value FROM "outbox_claim_pending")"#
+    );
+    assert_eq!(resume[1].values(), [text("hook")]);
 }

@@ -65,6 +65,7 @@ mod native {
             messages: args.next().and_then(|a| a.parse().ok()).unwrap_or(50_000),
             pairs: args.next().and_then(|a| a.parse().ok()).unwrap_or(7),
         };
+        let drain_repetitions: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1);
         let path = std::env::temp_dir().join(format!("outbox-bench-{}.sqlite", std::process::id()));
         let sqlite: Arc<dyn Database> = Arc::new(SqliteDatabase::open(&path)?);
         let counting = CountingDatabase::new(sqlite);
@@ -80,7 +81,13 @@ mod native {
             .enable_time()
             .build()
             .map_err(|e| workers_outbox::Error::database(e.to_string()))?;
-        let result = runtime.block_on(scenarios(&bench, messages, largest, rollups));
+        let result = runtime.block_on(scenarios(
+            &bench,
+            messages,
+            largest,
+            rollups,
+            drain_repetitions,
+        ));
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
@@ -133,24 +140,38 @@ mod native {
         messages: u64,
         largest: u64,
         rollup_runs: RollupRuns,
+        drain_repetitions: u32,
     ) -> Result<Json> {
         // `OUTBOX_BENCH_ONLY=rollups`: only rollups on and off, to iterate on them.
         if std::env::var("OUTBOX_BENCH_ONLY").is_ok_and(|only| only == "rollups") {
             return Ok(json!({ "rollups": rollups_on_and_off(bench, rollup_runs).await? }));
         }
+        // Every pair `drain_repetitions` times, the order swapped every
+        // repetition, so that a ratio's spread can be told from noise.
         let mut drains = Vec::new();
-        for algorithm in [Algorithm::Ours, Algorithm::Baseline] {
-            for batch in [1u32, 10, 50, 100] {
-                bench.reset().await?;
-                bench.seed(algorithm, Kind::Due, messages).await?;
-                let run = bench.drain(algorithm, batch, u32::MAX, u32::MAX).await?;
-                eprintln!(
-                    "sqlite drain {} batch {batch}: {} msgs in {:.0} ms",
-                    name(algorithm),
-                    run.messages,
-                    run.elapsed_ms
-                );
-                drains.push(json!({ "algo": name(algorithm), "batch": batch, "run": run }));
+        for repetition in 0..drain_repetitions {
+            let mut order = [Algorithm::Ours, Algorithm::Baseline];
+            if repetition % 2 == 1 {
+                order.reverse();
+            }
+            for algorithm in order {
+                for batch in [1u32, 10, 50, 100] {
+                    bench.reset().await?;
+                    bench.seed(algorithm, Kind::Due, messages).await?;
+                    let run = bench.drain(algorithm, batch, u32::MAX, u32::MAX).await?;
+                    eprintln!(
+                        "sqlite drain {} batch {batch} (run {repetition}): {} msgs in {:.0} ms",
+                        name(algorithm),
+                        run.messages,
+                        run.elapsed_ms
+                    );
+                    drains.push(json!({
+                        "algo": name(algorithm),
+                        "batch": batch,
+                        "repetition": repetition,
+                        "run": run,
+                    }));
+                }
             }
         }
         let mut claims = Vec::new();
