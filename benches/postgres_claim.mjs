@@ -16,7 +16,7 @@ const SNAPSHOT_RATE = Number(process.env.BENCH_PG_SNAPSHOT_RATE ?? 10_000);
 const SOAK_RATE = Number(process.env.BENCH_PG_SOAK_RATE ?? 5_000);
 const HOLD_FROM_S = Number(process.env.BENCH_PG_HOLD_FROM ?? 20);
 const HOLD_FOR_S = Number(process.env.BENCH_PG_HOLD_FOR ?? 60);
-const MOST_S = Number(process.env.BENCH_PG_MOST ?? 420);
+const MOST_S = Number(process.env.BENCH_PG_MOST ?? 300);
 const DRAINERS = 4;
 
 const median = (xs) => {

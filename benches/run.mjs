@@ -30,6 +30,14 @@ const BATCHES = [1, 10, 50, 100];
 const ALGOS = ["ours", "baseline"];
 const log = (...args) => console.error("bench:", ...args);
 
+// `BENCH_ONLY=postgres`: only the Postgres claim and the fault simulation,
+// their sections of BENCHMARKS.md rewritten in place (the rest as the last
+// whole run wrote it).
+if (process.env.BENCH_ONLY === "postgres") {
+  postgresOnly();
+  process.exit(0);
+}
+
 // The delaying sink for the latency mix: answers after `?ms=`.
 const sink = async (request) => {
   const ms = Number(new URL(request.url).searchParams.get("ms") ?? 0);
@@ -600,4 +608,27 @@ function markdown(r) {
     "",
   );
   return lines.join("\n");
+}
+
+/** Runs the Postgres sections alone and rewrites just them in BENCHMARKS.md. */
+function postgresOnly() {
+  const file = path.join(root, "BENCHMARKS.md");
+  let report = readFileSync(file, "utf8");
+  const replaceSection = (lines, heading, before) => {
+    const text = lines.join("\n");
+    const start = report.indexOf(`\n${heading}`);
+    if (start < 0) {
+      const at = report.indexOf(`\n${before}`);
+      report = `${report.slice(0, at + 1)}${text}\n${report.slice(at + 1)}`;
+      return;
+    }
+    const end = report.indexOf("\n## ", start + heading.length + 1);
+    report = `${report.slice(0, start + 1)}${text}\n${report.slice(end + 1)}`;
+  };
+  const claim = postgresClaimMarkdown(runPostgresClaim(root, log));
+  replaceSection(claim, claim[0], "## The fault simulation");
+  const simulation = simulationMarkdown(runSimulation(root, log));
+  replaceSection(simulation, simulation[0], "## Size");
+  writeFileSync(file, report);
+  console.log([...claim, ...simulation].join("\n"));
 }

@@ -8,9 +8,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false
-bash scripts/build-worker.sh examples/signup-mail
-bash scripts/build-worker.sh benches/outbox-bench
-bash scripts/build-worker.sh tests/d1-worker
+# BENCH_ONLY=postgres: the Postgres claim and the fault simulation alone.
+if [ "${BENCH_ONLY:-}" != postgres ]; then
+  bash scripts/build-worker.sh examples/signup-mail
+  bash scripts/build-worker.sh benches/outbox-bench
+  bash scripts/build-worker.sh tests/d1-worker
+fi
 cargo build --release -p outbox-bench --bin outbox-bench-native --bin outbox-bench-drainers \
   --bin outbox-bench-postgres-claim
 # The Postgres claim as it was before the claim floor, built from the same
