@@ -140,8 +140,12 @@ pub(crate) async fn a_claim_of_many_topics_is_deleted_at_once_and_counted_once(
         .iter()
         .map(|message| (message.lease(), crate::outbox::Fate::Complete))
         .collect();
-    // The count, then one delete for the whole claim.
-    ensure_eq!(outbox.prepare_fates(&fates)?.statements().len(), 2);
+    // (Postgres: the planner's settings,) the count, then one delete for
+    // the whole claim.
+    ensure_eq!(
+        outbox.prepare_fates(&fates)?.statements().len(),
+        2 + crate::sql::planner::statements(outbox.dialect())
+    );
     let verdicts: Vec<_> = claim
         .messages
         .iter()

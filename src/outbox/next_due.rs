@@ -24,7 +24,7 @@ impl Outbox {
             .expr_as(Func::min(Expr::col(col::DUE_AT)), "due_at")
             .from(table.as_str().to_owned())
             .and_where(Expr::col(col::STATE).eq(state::READY))
-            .and_where(crate::sql::pause::topic_not_paused(&table));
+            .and_where(crate::sql::paused::topic_not_paused(&table));
         Ok(NextDue::new(
             table.as_str(),
             Dialect::Sqlite.render(&select)?,

@@ -8,7 +8,8 @@ use super::message::check_key;
 use super::settle::clip;
 use crate::error::Result;
 use crate::sql::claim_floor;
-use crate::sql::pause::{self, paused_col};
+use crate::sql::pause;
+use crate::sql::paused::{paused_col, paused_table};
 use crate::time::Timestamp;
 
 /// A paused topic: why, and since when.
@@ -80,7 +81,7 @@ impl Outbox {
     pub async fn paused_topics(&self) -> Result<Vec<PausedTopic>> {
         let statement = pause::paused(self.table(), self.dialect())?;
         let rows = self.inner.db.query(&statement).await?;
-        let table = pause::paused_table(self.table());
+        let table = paused_table(self.table());
         rows.iter()
             .map(|row| {
                 let in_table = |error: crate::error::Error| error.in_row(&table, None);

@@ -508,9 +508,15 @@ impl Outbox {
             Some(writes) => writes.count_settles(&counted, now)?,
             None => None,
         } {
-            prepared.statements.insert(0, count);
+            // Its estimate grows with the table's dead tuples: on Postgres
+            // it runs under the planner settings of `sql::planner`.
+            let settings = sql::planner::settings(self.dialect());
+            let first = usize::from(settings.is_some()) + 1;
+            prepared
+                .statements
+                .splice(0..0, settings.into_iter().chain([count]));
             for planned in &mut prepared.plan {
-                planned.applied.shift(1);
+                planned.applied.shift(first);
             }
         }
         Ok(prepared)

@@ -5,7 +5,7 @@ use sea_query::{BinOper, Expr, ExprTrait, Order, Query};
 
 use super::claim_floor;
 use super::dialects::bound_claim;
-use super::pause::topic_not_paused;
+use super::paused::topic_not_paused;
 use super::{Fence, col, state};
 use crate::database::{Dialect, Statement};
 use crate::error::Result;

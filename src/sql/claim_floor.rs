@@ -57,7 +57,7 @@ use std::time::Duration;
 
 use sea_query::{Expr, ExprTrait, Query, SelectStatement};
 
-use super::pause::topic_not_paused;
+use super::paused::topic_not_paused;
 use super::{col, state, state_is};
 use crate::database::value::Value;
 use crate::database::{Dialect, Statement};
@@ -155,9 +155,10 @@ fn try_lock(table: &TableName) -> String {
 
 /// The statements that move `table`'s floor (Postgres; none for SQLite),
 /// to send in order before a claim, in its transaction: the planner's
-/// setting for it, then the floor's two steps. The first step sets the
-/// floor and the next pending floor if the fence has passed, the second
-/// sets the fence after it. They must come first in their
+/// settings for it ([`planner`](super::planner)), then the floor's two
+/// steps. The first step sets the floor and the next pending floor if the
+/// fence has passed, the second sets the fence after it. They must come
+/// first in their
 /// transaction: the first must see committed rows only (its moves stay
 /// if the transaction rolls back), and the second assigns the transaction
 /// its id. Each does nothing while another transaction takes a step, or
@@ -215,20 +216,16 @@ pub(crate) fn advance(
         lock = try_lock(table),
         fence_now = current(table, "fence"),
     );
-    Ok(vec![
-        // Every statement of a claim's transaction walks an index in order
-        // or probes it for a key. Until autovacuum first analyzes a new
-        // table (a minute at the server's default naptime) its statistics
-        // are those of an empty one: the planner then takes `state =
-        // 'ready'` for a handful of rows, and reads and sorts them all
-        // through a bitmap. Off for this transaction only.
-        Statement::new("SET LOCAL enable_bitmapscan = off", Vec::new()),
-        Statement::new(
-            dialect.number_placeholders(&step),
-            vec![Value::Integer(lagging)],
-        ),
-        Statement::new(fence_step, Vec::new()),
-    ])
+    Ok(super::planner::settings(dialect)
+        .into_iter()
+        .chain([
+            Statement::new(
+                dialect.number_placeholders(&step),
+                vec![Value::Integer(lagging)],
+            ),
+            Statement::new(fence_step, Vec::new()),
+        ])
+        .collect())
 }
 
 /// How many statements [`advance`] adds to a claim.

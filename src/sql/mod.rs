@@ -18,6 +18,8 @@ pub(crate) mod dialects;
 pub(crate) mod enqueue;
 pub(crate) mod inbox;
 pub(crate) mod pause;
+pub(crate) mod paused;
+pub(crate) mod planner;
 pub(crate) mod rollups;
 pub(crate) mod schema;
 pub(crate) mod settle;

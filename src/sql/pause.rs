@@ -2,33 +2,14 @@
 //! it, no claim leases the topic's rows and no attempt is made or spent;
 //! the rows wait, due, until the topic is resumed.
 
-use sea_query::{Expr, ExprTrait, InsertStatement, OnConflict, Order, Query, SelectStatement};
+use sea_query::{Expr, ExprTrait, InsertStatement, OnConflict, Order, Query};
 
-use super::claim_floor;
-use super::{Fence, col};
+use super::paused::{paused_col, paused_table, paused_topics};
+use super::{Fence, claim_floor, col};
 use crate::database::{Dialect, Statement, query_error};
 use crate::error::Result;
 use crate::identifier::TableName;
 use crate::time::Timestamp;
-
-/// The paused table's column names.
-pub(crate) mod paused_col {
-    pub(crate) const TOPIC: &str = "topic";
-    pub(crate) const REASON: &str = "reason";
-    pub(crate) const PAUSED_AT: &str = "paused_at";
-}
-
-/// The table of `table`'s paused topics.
-pub(crate) fn paused_table(table: &TableName) -> String {
-    format!("{}_paused", table.as_str())
-}
-
-/// `SELECT topic FROM <table>_paused`.
-fn paused_topics(table: &TableName) -> SelectStatement {
-    let mut paused = Query::select();
-    paused.column(paused_col::TOPIC).from(paused_table(table));
-    paused
-}
 
 /// An insert of a pause that keeps a topic's first one.
 fn insert_pause(table: &TableName) -> InsertStatement {
@@ -42,19 +23,6 @@ fn insert_pause(table: &TableName) -> InsertStatement {
                 .to_owned(),
         );
     insert
-}
-
-/// Rows whose topic is not paused (for a claim's and an alarm's `WHERE`).
-/// While no topic is paused, an uncorrelated `NOT EXISTS` answers for every
-/// row at once: SQLite evaluates it once per statement and never probes the
-/// paused topics per row (on D1 each probe is a row read).
-pub(crate) fn topic_not_paused(table: &TableName) -> Expr {
-    let mut any_paused = Query::select();
-    any_paused.expr(Expr::cust("1")).from(paused_table(table));
-    Expr::exists(any_paused)
-        .not()
-        .or(Expr::col((table.as_str().to_owned(), col::TOPIC))
-            .not_in_subquery(paused_topics(table)))
 }
 
 /// Pauses `topic` with `reason`, unless it is paused already (the first
