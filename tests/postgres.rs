@@ -878,3 +878,123 @@ async fn an_outbox_of_the_previous_release_upgrades_to_the_claim_floor() {
     drop((handle, outbox, db));
     database.drop_now().await;
 }
+
+/// A database that reads, at the end of every atomic batch and in its
+/// transaction, the planner settings it ran under, beside its SQL.
+struct PlannerProbe {
+    inner: Arc<dyn Database>,
+    seen: Mutex<Vec<(String, String, String)>>,
+}
+
+impl Database for PlannerProbe {
+    fn dialect(&self) -> workers_outbox::Dialect {
+        self.inner.dialect()
+    }
+
+    fn run<'a>(
+        &'a self,
+        statement: &'a Statement,
+    ) -> workers_outbox::future::BoxFuture<
+        'a,
+        workers_outbox::Result<workers_outbox::database::Outcome>,
+    > {
+        self.inner.run(statement)
+    }
+
+    fn run_atomic<'a>(
+        &'a self,
+        statements: &'a [Statement],
+    ) -> workers_outbox::future::BoxFuture<
+        'a,
+        workers_outbox::Result<Vec<workers_outbox::database::Outcome>>,
+    > {
+        Box::pin(async move {
+            let probe = Statement::new(
+                "SELECT current_setting('jit') AS jit, \
+                 current_setting('enable_bitmapscan') AS bitmap",
+                vec![],
+            );
+            let mut outcomes = self
+                .inner
+                .run_atomic(&[statements, &[probe]].concat())
+                .await?;
+            let settings = outcomes.pop().unwrap();
+            let row = settings.rows.iter().next().unwrap();
+            let sql: Vec<&str> = statements.iter().map(|s| s.sql()).collect();
+            self.seen.lock().unwrap().push((
+                sql.join(";\n"),
+                row.get("jit").unwrap(),
+                row.get("bitmap").unwrap(),
+            ));
+            Ok(outcomes)
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_and_rollup_counts_run_without_jit_whatever_the_server_says() {
+    let database = TestDatabase::create("planner_settings").await;
+    // The server's own settings: JIT for every plan, on every new connection.
+    let server = database.connect(1).await;
+    for setting in ["jit = on", "jit_above_cost = 0"] {
+        let alter = format!("ALTER DATABASE \"{}\" SET {setting}", database.name());
+        server
+            .execute(&Statement::new(alter, vec![]))
+            .await
+            .unwrap();
+    }
+    let probe = Arc::new(PlannerProbe {
+        inner: Arc::new(database.connect(2).await),
+        seen: Mutex::new(Vec::new()),
+    });
+    let db: Arc<dyn Database> = probe.clone();
+    let outbox = Outbox::new(db, "outbox").unwrap();
+    outbox.create_schema().await.unwrap();
+    for n in 0..120 {
+        outbox
+            .enqueue_alone(Message::raw_json("m", format!("{{\"n\":{n}}}")))
+            .await
+            .unwrap();
+    }
+    let delivered = Arc::new(Mutex::new(Vec::new()));
+    let report = drainer_of(&outbox, delivered).drain().await;
+    assert_eq!(report.delivered, 120, "{report}");
+    // A settle of its own, through the public API.
+    outbox
+        .enqueue_alone(Message::raw_json("m", "{}"))
+        .await
+        .unwrap();
+    let claim = outbox.claim(10, LEASE).await.unwrap();
+    outbox
+        .settle(&[(claim.messages[0].lease(), Delivery::Delivered)])
+        .await
+        .unwrap();
+    let seen = probe.seen.lock().unwrap().clone();
+    let busy: Vec<_> = seen
+        .iter()
+        .filter(|(sql, _, _)| {
+            sql.contains("SKIP LOCKED") || sql.contains("INSERT INTO \"outbox_rollups\"")
+        })
+        .collect();
+    assert!(
+        busy.iter().any(|(sql, _, _)| !sql.contains("SKIP LOCKED")),
+        "no settle was sent on its own"
+    );
+    for (sql, jit, bitmap) in &busy {
+        assert_eq!((jit.as_str(), bitmap.as_str()), ("off", "off"), "{sql}");
+    }
+    // The settings are the transaction's alone: the connection's stand after it.
+    let after = probe
+        .inner
+        .query(&Statement::new(
+            "SELECT current_setting('jit') AS jit",
+            vec![],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        after.iter().next().unwrap().get::<String>("jit").unwrap(),
+        "on"
+    );
+    database.drop_now().await;
+}

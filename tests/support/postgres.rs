@@ -55,6 +55,11 @@ impl TestDatabase {
         TestDatabase { name, url }
     }
 
+    /// Its name on the server.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Its connection string.
     pub(crate) fn url(&self) -> &str {
         &self.url
