@@ -169,7 +169,7 @@ impl Call {
             let start = statements.len();
             let sent = match part {
                 Part::Settle(settle) => {
-                    statements.extend(settle.statements().iter().cloned());
+                    statements.extend(settle.leading().iter().cloned());
                     true
                 }
                 Part::Write(writes) => {
@@ -198,6 +198,12 @@ impl Call {
                 Part::Sweep(_) | Part::Claim { .. } => false,
             };
             ranges.push(sent.then_some(start..statements.len()));
+        }
+        // After the claim: what the settles hold until the commit.
+        for part in &self.parts {
+            if let Part::Settle(settle) = part {
+                statements.extend(settle.trailing().iter().cloned());
+            }
         }
         (statements, ranges)
     }

@@ -10,6 +10,7 @@ use crate::database::{Outcome, Statement};
 use crate::error::{Error, Result};
 use crate::sql;
 use crate::sql::dialects::sweep_promotes_heads;
+use crate::sql::rollups::SettleCount;
 use crate::sql::settle::Retry;
 use crate::telemetry::Outcome as Told;
 use crate::time::Timestamp;
@@ -109,6 +110,8 @@ pub(crate) enum DeathCause {
 #[must_use = "a prepared settle changes nothing until it is sent"]
 pub(crate) struct PreparedSettle {
     statements: Vec<Statement>,
+    /// How many of `statements`, at their end, go last in the transaction.
+    trailing: usize,
     plan: Vec<Planned>,
 }
 
@@ -149,9 +152,23 @@ enum Effect {
 }
 
 impl PreparedSettle {
-    /// The statements, to run in one atomic batch.
+    /// The statements, to run in one atomic batch: [`leading`](Self::leading)
+    /// then [`trailing`](Self::trailing).
     pub(crate) fn statements(&self) -> &[Statement] {
         &self.statements
+    }
+
+    /// The statements that settle, read by [`read`](Self::read).
+    pub(crate) fn leading(&self) -> &[Statement] {
+        &self.statements[..self.statements.len() - self.trailing]
+    }
+
+    /// The statements to send after every other of the same transaction
+    /// (Postgres: the upsert of the rollup rows, see
+    /// [`SettleCount::last`](crate::sql::rollups::SettleCount::last)); a
+    /// batch that also claims sends them after the claim.
+    pub(crate) fn trailing(&self) -> &[Statement] {
+        &self.statements[self.statements.len() - self.trailing..]
     }
 
     /// Whether there is nothing to settle.
@@ -412,6 +429,7 @@ impl Outbox {
         let writes = self.rollup_writes();
         let mut prepared = PreparedSettle {
             statements: Vec::with_capacity(fates.len() + 1),
+            trailing: 0,
             plan: Vec::with_capacity(fates.len()),
         };
         // Counted by reading their rows first.
@@ -504,7 +522,7 @@ impl Outbox {
             }
         }
         // First: it counts the rows the settles after it are about to change.
-        if let Some(count) = match writes {
+        if let Some(SettleCount { count, last }) = match writes {
             Some(writes) => writes.count_settles(&counted, now)?,
             None => None,
         } {
@@ -518,6 +536,8 @@ impl Outbox {
             for planned in &mut prepared.plan {
                 planned.applied.shift(first);
             }
+            prepared.trailing = last.len();
+            prepared.statements.extend(last);
         }
         Ok(prepared)
     }

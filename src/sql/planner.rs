@@ -28,9 +28,3 @@ pub(crate) fn settings(dialect: Dialect) -> Option<Statement> {
         )
     })
 }
-
-/// How many statements [`settings`] adds to a transaction.
-#[cfg(any(test, feature = "conformance"))]
-pub(crate) fn statements(dialect: Dialect) -> usize {
-    usize::from(settings(dialect).is_some())
-}

@@ -228,11 +228,42 @@ fn add_on_conflict(table: &TableName) -> String {
     )
 }
 
+/// The transaction-local setting in which a settle's count on Postgres
+/// leaves what it counted for `table`, until [`SettleCount::last`] adds it
+/// to the rollups: named after the table's name in hex (a setting's name
+/// knows no case).
+fn stash_setting(table: &TableName) -> String {
+    let hex: String = table
+        .as_str()
+        .bytes()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("workers_outbox.rollups_{hex}")
+}
+
+/// A settle's count of its leases into the rollups.
+#[derive(Debug, Clone)]
+pub(crate) struct SettleCount {
+    /// To send before the settle's statements: it reads (and on Postgres
+    /// locks) the leased rows they are about to change.
+    pub(crate) count: Statement,
+    /// To send last in the same transaction, after the call's claim
+    /// (Postgres: the rollup rows' upsert, from what `count` stashed, and
+    /// the stash cleared; none for SQLite). Every drainer adds to the same
+    /// few rollup rows, whose locks are held until the commit: taken at the
+    /// end, they are held through the commit alone, not through the
+    /// deletes and the claim after them, so drainers do not queue on them.
+    pub(crate) last: Vec<Statement>,
+}
+
 /// The text of an outbox's rollup writes, rendered once per outbox (they
 /// depend only on its table and dialect).
 #[derive(Debug, Clone)]
 pub(crate) struct RollupWrites {
     count_settles: String,
+    /// Postgres: the upsert of the counts a settle's count stashed, and the
+    /// statement that clears the stash.
+    apply_stashed: Option<[String; 2]>,
     count_claim_deaths: String,
     count_changes: Option<String>,
 }
@@ -255,15 +286,10 @@ impl RollupWrites {
         let field = |index: usize, integer: bool| entry_field(dialect, "g", index, integer);
         let row_field = |index: usize, integer: bool| entry_field(dialect, "m", index, integer);
         let outbox = format!("\"{}\"", table.as_str());
-        let count_settles = format!(
+        let groups = format!(
             "WITH groups AS MATERIALIZED (SELECT {topic} AS topic, {token} AS token, \
              {until} AS until, {group_signature} AS signature, {ids} AS ids FROM {entries}), \
-             {held} \
-             {insert} SELECT {MINUTE_MS}, ?, topic, {metric}, {le}, \
-             SUM(CASE WHEN {from_row} = 1 THEN lost ELSE leases END) \
-             FROM held CROSS JOIN {signature_rows} \
-             WHERE true GROUP BY 3, 4, 5 HAVING SUM(CASE WHEN {from_row} = 1 THEN lost ELSE leases END) > 0 \
-             ORDER BY 3, 4, 5 {conflict}",
+             {held}",
             topic = field(0, false),
             token = field(1, false),
             until = field(2, true),
@@ -271,13 +297,51 @@ impl RollupWrites {
             ids = entry_json(dialect, "g", 4),
             entries = entries_from(dialect),
             held = held_leases(dialect, &outbox),
-            insert = insert_head(table),
-            metric = row_field(0, false),
-            le = row_field(1, true),
-            from_row = row_field(2, true),
-            signature_rows = signature_rows_of(dialect, "held.signature"),
-            conflict = add_on_conflict(table),
         );
+        let counted = format!(
+            "SUM(CASE WHEN {from_row} = 1 THEN lost ELSE leases END)",
+            from_row = row_field(2, true),
+        );
+        let (count_settles, apply_stashed) = match dialect {
+            Dialect::Sqlite => (
+                format!(
+                    "{groups} {insert} SELECT {MINUTE_MS}, ?, topic, {metric}, {le}, {counted} \
+                     FROM held CROSS JOIN {signature_rows} \
+                     WHERE true GROUP BY 3, 4, 5 HAVING {counted} > 0 ORDER BY 3, 4, 5 {conflict}",
+                    insert = insert_head(table),
+                    metric = row_field(0, false),
+                    le = row_field(1, true),
+                    signature_rows = signature_rows_of(dialect, "held.signature"),
+                    conflict = add_on_conflict(table),
+                ),
+                None,
+            ),
+            Dialect::Postgres => {
+                let setting = stash_setting(table);
+                let stashed = format!(
+                    "COALESCE(NULLIF(current_setting('{setting}', true), ''), '[]')::jsonb"
+                );
+                let stash = format!(
+                    "{groups} SELECT set_config('{setting}', ({stashed} || COALESCE((\
+                     SELECT jsonb_agg(jsonb_build_array(CAST(? AS BIGINT), topic, metric, le, n)) \
+                     FROM (SELECT topic, {metric} AS metric, {le} AS le, {counted} AS n \
+                     FROM held CROSS JOIN {signature_rows} GROUP BY 1, 2, 3 HAVING {counted} > 0) \
+                     AS c), '[]'::jsonb))::text, true) AS stashed",
+                    metric = row_field(0, false),
+                    le = row_field(1, true),
+                    signature_rows = signature_rows_of(dialect, "held.signature"),
+                );
+                let apply = format!(
+                    "{insert} SELECT {MINUTE_MS}, (e ->> 0)::bigint, e ->> 1, e ->> 2, \
+                     (e ->> 3)::bigint, SUM((e ->> 4)::bigint) FROM jsonb_array_elements({stashed}) AS e \
+                     GROUP BY 2, 3, 4, 5 ORDER BY 2, 3, 4, 5 {conflict}",
+                    insert = insert_head(table),
+                    conflict = add_on_conflict(table),
+                );
+                let clear = format!("SELECT set_config('{setting}', '', true) AS cleared");
+                (stash, Some([apply, clear]))
+            }
+        };
         let (per_row, grouped) = summed_per_topic(dialect);
         let count_claim_deaths = format!(
             "{insert} SELECT {MINUTE_MS}, ?, COALESCE(CAST({topic} AS TEXT), ''), '{dead}', 0, {per_row} \
@@ -306,6 +370,7 @@ impl RollupWrites {
         });
         RollupWrites {
             count_settles: dialect.number_placeholders(&count_settles),
+            apply_stashed,
             count_claim_deaths: dialect.number_placeholders(&count_claim_deaths),
             count_changes,
         }
@@ -358,7 +423,7 @@ impl RollupWrites {
         &self,
         counted: &[Counted<'_>],
         now: Timestamp,
-    ) -> Result<Option<Statement>> {
+    ) -> Result<Option<SettleCount>> {
         let mut signatures: Vec<Signature> = Vec::new();
         let mut groups: Vec<Group<'_>> = Vec::new();
         let mut seen = std::collections::HashSet::with_capacity(counted.len());
@@ -404,14 +469,21 @@ impl RollupWrites {
                     .collect()
             })
             .collect();
-        Ok(Some(Statement::new(
+        let count = Statement::new(
             self.count_settles.clone(),
             vec![
                 Value::Text(json_text(&groups, "a settle's count")?),
                 Value::Integer(minute_of(now)),
                 Value::Text(json_text(&rows, "a settle's count")?),
             ],
-        )))
+        );
+        let last = self
+            .apply_stashed
+            .iter()
+            .flatten()
+            .map(|sql| Statement::new(sql.clone(), Vec::new()))
+            .collect();
+        Ok(Some(SettleCount { count, last }))
     }
 
     /// Counts the rows a claim at `now` with `token` parked as dead: to

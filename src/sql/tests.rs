@@ -584,8 +584,9 @@ fn a_settles_count_reads_the_leased_rows_as_they_are_before_the_settle() {
         .count_settles(&[counted()], at(NOW))
         .unwrap()
         .unwrap();
+    assert!(sqlite.last.is_empty());
     assert_eq!(
-        sqlite.sql(),
+        sqlite.count.sql(),
         format!(
             r#"WITH groups AS MATERIALIZED (SELECT json_extract(g.value, '$[0]') AS topic, json_extract(g.value, '$[1]') AS token, json_extract(g.value, '$[2]') AS until, json_extract(g.value, '$[3]') AS signature, json_extract(g.value, '$[4]') AS ids FROM json_each(?) AS g), packed AS MATERIALIZED (SELECT groups.topic AS topic, groups.signature AS signature, (SELECT COALESCE(SUM(1 + (MIN(MAX("outbox".unsettled_leases, 0), 65535) << 32)), 0) FROM json_each(groups.ids) AS i CROSS JOIN "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = groups.until AND "outbox".id = i.value AND "outbox".lease_token = groups.token) AS packed FROM groups), held AS MATERIALIZED (SELECT topic, signature, packed & 4294967295 AS leases, packed >> 32 AS lost FROM packed) INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, ?, topic, json_extract(m.value, '$[0]'), json_extract(m.value, '$[1]'), SUM(CASE WHEN json_extract(m.value, '$[2]') = 1 THEN lost ELSE leases END) FROM held CROSS JOIN json_each(?, '$[' || held.signature || ']') AS m WHERE true GROUP BY 3, 4, 5 HAVING SUM(CASE WHEN json_extract(m.value, '$[2]') = 1 THEN lost ELSE leases END) > 0 ORDER BY 3, 4, 5 {ROLLUPS_CONFLICT}"#
         )
@@ -619,6 +620,7 @@ fn a_settles_count_reads_the_leased_rows_as_they_are_before_the_settle() {
             )
             .unwrap()
             .unwrap()
+            .count
             .values(),
         [
             text(
@@ -640,7 +642,7 @@ fn a_postgres_settles_count_locks_the_rows_it_counts() {
         .count_settles(&[counted()], at(NOW))
         .unwrap()
         .unwrap();
-    let sql = postgres.sql();
+    let sql = postgres.count.sql();
     assert!(
         sql.starts_with(r#"WITH groups AS MATERIALIZED (SELECT (g.entry ->> 0) AS topic, (g.entry ->> 1) AS token, (g.entry ->> 2)::bigint AS until, (g.entry ->> 3)::bigint AS signature, (g.entry -> 4) AS ids FROM json_array_elements(CAST($1 AS TEXT)::json) AS g(entry))"#),
         "{sql}"
@@ -649,11 +651,32 @@ fn a_postgres_settles_count_locks_the_rows_it_counts() {
         sql.contains(r#"FROM groups CROSS JOIN LATERAL json_array_elements_text(groups.ids) AS i(id) CROSS JOIN LATERAL (SELECT LEAST(GREATEST("outbox".unsettled_leases, 0), 65535) AS unsettled FROM "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = groups.until AND "outbox".id = i.id AND "outbox".lease_token = groups.token FOR UPDATE) AS o) AS locked GROUP BY 1, 2)"#),
         "{sql}"
     );
-    assert!(sql.contains("SELECT 60000, $2, topic"), "{sql}");
+    // It writes no rollup row: it stashes its counts in a setting of the
+    // transaction's, named after the table (hex of "outbox") ...
+    let stashed = "COALESCE(NULLIF(current_setting('workers_outbox.rollups_6f7574626f78', true), ''), '[]')::jsonb";
+    assert!(!sql.contains("INSERT"), "{sql}");
+    assert!(
+        sql.contains(&format!("SELECT set_config('workers_outbox.rollups_6f7574626f78', ({stashed} || COALESCE((SELECT jsonb_agg(jsonb_build_array(CAST($2 AS BIGINT), topic, metric, le, n))")),
+        "{sql}"
+    );
     assert!(
         sql.contains("CROSS JOIN LATERAL json_array_elements(CAST($3 AS TEXT)::json -> CAST(held.signature AS INTEGER)) AS m(entry)"),
         "{sql}"
     );
+    // ... which the last statements of the transaction add to the rollup
+    // rows (in key order) and clear.
+    let last: Vec<&str> = postgres.last.iter().map(|s| s.sql()).collect();
+    assert_eq!(
+        last,
+        [
+            format!(
+                r#"INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, (e ->> 0)::bigint, e ->> 1, e ->> 2, (e ->> 3)::bigint, SUM((e ->> 4)::bigint) FROM jsonb_array_elements({stashed}) AS e GROUP BY 2, 3, 4, 5 ORDER BY 2, 3, 4, 5 {ROLLUPS_CONFLICT}"#
+            )
+            .as_str(),
+            "SELECT set_config('workers_outbox.rollups_6f7574626f78', '', true) AS cleared",
+        ]
+    );
+    assert!(postgres.last.iter().all(|s| s.values().is_empty()));
 }
 
 #[test]
