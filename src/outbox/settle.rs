@@ -176,8 +176,8 @@ impl PreparedSettle {
         self.statements.is_empty()
     }
 
-    /// Reads the outcomes of [`statements`](PreparedSettle::statements), in
-    /// the same order.
+    /// Reads the outcomes of [`leading`](PreparedSettle::leading) (the start
+    /// of [`statements`](PreparedSettle::statements)), in the same order.
     pub(crate) fn read(&self, outcomes: &[Outcome]) -> SettleReport {
         let mut report = SettleReport {
             told: Vec::with_capacity(self.plan.len()),

@@ -39,8 +39,9 @@ pub(crate) mod metric {
     pub(crate) const DEFERRED: &str = "deferred";
     pub(crate) const DEAD: &str = "dead";
     /// Rows a claim parked as dead: read as `dead`, stored apart so that a
-    /// claim's count never waits on a row a settle's count locked (on
-    /// Postgres every transaction locks settle rows first, then these).
+    /// claim's count never waits on a row a settle's count locked (the two
+    /// sets of rows never overlap, in whichever order a transaction takes
+    /// them).
     pub(crate) const DEAD_AT_CLAIM: &str = "dead_at_claim";
     pub(crate) const HANDED_BACK: &str = "handed_back";
     pub(crate) const LEASE_LOST: &str = "lease_lost";
