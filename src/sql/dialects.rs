@@ -269,12 +269,17 @@ pub(crate) fn entries_from(dialect: Dialect) -> &'static str {
     }
 }
 
-/// A subquery of the texts of a JSON array bound as one parameter, for
-/// `… IN (…)`.
-pub(crate) fn texts_listed(dialect: Dialect) -> &'static str {
+/// Membership in the texts of a JSON array bound as one parameter: a
+/// column followed by this is true when it equals one of them.
+///
+/// On Postgres the array is read once, into an array the index scan
+/// filters by: as `IN (SELECT json_array_elements_text(…))` a planner that
+/// expects one row from the index re-parses the whole JSON for every row
+/// it finds (a settle of 100 ids: 10,000 elements, ~3 ms instead of 0.4).
+pub(crate) fn in_texts_listed(dialect: Dialect) -> &'static str {
     match dialect {
-        Dialect::Sqlite => "SELECT value FROM json_each(?)",
-        Dialect::Postgres => "SELECT json_array_elements_text(CAST(? AS TEXT)::json)",
+        Dialect::Sqlite => "IN (SELECT value FROM json_each(?))",
+        Dialect::Postgres => "= ANY(ARRAY(SELECT json_array_elements_text(CAST(? AS TEXT)::json)))",
     }
 }
 

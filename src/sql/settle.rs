@@ -32,10 +32,10 @@ pub(crate) fn complete_all(
     let (state_col, due, id, token_col) = (col::STATE, col::DUE_AT, col::ID, col::LEASE_TOKEN);
     let sql = format!(
         "DELETE FROM \"{table}\" WHERE {state_col} = '{ready}' AND {due} = ? AND {token_col} = ? \
-         AND {id} IN ({listed}) RETURNING {id}",
+         AND {id} {listed} RETURNING {id}",
         table = table.as_str(),
         ready = state::READY,
-        listed = dialects::texts_listed(dialect),
+        listed = dialects::in_texts_listed(dialect),
     );
     Ok(Statement::new(
         dialect.number_placeholders(&sql),

@@ -521,7 +521,7 @@ fn one_statement_deletes_a_claims_delivered_rows_and_returns_each_it_deleted() {
         )
         .unwrap()
         .sql(),
-        r#"DELETE FROM "outbox" WHERE state = 'ready' AND due_at = $1 AND lease_token = $2 AND id IN (SELECT json_array_elements_text(CAST($3 AS TEXT)::json)) RETURNING id"#
+        r#"DELETE FROM "outbox" WHERE state = 'ready' AND due_at = $1 AND lease_token = $2 AND id = ANY(ARRAY(SELECT json_array_elements_text(CAST($3 AS TEXT)::json))) RETURNING id"#
     );
 }
 
