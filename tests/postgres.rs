@@ -944,7 +944,7 @@ async fn claims_and_rollup_counts_run_without_jit_whatever_the_server_says() {
             .unwrap();
     }
     let probe = Arc::new(PlannerProbe {
-        inner: Arc::new(database.connect(2).await),
+        inner: Arc::new(database.connect(1).await),
         seen: Mutex::new(Vec::new()),
     });
     let db: Arc<dyn Database> = probe.clone();
@@ -983,7 +983,8 @@ async fn claims_and_rollup_counts_run_without_jit_whatever_the_server_says() {
     for (sql, jit, bitmap) in &busy {
         assert_eq!((jit.as_str(), bitmap.as_str()), ("off", "off"), "{sql}");
     }
-    // The settings are the transaction's alone: the connection's stand after it.
+    // The settings are the transaction's alone: the one connection the drain and
+    // the settle used keeps the server's after them.
     let after = probe
         .inner
         .query(&Statement::new(
