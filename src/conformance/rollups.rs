@@ -342,10 +342,14 @@ pub(crate) async fn rollups_off_write_nothing(h: Harness) -> CaseResult {
         .settle(&[(claim.messages[0].lease(), Delivery::Delivered)])
         .await?;
     // One statement each: the claim, the delete; and (Postgres) the steps
-    // of the claim floor.
+    // of the claim floor and the settle's planner settings.
+    let settle_settings = u64::from(crate::sql::planner::settings(outbox.dialect()).is_some());
     ensure_eq!(
         h.counts().statements,
-        statements + 2 + crate::sql::claim_floor::statements_per_claim(outbox.dialect())
+        statements
+            + 2
+            + crate::sql::claim_floor::statements_per_claim(outbox.dialect())
+            + settle_settings
     );
     ensure_eq!(
         recent(&h, &outbox, Duration::from_secs(3600), Resolution::Minute).await?,

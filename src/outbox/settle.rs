@@ -522,23 +522,27 @@ impl Outbox {
             }
         }
         // First: it counts the rows the settles after it are about to change.
+        let mut leading = Vec::new();
         if let Some(SettleCount { count, last }) = match writes {
             Some(writes) => writes.count_settles(&counted, now)?,
             None => None,
         } {
-            // Its estimate grows with the table's dead tuples: on Postgres
-            // it runs under the planner settings of `sql::planner`.
-            let settings = sql::planner::settings(self.dialect());
-            let first = usize::from(settings.is_some()) + 1;
-            prepared
-                .statements
-                .splice(0..0, settings.into_iter().chain([count]));
-            for planned in &mut prepared.plan {
-                planned.applied.shift(first);
-            }
+            leading.push(count);
             prepared.trailing = last.len();
             prepared.statements.extend(last);
         }
+        // Before everything, on Postgres: the planner settings of
+        // `sql::planner` (the count's estimate, and a delete's, grow with
+        // the table's dead tuples).
+        if !prepared.statements.is_empty()
+            && let Some(settings) = sql::planner::settings(self.dialect())
+        {
+            leading.insert(0, settings);
+        }
+        for planned in &mut prepared.plan {
+            planned.applied.shift(leading.len());
+        }
+        prepared.statements.splice(0..0, leading);
         Ok(prepared)
     }
 

@@ -1,7 +1,7 @@
-//! The planner settings of the outbox's busiest Postgres transactions (a
-//! claim's, a settle's with its rollup count), sent as their first
-//! statement so that they hold whatever the adapter or its pool, and for
-//! that transaction only.
+//! The planner settings of the outbox's busiest Postgres transactions
+//! (every claim's and every settle's), sent as their first statement so
+//! that they hold whatever the adapter or its pool, and for that
+//! transaction only.
 //!
 //! - `jit = off`. A claim or settle statement runs in well under a
 //!   millisecond, but the planner's estimate for one that reads its ids
