@@ -10,7 +10,7 @@ import { int, tableInto } from "./markdown.mjs";
 export const BASELINE_COMMIT = "0ccfb06";
 
 const NAPTIME_MESSAGES = Number(process.env.BENCH_PG_MESSAGES ?? 100_000);
-const NAPTIME_REPS = Number(process.env.BENCH_PG_REPS ?? 5);
+const NAPTIME_REPS = Number(process.env.BENCH_PG_REPS ?? 9);
 const STEADY_MESSAGES = Number(process.env.BENCH_PG_STEADY_MESSAGES ?? 1_000_000);
 const SNAPSHOT_RATE = Number(process.env.BENCH_PG_SNAPSHOT_RATE ?? 10_000);
 const SOAK_RATE = Number(process.env.BENCH_PG_SOAK_RATE ?? 5_000);

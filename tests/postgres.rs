@@ -37,6 +37,8 @@ async fn structure(db: &PostgresDatabase, table: &str) -> Vec<String> {
         "SELECT 'sequence ' || sequencename || ' ' || data_type || ' min=' || min_value \
          || ' start=' || start_value AS fact FROM pg_sequences \
          WHERE sequencename LIKE $1 || '\\_claim\\_%' ORDER BY sequencename",
+        "SELECT 'option ' || option AS fact FROM pg_class c, unnest(c.reloptions) AS option \
+         WHERE c.relname = $1 AND c.relkind = 'r' ORDER BY option",
         "SELECT 'owned ' || s.relname || ' by ' || a.attname AS fact FROM pg_depend d \
          JOIN pg_class s ON s.oid = d.objid JOIN pg_class t ON t.oid = d.refobjid \
          JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = d.refobjsubid \

@@ -9,3 +9,6 @@ CREATE SEQUENCE IF NOT EXISTS "outbox_claim_pending" AS BIGINT
     MINVALUE -9223372036854775808 START WITH -9223372036854775808 OWNED BY "outbox".due_at;
 CREATE SEQUENCE IF NOT EXISTS "outbox_claim_fence" AS BIGINT
     MINVALUE -1 START WITH 0 OWNED BY "outbox".due_at;
+-- Room on every page for a claim's new row version (see "fillfactor" in schema.postgres.sql);
+-- applies to pages written from now on.
+ALTER TABLE "outbox" SET (fillfactor = 80);
