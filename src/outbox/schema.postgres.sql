@@ -27,12 +27,12 @@ CREATE TABLE IF NOT EXISTS "{table}" (
     tracestate   TEXT,
     became_due   BIGINT,
     late_due     BIGINT
-) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
         autovacuum_vacuum_cost_delay = 0, autovacuum_analyze_scale_factor = 0.05);
--- Room on every page: a claim's new row version (non-HOT, as due_at changes) goes on its own page,
--- and page pruning frees a deleted row's space there without waiting for vacuum, so a backlog
--- drained between vacuums does not extend the table. For a table an earlier release created this
--- applies to pages written from now on.
+-- Room on every page (a new table and one an earlier release created alike; for the latter, pages
+-- written from now on): a claim's new row version (not HOT, as due_at changes) stays on the row's
+-- page, and page pruning frees a deleted row's space there without waiting for vacuum, so a
+-- backlog drained between vacuums does not extend the table.
 ALTER TABLE "{table}" SET (fillfactor = 80);
 -- Columns newer than the table, for one an earlier release created (`create_schema` then upgrades it).
 ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS traceparent TEXT;
