@@ -125,7 +125,7 @@ pub struct ToldSettle {
     pub lateness: Option<std::time::Duration>,
     /// How old it was when delivered.
     pub age: Option<std::time::Duration>,
-    /// Delivered alone, as a suspect.
+    /// Delivered as a suspect, in a suspect group.
     pub alone: bool,
     /// Its failure tripped its receiver's breaker.
     pub tripped: bool,

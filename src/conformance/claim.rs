@@ -263,7 +263,7 @@ pub(crate) async fn claim_searches_and_never_scans(h: Harness) -> CaseResult {
             statements.push((name, statement.clone()));
         }
     }
-    statements.push(("isolate", outbox.isolate_statement(lease, LEASE)?.0));
+    statements.push(("isolate", outbox.isolate_statement(lease, LEASE, true)?.0));
     statements.push((
         "ordered enqueue",
         outbox

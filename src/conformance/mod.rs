@@ -227,6 +227,8 @@ pub fn cases() -> Vec<Case> {
         drain::immediate_delivery_costs_one_call,
         delivery::outcomes_ride_along_with_the_next_claim,
         delivery::a_poison_message_costs_no_other_message_an_attempt,
+        delivery::suspects_without_poison_are_all_delivered_in_one_drain,
+        delivery::one_poison_among_64_suspects_is_found_in_seven_crashes,
         delivery::a_lost_claim_spends_no_attempt,
         delivery::a_long_outage_kills_no_message,
         delivery::a_throttling_storm_kills_no_message,

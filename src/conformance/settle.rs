@@ -207,7 +207,7 @@ pub(crate) async fn unsettled_leases_spend_attempts_only_when_alone(h: Harness) 
             (attempt, attempt)
         );
         // Delivered alone, spending its attempt up front; the drainer dies.
-        let (isolate, _) = outbox.isolate_statement(message.lease(), LEASE)?;
+        let (isolate, _) = outbox.isolate_statement(message.lease(), LEASE, true)?;
         ensure_eq!(h.db().execute(&isolate).await?, 1);
         h.clock().advance(LEASE);
     }

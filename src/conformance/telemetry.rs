@@ -112,7 +112,7 @@ pub(crate) async fn a_claims_deaths_are_told(h: Harness) -> CaseResult {
     let poison = enqueue(&outbox, "poison").await?;
     let claim = outbox.claim(10, LEASE).await?;
     // Delivered alone, its one attempt spent up front; the drainer dies.
-    let (isolate, _) = outbox.isolate_statement(claim.messages[0].lease(), LEASE)?;
+    let (isolate, _) = outbox.isolate_statement(claim.messages[0].lease(), LEASE, true)?;
     ensure_eq!(h.db().execute(&isolate).await?, 1);
     h.clock().advance(LEASE);
     let telemetry = RecordingTelemetry::default();

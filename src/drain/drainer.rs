@@ -1,109 +1,34 @@
 //! The drainer and its builder.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::AtomicI64;
 
-use futures_util::future::{Either, select};
-
-use super::deliver::{BatchLimits, Deliver, DeliverBatch};
+use super::deliver::{Deliver, DeliverBatch};
 use super::destinations::DestinationLimits;
 use super::limits::DrainLimits;
+use super::parts::{Deliverer, Parts};
+use super::report::DrainReport;
+use super::run::Run;
 use crate::error::Result;
 use crate::outbox::{ClaimedMessage, Outbox};
-use crate::telemetry::{Sinks, Telemetry, spans};
-use crate::time::{Timer, Timestamp};
-use crate::verdict::Delivery;
+use crate::telemetry::{Sinks, Telemetry};
+use crate::time::Timer;
 
 /// Delivers an outbox's messages through a [`Deliver`] (one message a
 /// call) or a [`DeliverBatch`] (many). Cheap to clone, so it can move into
 /// a deferred task.
 #[derive(Clone)]
 pub struct Drainer {
-    pub(super) outbox: Outbox,
-    pub(super) deliver: Deliverer,
-    pub(super) timer: Arc<dyn Timer>,
-    pub(super) limits: DrainLimits,
-    pub(super) destinations: Option<DestinationLimits>,
-    /// Where what the drain does is told as it happens.
-    pub(super) telemetry: Sinks,
-    /// When this drainer (and its clones) last swept (stranded ordering
-    /// keys, expired tombstones), in Unix ms (see `run::Run::sweep`).
-    pub(super) last_sweep: Arc<AtomicI64>,
+    parts: Parts,
 }
-
-/// How often a drainer sweeps (stranded ordering keys, expired tombstones).
-const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl std::fmt::Debug for Drainer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Drainer")
-            .field("outbox", &self.outbox)
-            .field("limits", &self.limits)
+            .field("outbox", &self.parts.outbox)
+            .field("limits", &self.parts.limits)
             .finish_non_exhaustive()
     }
-}
-
-/// What a drainer delivers through.
-#[derive(Clone)]
-pub(super) enum Deliverer {
-    One(Arc<dyn Deliver>),
-    Batch(Arc<dyn DeliverBatch>),
-}
-
-impl Deliverer {
-    /// What one call may carry.
-    pub(super) fn limits(&self) -> BatchLimits {
-        match self {
-            Deliverer::One(_) => BatchLimits {
-                max_messages: 1,
-                max_bytes: usize::MAX,
-            },
-            Deliverer::Batch(batch) => batch.limits(),
-        }
-    }
-
-    pub(super) fn size_of(&self, message: &ClaimedMessage) -> usize {
-        match self {
-            Deliverer::One(_) => 0,
-            Deliverer::Batch(batch) => batch.size_of(message),
-        }
-    }
-
-    pub(super) fn isolates_suspects(&self) -> bool {
-        match self {
-            Deliverer::One(_) => true,
-            Deliverer::Batch(batch) => batch.isolates_suspects(),
-        }
-    }
-
-    /// Where `message` goes, as the deliverer names it (a batch call has
-    /// no one destination per message).
-    pub(super) fn destination(&self, message: &ClaimedMessage) -> Option<String> {
-        match self {
-            Deliverer::One(deliver) => deliver.destination(message),
-            Deliverer::Batch(_) => None,
-        }
-    }
-
-    pub(super) fn is_batch(&self) -> bool {
-        matches!(self, Deliverer::Batch(_))
-    }
-}
-
-/// How one delivery attempt ended.
-pub(super) enum Attempt {
-    Answered(Delivery),
-    TimedOut,
-    /// Never started: when its turn came, the lease (or the deadline) no
-    /// longer left room for a timeout and a settle.
-    TooLate,
-}
-
-/// A message queued for delivery, and the latest its delivery may end (its
-/// settle margin included).
-pub(super) struct Queued {
-    pub(super) message: ClaimedMessage,
-    pub(super) finish_by: Timestamp,
 }
 
 /// Configures a [`Drainer`]; made by [`Drainer::builder`].
@@ -182,24 +107,16 @@ impl DrainerBuilder {
             ));
         }
         Ok(Drainer {
-            outbox: self.outbox,
-            deliver: self.deliver,
-            timer,
-            limits: self.limits,
-            destinations: self.destinations,
-            telemetry: self.telemetry,
-            last_sweep: Arc::new(AtomicI64::new(i64::MIN)),
+            parts: Parts {
+                outbox: self.outbox,
+                deliver: self.deliver,
+                timer,
+                limits: self.limits,
+                destinations: self.destinations,
+                telemetry: self.telemetry,
+                last_sweep: Arc::new(AtomicI64::new(i64::MIN)),
+            },
         })
-    }
-}
-
-/// What a delivery's span names of `message`.
-fn processed(message: &ClaimedMessage) -> spans::Processed<'_> {
-    spans::Processed {
-        topic: &message.topic,
-        id: &message.id,
-        attempt: message.attempt(),
-        creation_context: message.trace.as_ref().map(|trace| trace.traceparent()),
     }
 }
 
@@ -242,72 +159,38 @@ impl Drainer {
 
     /// The limits in force.
     pub fn limits(&self) -> &DrainLimits {
-        &self.limits
+        &self.parts.limits
     }
 
-    /// Whether a run starting at `now` should sweep (at most once per
-    /// [`SWEEP_EVERY`] for a drainer and its clones);
-    /// if so, the sweep is counted as done.
-    pub(super) fn sweep_due(&self, now: crate::time::Timestamp) -> bool {
-        let now = now.as_unix_millis();
-        let every = i64::try_from(SWEEP_EVERY.as_millis()).unwrap_or(i64::MAX);
-        let last = self.last_sweep.load(Ordering::Relaxed);
-        now.saturating_sub(last) >= every
-            && self
-                .last_sweep
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
+    /// Drains due messages until none is left or a limit is reached, and
+    /// logs the report as one JSON line ([`DrainReport::log_line`], level
+    /// info) and each message it parked as dead as one more (`event`
+    /// `"outbox.dead"`, its id, topic and reason class; level warn). The
+    /// dead letter lines are best effort: a death whose settle reply was
+    /// lost (its retry reads as lease lost) has none.
+    pub async fn drain(&self) -> DrainReport {
+        let report = Run::new(&self.parts, Vec::new(), true).run_to_end().await;
+        log::info!("{}", report.log_line());
+        report
     }
 
-    /// Whether a delivery starting `now` can time out and be settled by
-    /// `finish_by`.
-    pub(super) fn room_before(&self, finish_by: Timestamp, now: Timestamp) -> bool {
-        now.checked_add(self.limits.delivery_timeout + self.limits.settle_margin)
-            .is_ok_and(|finish| finish <= finish_by)
+    /// Hands the immediate delivery of `message` (leased to this request by
+    /// [`Batch::enqueue_leased`](crate::batch::Batch::enqueue_leased)) to `defer`:
+    /// Workers' `wait_until`, or `tokio::spawn`. If the runtime drops it,
+    /// the message is delivered by a drain once its lease ends.
+    pub fn deliver_now(&self, defer: &dyn crate::defer::Defer, message: ClaimedMessage) {
+        let drainer = self.clone();
+        defer.defer(Box::pin(async move {
+            drainer.deliver_claimed(vec![message]).await;
+        }));
     }
 
-    /// One delivery call (one message, unless the deliverer takes batches),
-    /// timed out (and dropped) after the delivery timeout; one attempt per
-    /// message. Every delivery passes here: the lease is checked at the
-    /// instant the call starts, so the deliverer is never called with less
-    /// than the timeout and the settle margin left; a message without that
-    /// room is not delivered ([`Attempt::TooLate`]).
-    pub(super) async fn attempt(&self, call: Vec<Queued>) -> Vec<(ClaimedMessage, Attempt)> {
-        let now = self.outbox.now();
-        let (starting, late): (Vec<Queued>, Vec<Queued>) = call
-            .into_iter()
-            .partition(|queued| self.room_before(queued.finish_by, now));
-        let messages: Vec<ClaimedMessage> = starting.into_iter().map(|s| s.message).collect();
-        let late = late.into_iter().map(|s| (s.message, Attempt::TooLate));
-        if messages.is_empty() {
-            return late.collect();
-        }
-        let delivery: crate::future::BoxFuture<'_, Vec<Delivery>> = match &self.deliver {
-            Deliverer::One(deliver) => {
-                Box::pin(futures_util::future::join_all(messages.iter().map(
-                    |message| spans::in_process_span(processed(message), deliver.deliver(message)),
-                )))
-            }
-            Deliverer::Batch(deliver) => {
-                let topics = messages.iter().map(|message| message.topic.as_str());
-                spans::in_batch_span(topics, deliver.deliver_batch(&messages))
-            }
-        };
-        let timeout = self.timer.sleep(self.limits.delivery_timeout);
-        let attempts: Vec<Attempt> = match select(delivery, timeout).await {
-            Either::Left((verdicts, _)) => {
-                let mut verdicts = verdicts.into_iter();
-                messages
-                    .iter()
-                    .map(|_| {
-                        Attempt::Answered(verdicts.next().unwrap_or_else(|| {
-                            Delivery::retry("the batch deliverer gave no verdict for this message")
-                        }))
-                    })
-                    .collect()
-            }
-            Either::Right(((), _)) => messages.iter().map(|_| Attempt::TimedOut).collect(),
-        };
-        messages.into_iter().zip(attempts).chain(late).collect()
+    /// Delivers messages the caller already leases (from
+    /// [`Batch::enqueue_leased`](crate::batch::Batch::enqueue_leased)) and settles them: the immediate attempt
+    /// after a response, one database call for its settle.
+    pub(crate) async fn deliver_claimed(&self, messages: Vec<ClaimedMessage>) -> DrainReport {
+        let report = Run::new(&self.parts, messages, false).run_to_end().await;
+        log::info!("{}", report.log_line());
+        report
     }
 }

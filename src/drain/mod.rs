@@ -9,10 +9,13 @@
 //!   drain of no-op deliveries costs about one database call per batch.
 //! - **Crashes lose little.** A drainer that dies loses only outcomes not yet
 //!   settled; their rows come back when their leases end.
-//! - **Suspects go alone.** A row whose lease expired without a settle may
-//!   have killed its drainer. It is delivered alone, under a lease of its
-//!   own that spends its attempt up front, and settled at once: a poison
-//!   message dies after the policy's attempts and costs no other message one.
+//! - **Suspects go in halving groups.** A row whose lease expired without a
+//!   settle may have killed its drainer. Suspects are delivered in groups
+//!   (64, halved for each further unsettled lease) with nothing else in
+//!   flight, and settled at once: a crash splits its group, so poison is
+//!   found in O(log n) crashes; only a suspect delivered alone spends its
+//!   attempt up front, so a poison message dies after the policy's attempts
+//!   and costs no other message one.
 //! - **Failing receivers cost no attempts; failing messages do.** A per-run
 //!   [`CircuitBreaker`] per topic stops delivering a topic whose receiver
 //!   fails repeatedly and hands its messages back free of attempts; several
@@ -35,10 +38,15 @@ mod breaker;
 mod call;
 mod deliver;
 mod destinations;
+mod dispatch;
 pub(crate) mod drainer;
+mod intake;
+mod ledger;
 pub(crate) mod limits;
+mod parts;
 mod report;
 mod run;
+mod settle;
 
 pub use deliver::{BatchLimits, Deliver, DeliverBatch, DeliverFn, deliver_fn};
 pub use destinations::DestinationLimits;

@@ -87,7 +87,7 @@ pub struct DrainReport {
     /// unattempted, no attempt spent (the settle also counts them in
     /// `released`).
     pub too_late_to_start: u32,
-    /// Suspects (a lease expired unsettled) delivered alone.
+    /// Suspects (a lease expired unsettled) delivered in suspect groups, with nothing else in flight.
     pub suspects: u32,
     /// Claimed rows that could not be decoded (counted in `dead` once
     /// parked).

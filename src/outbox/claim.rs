@@ -401,14 +401,17 @@ impl Outbox {
 }
 
 impl Outbox {
-    /// Re-leases a suspect on its own, spending its attempt up front: if its
-    /// delivery kills the drainer again, the attempt is gone, and a message
-    /// that always does dies after the policy's attempts. Fenced by the
-    /// current lease (0 rows when it no longer holds).
+    /// Re-leases a suspect for delivery in its group. Alone (`spend`), its
+    /// attempt is spent up front: if its delivery kills the drainer again,
+    /// the attempt is gone, and a message that always does dies after the
+    /// policy's attempts. In a larger group it spends nothing: a crash is
+    /// not yet any one member's fault. Fenced by the current lease (0 rows
+    /// when it no longer holds).
     pub(crate) fn isolate_statement(
         &self,
         current: &LeaseHandle,
         lease: Duration,
+        spend: bool,
     ) -> Result<(Statement, LeaseHandle)> {
         check_lease(lease)?;
         let now = self.now();
@@ -422,8 +425,41 @@ impl Outbox {
             self.dialect(),
             &current.fence(),
             &alone.fence(),
-            alone.attempt,
+            if spend {
+                alone.attempt
+            } else {
+                alone.attempt.saturating_sub(1)
+            },
         )?;
         Ok((statement, alone))
+    }
+}
+
+#[cfg(test)]
+impl ClaimedMessage {
+    /// A message of `topic` leased until `until`, with `unsettled` leases
+    /// ended unsettled before this one: for the drain's unit tests.
+    pub(crate) fn leased_for_test(id: &str, topic: &str, until: Timestamp, unsettled: u32) -> Self {
+        ClaimedMessage {
+            id: id.into(),
+            topic: topic.into(),
+            payload: "{}".into(),
+            subject: None,
+            created_at: Timestamp::EPOCH,
+            trace: None,
+            unsettled_leases: unsettled,
+            lease: LeaseHandle {
+                id: id.into(),
+                topic: topic.into(),
+                token: "token".into(),
+                until,
+                attempt: 1,
+                ordering_key: None,
+                deferrals: 0,
+                created_at: Timestamp::EPOCH,
+                became_due: None,
+                unsettled: Some(unsettled),
+            },
+        }
     }
 }

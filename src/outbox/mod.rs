@@ -23,7 +23,8 @@
 //!   all its attempts; it parks it as dead instead.
 //! - **Suspects**: a row whose lease expired without any settle may have
 //!   crashed its drainer. The next claim marks it (`unsettled_leases`), and
-//!   the drainer delivers it alone under a lease of its own, which spends an
+//!   the drainer delivers it in a group of suspects whose size halves with
+//!   each unsettled lease, down to alone, under a lease that then spends an
 //!   attempt up front: a message that kills its drainer every time dies after
 //!   the policy's attempts, and costs no other message an attempt.
 //! - **Ordering keys**: rows sharing a key are delivered one at a time in

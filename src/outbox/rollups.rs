@@ -51,7 +51,7 @@ pub struct Counts {
     /// of a message a claim parks as dead are counted only if it is
     /// replayed and settled.
     pub lease_lost: u64,
-    /// Suspects delivered alone.
+    /// Suspects delivered (in suspect groups, with nothing else in flight).
     pub suspects_alone: u64,
     /// Times a topic's breaker tripped.
     pub breaker_trips: u64,

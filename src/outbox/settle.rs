@@ -323,7 +323,7 @@ fn plan_deletions<'a>(
 pub(crate) struct Observed {
     /// How long the delivery took, when one was made.
     pub(crate) duration: Option<Duration>,
-    /// It was delivered alone, as a suspect.
+    /// It was delivered as a suspect, in a suspect group.
     pub(crate) alone: bool,
     /// Its failure tripped its topic's breaker.
     pub(crate) tripped: bool,

@@ -121,7 +121,7 @@ pub(crate) struct Counted<'a> {
     pub(crate) duration_ms: Option<i64>,
     /// The settle resets the row's unsettled leases: they are counted lost.
     pub(crate) counts_lost_leases: bool,
-    /// Delivered alone, as a suspect.
+    /// Delivered as a suspect, in a suspect group.
     pub(crate) alone: bool,
     /// Its failure tripped its topic's breaker.
     pub(crate) tripped: bool,

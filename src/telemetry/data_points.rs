@@ -18,7 +18,7 @@
 //! | `double6` | lateness, ms, longest | |
 //! | `double7` | age, ms, summed | |
 //! | `double8` | age, ms, oldest | |
-//! | `double9` | delivered alone as suspects | |
+//! | `double9` | delivered as suspects (in suspect groups) | |
 //! | `double10` | breaker trips | |
 //!
 //! Counts are per point: in the SQL API sum `double1 * _sample_interval`.

@@ -123,8 +123,8 @@ pub struct Settled<'a> {
     pub lateness: Option<Duration>,
     /// How old it was when delivered: from its enqueue (delivered only).
     pub age: Option<Duration>,
-    /// It was delivered alone, as a suspect (its lease had expired
-    /// unsettled).
+    /// It was delivered as a suspect (its lease had expired unsettled), in
+    /// a suspect group with nothing else in flight.
     pub alone: bool,
     /// Its failure tripped its receiver's circuit breaker.
     pub tripped: bool,

@@ -253,8 +253,17 @@ async fn produce(world: Arc<World>, messages: usize, done: Rc<Cell<bool>>) {
     let w = &world;
     let mut produced = 0;
     let mut dedup_keys: Vec<String> = Vec::new();
+    // Two thirds at once, the rest as the outage begins: an outage meets a
+    // backlog (several messages failing in turn, which spend nothing), not
+    // a lone straggler, whose failures are its own by the breaker's rule.
+    let first_wave = messages * 2 / 3;
     while produced < messages {
         for _ in 0..=w.random.below(5) {
+            if produced == first_wave {
+                let outage = w.start.checked_add(Duration::from_secs(OUTAGE.0));
+                let outage = outage.expect("in range");
+                w.clock.sleep(outage.duration_since(w.clock.now())).await;
+            }
             let n = produced;
             let id = format!("m{n:06}");
             let mut message = Message::raw_json("event", format!("{{\"n\":{n}}}")).id(id.clone());

@@ -1,0 +1,285 @@
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+
+use super::*;
+use crate::database::sqlite::SqliteDatabase;
+use crate::error::Result;
+use crate::future::BoxFuture;
+use crate::manual_clock::ManualClock;
+use crate::outbox::{Fate, Message, Outbox};
+
+/// Fails batch calls number `failing` (from 1, after the set-up),
+/// before running them or after they committed.
+struct Flaky {
+    inner: SqliteDatabase,
+    calls: AtomicU32,
+    failing: Range<u32>,
+    after_commit: bool,
+    advice: RetryAdvice,
+}
+
+impl Database for Flaky {
+    fn dialect(&self) -> crate::database::Dialect {
+        self.inner.dialect()
+    }
+
+    fn run<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Outcome>> {
+        self.inner.run(statement)
+    }
+
+    fn run_atomic<'a>(
+        &'a self,
+        statements: &'a [Statement],
+    ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let fails = self.failing.contains(&call);
+        let advice = self.advice;
+        let lost = move || Error::unavailable("Network connection lost.", advice);
+        Box::pin(async move {
+            if fails && !self.after_commit {
+                return Err(lost());
+            }
+            let outcomes = self.inner.run_atomic(statements).await?;
+            if fails {
+                return Err(lost());
+            }
+            Ok(outcomes)
+        })
+    }
+}
+
+struct World {
+    db: Arc<Flaky>,
+    outbox: Outbox,
+    clock: ManualClock,
+}
+
+fn world(failing: Range<u32>, after_commit: bool) -> World {
+    let db = Arc::new(Flaky {
+        inner: SqliteDatabase::open_in_memory().expect("in-memory SQLite"),
+        // Far from `failing` until the set-up is done.
+        calls: AtomicU32::new(u32::MAX / 2),
+        failing,
+        after_commit,
+        advice: RetryAdvice::Now,
+    });
+    let clock = ManualClock::new(Timestamp::from_unix_millis(1_000_000).expect("a time"));
+    let outbox = Outbox::builder(db.clone(), "outbox")
+        .clock(Arc::new(clock.clone()))
+        .build()
+        .expect("an outbox");
+    outbox
+        .create_schema()
+        .now_or_never()
+        .expect("SQLite is synchronous")
+        .expect("schema");
+    for n in 0..3 {
+        let message = Message::raw_json("mail", format!("{{\"n\":{n}}}"));
+        outbox
+            .enqueue_alone(message)
+            .now_or_never()
+            .expect("SQLite is synchronous")
+            .expect("enqueued");
+    }
+    // Counting starts after the set-up.
+    db.calls.store(0, Ordering::SeqCst);
+    World { db, outbox, clock }
+}
+
+fn send(world: &World, call: &Call, budget: u32) -> Sent {
+    call.send(
+        world.db.as_ref(),
+        Retries {
+            budget,
+            clock: &world.clock,
+            timer: &world.clock,
+        },
+    )
+    .now_or_never()
+    .expect("no backoff is asked for")
+}
+
+fn claim_part(world: &World) -> (ClaimStatement, Option<Statement>) {
+    let claim = world
+        .outbox
+        .claim_statement(10, Duration::from_secs(60))
+        .expect("a claim");
+    let recovery = claim.recovery().ok();
+    (claim, recovery)
+}
+
+/// Claims the 3 messages in a call of its own (the first of the world).
+fn claim_everything(world: &World) -> Claim {
+    let mut call = Call::new();
+    let (claim, recovery) = claim_part(world);
+    let claimed = call.claim(claim, recovery);
+    send(world, &call, 10)
+        .reply
+        .expect("sent")
+        .claimed(claimed)
+        .expect("claimed")
+}
+
+fn completions(world: &World, claim: &Claim) -> (PreparedSettle, Option<Timestamp>) {
+    let fates: Vec<_> = claim
+        .messages
+        .iter()
+        .map(|message| (message.lease(), Fate::Complete))
+        .collect();
+    let until = claim.messages.iter().map(|m| m.lease().until()).min();
+    (world.outbox.prepare_fates(&fates).expect("settles"), until)
+}
+
+#[test]
+fn each_part_is_read_through_its_slot() {
+    let world = world(0..0, false);
+    let claim = claim_everything(&world);
+    assert_eq!(claim.messages.len(), 3);
+
+    let mut second = Call::new();
+    let (settle, until) = completions(&world, &claim);
+    let settled = second.settle(settle, until);
+    let (claim, recovery) = claim_part(&world);
+    let claimed = second.claim(claim, recovery);
+    let mut reply = send(&world, &second, 10).reply.expect("sent");
+    assert_eq!(reply.settled(settled).completed, 3);
+    assert!(reply.claimed(claimed).expect("claimed").is_empty());
+}
+
+#[test]
+fn a_lost_reply_is_sent_again_and_the_claim_read_back() {
+    // The first send commits, and its reply is lost.
+    let world = world(1..2, true);
+    let mut call = Call::new();
+    let (claim, recovery) = claim_part(&world);
+    let claimed = call.claim(claim, recovery);
+    let sent = send(&world, &call, 10);
+    assert_eq!(sent.sends, 2);
+    let claim = sent
+        .reply
+        .expect("sent")
+        .claimed(claimed)
+        .expect("read back");
+    assert_eq!(claim.messages.len(), 3);
+}
+
+#[test]
+fn a_claim_that_did_not_commit_is_unknown_not_empty() {
+    // The first send fails before committing: the retry reads nothing
+    // back, which says nothing about what is due.
+    let world = world(1..2, false);
+    let mut call = Call::new();
+    let (claim, recovery) = claim_part(&world);
+    let claimed = call.claim(claim, recovery);
+    let sweep = call.sweep(vec![Statement::new("SELECT 1", vec![])]);
+    let sent = send(&world, &call, 10);
+    assert_eq!(sent.sends, 2);
+    let mut reply = sent.reply.expect("sent");
+    assert!(reply.claimed(claimed).is_none());
+    assert!(!reply.swept(sweep), "a retry leaves the sweep out");
+}
+
+#[test]
+fn a_settle_sent_again_after_committing_applies_once() {
+    let world = world(2..3, true);
+    let claim = claim_everything(&world);
+    let mut call = Call::new();
+    let (settle, until) = completions(&world, &claim);
+    let settled = call.settle(settle, until);
+    let sent = send(&world, &call, 10);
+    assert_eq!(sent.sends, 2);
+    let report = sent.reply.expect("sent").settled(settled);
+    // The first send applied them: the second finds the leases gone.
+    assert_eq!((report.completed, report.lease_lost.len()), (0, 3));
+    assert_eq!(
+        world
+            .outbox
+            .stats()
+            .now_or_never()
+            .expect("sync")
+            .expect("stats")
+            .pending,
+        0
+    );
+}
+
+#[test]
+fn retries_stop_at_the_budget_and_past_the_leases() {
+    let world = world(2..100, false);
+    let claim = claim_everything(&world);
+    let (settle, until) = completions(&world, &claim);
+    let mut call = Call::new();
+    let _settled = call.settle(settle.clone(), until);
+    let sent = send(&world, &call, 3);
+    assert_eq!(sent.sends, 3);
+    assert!(sent.reply.is_err());
+    assert_eq!(send(&world, &call, 100).sends, MAX_SENDS);
+    world.clock.advance(Duration::from_secs(60));
+    assert_eq!(send(&world, &call, 100).sends, 1, "the leases have ended");
+}
+
+#[test]
+fn writes_and_reads_ride_along_and_survive_a_retry() {
+    let world = world(1..2, true);
+    let mut call = Call::new();
+    let (claim, recovery) = claim_part(&world);
+    let claimed = call.claim(claim, recovery);
+    call.write(vec![
+        world
+            .outbox
+            .streak_failed_statement("mail", "m1", false)
+            .expect("a write"),
+    ]);
+    let streaks = call.read(world.outbox.streaks_statement().expect("a read"));
+    let sent = send(&world, &call, 10);
+    assert_eq!(sent.sends, 2);
+    let mut reply = sent.reply.expect("sent");
+    let rows = reply.rows(streaks);
+    let read = world.outbox.read_streaks(&rows).expect("streaks");
+    assert_eq!(
+        read.get("mail")
+            .map(|streak| (streak.failing_id.as_str(), streak.several)),
+        Some(("m1", false))
+    );
+    assert_eq!(reply.claimed(claimed).expect("read back").messages.len(), 3);
+}
+
+#[test]
+fn a_streak_becomes_several_when_another_message_fails() {
+    let world = world(0..0, false);
+    let write = |id: &str| {
+        let mut call = Call::new();
+        call.write(vec![
+            world
+                .outbox
+                .streak_failed_statement("mail", id, false)
+                .expect("a write"),
+        ]);
+        let streaks = call.read(world.outbox.streaks_statement().expect("a read"));
+        let rows = send(&world, &call, 1).reply.expect("sent").rows(streaks);
+        let read = world.outbox.read_streaks(&rows).expect("streaks");
+        read.get("mail").map(|streak| streak.several)
+    };
+    assert_eq!(write("m1"), Some(false));
+    assert_eq!(write("m1"), Some(false), "the same message again");
+    assert_eq!(write("m2"), Some(true));
+    assert_eq!(write("m2"), Some(true), "several stays several");
+    world
+        .clock
+        .advance(crate::outbox::STREAK_MEMORY + Duration::from_secs(1));
+    assert_eq!(write("m3"), Some(false), "a forgotten streak starts over");
+}
+
+#[test]
+fn a_claim_alone_without_recovery_is_not_sent_again() {
+    let world = world(1..100, false);
+    let mut call = Call::new();
+    let (claim, _) = claim_part(&world);
+    let _claimed = call.claim(claim, None);
+    let sent = send(&world, &call, 10);
+    assert_eq!(sent.sends, 1);
+    assert!(sent.reply.is_err());
+}
