@@ -215,3 +215,36 @@ pub(crate) async fn a_leased_enqueue_of_a_paused_topic_is_not_delivered_at_once(
     ensure_eq!(report.delivered, 2);
     Ok(())
 }
+
+pub(crate) async fn resuming_makes_the_messages_a_pausing_drain_held_due_at_once(
+    h: Harness,
+) -> CaseResult {
+    let outbox = h.outbox().await?;
+    for _ in 0..3 {
+        enqueue(&outbox, "hook").await?;
+    }
+    // One at a time: the first answers 410, the other two are still
+    // claimed, not started, when the topic pauses.
+    let one_at_a_time = DrainLimits {
+        concurrency: 1,
+        ..limits()
+    };
+    let receiver = Receiver::default();
+    receiver.set_gone(true);
+    let drainer = |receiver: &Receiver| -> Result<Drainer, Failure> {
+        Ok(Drainer::builder(outbox.clone(), receiver.clone())
+            .timer(Arc::new(h.clock().clone()))
+            .limits(one_at_a_time)
+            .build()?)
+    };
+    let report = drainer(&receiver)?.drain().await;
+    ensure_eq!((report.claimed, receiver.calls("hook")), (3, 1));
+    ensure_eq!((report.handed_back, report.released), (0, 3));
+    receiver.set_gone(false);
+    ensure!(outbox.resume_topic("hook").await?, "not resumed");
+    // No time passes: every message of the topic is due at once.
+    let report = drainer(&receiver)?.drain().await;
+    ensure_eq!(report.delivered, 3);
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
+    Ok(())
+}
