@@ -2,21 +2,21 @@
 //! outages, throttling, lost calls.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::{CaseResult, Harness, LEASE, enqueue, ensure, ensure_eq, yield_now};
-use crate::database::{Database, Outcome, Statement};
+use crate::database::Database;
 use crate::drain::drainer::Drainer;
 use crate::drain::{Deliver, DrainLimits, DrainReport};
-use crate::error::{Error, Result, RetryAdvice};
+use crate::error::Result;
 use crate::future::BoxFuture;
 use crate::manual_clock::ManualClock;
 use crate::outbox::{ClaimedMessage, Delivery, Outbox};
 use crate::random::RandomSource;
 use crate::retry::{Backoff, RetryPolicy};
-use crate::testing::UnlessCrashed;
+use crate::testing::{Fault, FaultyDatabase, Strike, UnlessCrashed};
 use crate::time::Clock;
 
 fn limits() -> DrainLimits {
@@ -471,46 +471,6 @@ pub(crate) async fn retry_after_waits_at_least_the_backoff(h: Harness) -> CaseRe
     Ok(())
 }
 
-/// Fails the `nth` batch (counting from 1) once, before running it or
-/// after it committed.
-struct FailsOnce {
-    inner: Arc<dyn Database>,
-    calls: AtomicU32,
-    nth: u32,
-    after_commit: bool,
-}
-
-fn lost_connection() -> Error {
-    Error::unavailable("Network connection lost.", RetryAdvice::Now)
-}
-
-impl Database for FailsOnce {
-    fn dialect(&self) -> crate::database::Dialect {
-        self.inner.dialect()
-    }
-
-    fn run<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Outcome>> {
-        self.inner.run(statement)
-    }
-
-    fn run_atomic<'a>(
-        &'a self,
-        statements: &'a [Statement],
-    ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
-        let fails = self.calls.fetch_add(1, Ordering::SeqCst) + 1 == self.nth;
-        if fails && !self.after_commit {
-            return Box::pin(async { Err(lost_connection()) });
-        }
-        Box::pin(async move {
-            let outcomes = self.inner.run_atomic(statements).await?;
-            if fails {
-                return Err(lost_connection());
-            }
-            Ok(outcomes)
-        })
-    }
-}
-
 /// Drains 150 messages, batch 100, while the second database call (the
 /// first batch's settle, riding with the next claim) fails once, before or
 /// after committing.
@@ -520,12 +480,17 @@ async fn drain_through_a_lost_call(
 ) -> Result<(Outbox, DrainReport, Receiver), super::Failure> {
     let outbox = h.outbox().await?;
     enqueue_many(&outbox, "mail", 150).await?;
-    let flaky: Arc<dyn Database> = Arc::new(FailsOnce {
-        inner: h.db(),
-        calls: AtomicU32::new(0),
-        nth: 2,
-        after_commit,
+    let flaky = FaultyDatabase::new(h.db());
+    flaky.inject(Fault::Calls {
+        first: 2,
+        count: 1,
+        strike: if after_commit {
+            Strike::AfterCommit
+        } else {
+            Strike::Before
+        },
     });
+    let flaky: Arc<dyn Database> = Arc::new(flaky);
     let flaky_outbox = h.outbox_builder(flaky, outbox.table().as_str()).build()?;
     let receiver = Receiver::new(h, |_, _| Action::Answer(Delivery::Delivered));
     let report = run_once(h, &flaky_outbox, &receiver, limits())

@@ -10,6 +10,8 @@ pub(crate) mod d1;
 pub(crate) mod dialect;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub(crate) mod durable_object;
+#[cfg(feature = "testing")]
+pub(crate) mod faulty;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod js_values;
 pub(crate) mod port;

@@ -1,71 +1,26 @@
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
 
 use super::*;
+use crate::database::faulty::{Fault, FaultyDatabase, Strike};
 use crate::database::sqlite::SqliteDatabase;
-use crate::error::Result;
-use crate::future::BoxFuture;
 use crate::manual_clock::ManualClock;
 use crate::outbox::{Fate, Message, Outbox};
 
-/// Fails batch calls number `failing` (from 1, after the set-up),
-/// before running them or after they committed.
-struct Flaky {
-    inner: SqliteDatabase,
-    calls: AtomicU32,
-    failing: Range<u32>,
-    after_commit: bool,
-    advice: RetryAdvice,
-}
-
-impl Database for Flaky {
-    fn dialect(&self) -> crate::database::Dialect {
-        self.inner.dialect()
-    }
-
-    fn run<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Outcome>> {
-        self.inner.run(statement)
-    }
-
-    fn run_atomic<'a>(
-        &'a self,
-        statements: &'a [Statement],
-    ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
-        let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
-        let fails = self.failing.contains(&call);
-        let advice = self.advice;
-        let lost = move || Error::unavailable("Network connection lost.", advice);
-        Box::pin(async move {
-            if fails && !self.after_commit {
-                return Err(lost());
-            }
-            let outcomes = self.inner.run_atomic(statements).await?;
-            if fails {
-                return Err(lost());
-            }
-            Ok(outcomes)
-        })
-    }
-}
-
 struct World {
-    db: Arc<Flaky>,
+    db: Arc<FaultyDatabase<SqliteDatabase>>,
     outbox: Outbox,
     clock: ManualClock,
 }
 
-fn world(failing: Range<u32>, after_commit: bool) -> World {
-    let db = Arc::new(Flaky {
-        inner: SqliteDatabase::open_in_memory().expect("in-memory SQLite"),
-        // Far from `failing` until the set-up is done.
-        calls: AtomicU32::new(u32::MAX / 2),
-        failing,
-        after_commit,
-        advice: RetryAdvice::Now,
-    });
+/// Three messages in an outbox whose batch calls number `failing` (from 1,
+/// after the set-up) fail, before running or after they committed.
+fn world(failing: Range<u64>, after_commit: bool) -> World {
+    let db = Arc::new(FaultyDatabase::new(
+        SqliteDatabase::open_in_memory().expect("in-memory SQLite"),
+    ));
     let clock = ManualClock::new(Timestamp::from_unix_millis(1_000_000).expect("a time"));
     let outbox = Outbox::builder(db.clone(), "outbox")
         .clock(Arc::new(clock.clone()))
@@ -85,7 +40,15 @@ fn world(failing: Range<u32>, after_commit: bool) -> World {
             .expect("enqueued");
     }
     // Counting starts after the set-up.
-    db.calls.store(0, Ordering::SeqCst);
+    db.inject(Fault::Calls {
+        first: failing.start,
+        count: failing.end.saturating_sub(failing.start),
+        strike: if after_commit {
+            Strike::AfterCommit
+        } else {
+            Strike::Before
+        },
+    });
     World { db, outbox, clock }
 }
 
