@@ -304,7 +304,10 @@ mod tests {
     fn db() -> FaultyDatabase<SqliteDatabase> {
         let db = FaultyDatabase::new(SqliteDatabase::open_in_memory().expect("SQLite"));
         let create = Statement::new("CREATE TABLE t (n INTEGER)", vec![]);
-        db.execute(&create).now_or_never().expect("sync").expect("table");
+        db.execute(&create)
+            .now_or_never()
+            .expect("sync")
+            .expect("table");
         db
     }
 
@@ -341,7 +344,10 @@ mod tests {
         assert!(insert(&db).is_err());
         assert_eq!(rows(&db), 3, "it committed all the same");
         let struck = db.struck();
-        assert_eq!((struck.calls, struck.before, struck.after_commit), (1, 0, 1));
+        assert_eq!(
+            (struck.calls, struck.before, struck.after_commit),
+            (1, 0, 1)
+        );
     }
 
     #[test]
@@ -378,7 +384,11 @@ mod tests {
         let insert = Statement::new("INSERT INTO t (n) VALUES (1)", vec![]);
         let mut call = db.execute(&insert);
         assert!((&mut call).now_or_never().is_none(), "waits for the delay");
-        assert!(seen.lock().unwrap_or_else(PoisonError::into_inner).is_empty());
+        assert!(
+            seen.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty()
+        );
         clock.advance(Duration::from_secs(1));
         let done = call.now_or_never().expect("the delay passed");
         assert_eq!(done.expect("inserted"), 1);
