@@ -1,7 +1,6 @@
 //! A [`Database`] wrapper that fails calls on purpose, as a network or a
 //! database does: for testing what code does when a call is lost.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -103,7 +102,6 @@ type Hook = dyn Fn(&[Statement]) + Send + Sync;
 pub struct FaultyDatabase<D> {
     inner: D,
     state: Arc<Mutex<State>>,
-    calls: Arc<AtomicU64>,
     advice: RetryAdvice,
     delay: Option<(Arc<dyn Timer>, Duration)>,
     hook: Option<Arc<Hook>>,
@@ -125,7 +123,6 @@ impl<D: Database> FaultyDatabase<D> {
                 random: None,
                 struck: Struck::default(),
             })),
-            calls: Arc::default(),
             advice: RetryAdvice::Now,
             delay: None,
             hook: None,
@@ -163,16 +160,14 @@ impl<D: Database> FaultyDatabase<D> {
         };
         state.fault = fault;
         state.struck = Struck::default();
-        self.calls.store(0, Ordering::SeqCst);
     }
 
     /// What went through since the fault was injected.
     pub fn struck(&self) -> Struck {
-        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        Struck {
-            calls: self.calls.load(Ordering::SeqCst),
-            ..state.struck
-        }
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .struck
     }
 
     /// The wrapped database.
@@ -182,15 +177,20 @@ impl<D: Database> FaultyDatabase<D> {
 
     /// Counts a call and decides its fate: `None` to go through.
     fn decide(&self) -> Option<Strike> {
-        let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.struck.calls += 1;
+        let call = state.struck.calls;
         let strike = match &state.fault {
             Fault::None => None,
             Fault::Calls {
                 first,
                 count,
                 strike,
-            } => (call >= *first && call - first < *count).then_some(*strike),
+            } => {
+                // Call 0 does not exist: a fault from 0 starts at the next.
+                let first = (*first).max(1);
+                (call >= first && call - first < *count).then_some(*strike)
+            }
             Fault::Random {
                 probability,
                 after_commit,
@@ -209,24 +209,33 @@ impl<D: Database> FaultyDatabase<D> {
                 })
             }
         };
-        match strike {
-            Some(Strike::Before) => state.struck.before += 1,
-            Some(Strike::AfterCommit) => state.struck.after_commit += 1,
-            None => {}
+        if strike == Some(Strike::Before) {
+            state.struck.before += 1;
         }
         strike
+    }
+
+    /// A call struck after it committed did commit.
+    fn committed_and_lost(&self) -> Error {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.struck.after_commit += 1;
+        self.lost()
     }
 
     fn lost(&self) -> Error {
         Error::unavailable("injected: Network connection lost.", self.advice)
     }
 
-    /// Runs `call` on the inner database under the fault.
-    fn through<'a, T: MaybeSend + 'a>(
+    /// Makes the call `call` builds on the inner database, under the
+    /// fault; the inner call is not even built when struck before it runs.
+    fn through<'a, T: MaybeSend + 'a, F>(
         &'a self,
         statements: &'a [Statement],
-        call: impl Future<Output = Result<T>> + MaybeSend + 'a,
-    ) -> BoxFuture<'a, Result<T>> {
+        call: impl FnOnce() -> F + MaybeSend + 'a,
+    ) -> BoxFuture<'a, Result<T>>
+    where
+        F: Future<Output = Result<T>> + MaybeSend + 'a,
+    {
         Box::pin(async move {
             if let Some((timer, delay)) = &self.delay {
                 timer.sleep(*delay).await;
@@ -237,10 +246,10 @@ impl<D: Database> FaultyDatabase<D> {
             match self.decide() {
                 Some(Strike::Before) => Err(self.lost()),
                 Some(Strike::AfterCommit) => {
-                    call.await?;
-                    Err(self.lost())
+                    call().await?;
+                    Err(self.committed_and_lost())
                 }
-                None => call.await,
+                None => call().await,
             }
         })
     }
@@ -252,33 +261,43 @@ impl<D: Database> Database for FaultyDatabase<D> {
     }
 
     fn run<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Outcome>> {
-        self.through(std::slice::from_ref(statement), self.inner.run(statement))
+        self.through(std::slice::from_ref(statement), || {
+            self.inner.run(statement)
+        })
     }
 
     // The provided calls go to the inner database's, which may override them.
     fn execute<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<u64>> {
-        self.through(
-            std::slice::from_ref(statement),
-            self.inner.execute(statement),
-        )
+        self.through(std::slice::from_ref(statement), || {
+            self.inner.execute(statement)
+        })
     }
 
     fn query<'a>(&'a self, statement: &'a Statement) -> BoxFuture<'a, Result<Rows>> {
-        self.through(std::slice::from_ref(statement), self.inner.query(statement))
+        self.through(std::slice::from_ref(statement), || {
+            self.inner.query(statement)
+        })
     }
 
     fn batch_atomic<'a>(
         &'a self,
         statements: &'a [Statement],
     ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
-        self.through(statements, self.inner.batch_atomic(statements))
+        if statements.is_empty() {
+            // Touches nothing, and is no call (as `CountingDatabase` counts).
+            return Box::pin(async { Ok(Vec::new()) });
+        }
+        self.through(statements, || self.inner.batch_atomic(statements))
     }
 
     fn run_atomic<'a>(
         &'a self,
         statements: &'a [Statement],
     ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
-        self.through(statements, self.inner.run_atomic(statements))
+        if statements.is_empty() {
+            return Box::pin(async { Ok(Vec::new()) });
+        }
+        self.through(statements, || self.inner.run_atomic(statements))
     }
 }
 
@@ -348,6 +367,19 @@ mod tests {
             (struck.calls, struck.before, struck.after_commit),
             (1, 0, 1)
         );
+        let nothing = db.batch_atomic(&[]).now_or_never().expect("sync");
+        assert!(nothing.is_ok_and(|outcomes| outcomes.is_empty()));
+        assert_eq!(db.struck().calls, 1, "an empty batch is no call");
+        // A call struck after its commit that fails on its own committed
+        // nothing, and is not counted as committed.
+        db.inject(Fault::Calls {
+            first: 0,
+            count: 1,
+            strike: Strike::AfterCommit,
+        });
+        let bad = Statement::new("INSERT INTO missing (n) VALUES (1)", vec![]);
+        assert!(db.execute(&bad).now_or_never().expect("sync").is_err());
+        assert_eq!(db.struck().after_commit, 0);
     }
 
     #[test]

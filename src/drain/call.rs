@@ -118,7 +118,7 @@ impl Call {
         ReadSlot(self.push(Part::Read(statement)))
     }
 
-    /// Re-leases a suspect alone; reads whether the isolation held.
+    /// Re-leases a suspect for its group; reads whether the re-lease held.
     pub(super) fn isolate(&mut self, isolation: Statement) -> IsolationSlot {
         IsolationSlot(self.push(Part::Isolate(isolation)))
     }
@@ -326,8 +326,8 @@ impl Reply {
         }
     }
 
-    /// Whether the suspect is now leased alone (`false`: taken by another
-    /// drainer, or settled meanwhile).
+    /// Whether the suspect is now leased for its group (`false`: taken by
+    /// another drainer, or settled meanwhile).
     pub(super) fn isolated(&mut self, slot: IsolationSlot) -> bool {
         matches!(self.take(slot.0), Read::Isolated(true))
     }

@@ -64,11 +64,12 @@ pub trait DeliverBatch: MaybeSend + MaybeSync {
             + 64
     }
 
-    /// Whether a suspect — a message whose lease ended unsettled, which may
-    /// have crashed its drainer — must be delivered alone (the default). A
-    /// relay that only forwards bytes cannot be crashed by one message:
-    /// return `false` and suspects travel in calls like the rest, instead of
-    /// costing a database call and a delivery call each.
+    /// Whether suspects — messages whose lease ended unsettled, which may
+    /// have crashed their drainer — must be delivered in suspect groups with
+    /// nothing else in flight (the default; a group is re-leased in a
+    /// database call of its own). A relay that only forwards bytes cannot be
+    /// crashed by one message: return `false` and suspects travel in calls
+    /// like the rest.
     fn isolates_suspects(&self) -> bool {
         true
     }

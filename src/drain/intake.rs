@@ -16,12 +16,14 @@ pub(super) const FIRST_SUSPECT_GROUP: u32 = 64;
 
 /// How many suspects with `unsettled` leases ended unsettled go in one
 /// group: [`FIRST_SUSPECT_GROUP`], halved for each further unsettled lease,
-/// down to 1 (alone, and then its attempt is spent up front).
+/// down to 1 (alone: its attempt is then spent up front).
 ///
-/// A group that crashes the run comes back with one more unsettled lease,
-/// so it is split in halves: among `n` suspects, `k` poison messages are
-/// found in O(k log n) crashes, and innocent messages spend no attempt on
-/// them (only a suspect delivered alone spends one up front).
+/// When a run crashes, every row it held unsettled comes back with one more
+/// unsettled lease, so a crashed group is split in halves: among `n`
+/// suspects, `k` poison messages are found in O(k log n) crashes, and
+/// innocent messages spend no attempt on them (only a suspect whose group
+/// is down to 1 spends one up front, and only a poison message crashes
+/// alone).
 pub(super) fn suspect_group(unsettled: u32) -> usize {
     let halvings = unsettled.saturating_sub(1).min(31);
     (FIRST_SUSPECT_GROUP >> halvings).max(1) as usize
@@ -110,10 +112,11 @@ impl Intake {
         self.ready.iter()
     }
 
-    /// Whether a suspect waits for a group of its own (and none is being
-    /// delivered).
+    /// Whether a suspect group is to be leased now: suspects wait, no group
+    /// is being delivered, and no ready message waits (for its destination)
+    /// to be started first, before its lease runs out behind the group.
     pub(super) fn group_due(&self) -> bool {
-        !self.suspects.is_empty() && !self.group_active()
+        !self.suspects.is_empty() && !self.group_active() && self.ready.is_empty()
     }
 
     /// Takes the startable message at `index` (in [`startable`](Intake::startable)'s order).
@@ -295,6 +298,8 @@ mod tests {
         messages.extend((0..70).map(|n| message(&format!("a{n}"), 1)));
         intake.queue(messages, true);
         assert_eq!(intake.ready().count(), 1);
+        assert!(!intake.group_due(), "the ready message starts first");
+        assert_eq!(intake.take_startable(0).map(|m| m.id).as_deref(), Some("r"));
         assert!(intake.group_due());
         let least_suspect = intake.take_suspect_group();
         assert_eq!(least_suspect.len(), 64, "the least suspect go first");

@@ -72,8 +72,8 @@ pub struct DrainReport {
     /// Settles refused because the lease had passed to someone else (after
     /// a retried settle, possibly our own first try).
     pub lease_lost: u32,
-    /// Messages given back unattempted (no time left, or handed back by the
-    /// circuit breaker); no attempt spent.
+    /// Messages given back unattempted (no time left, a topic paused in the
+    /// run, or handed back by the circuit breaker); no attempt spent.
     pub released: u32,
     /// Messages of a topic whose circuit opened, given back unattempted to
     /// be due again after the cooldown (counted when handed back; the

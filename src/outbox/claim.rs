@@ -98,7 +98,8 @@ impl ClaimedMessage {
 
     /// How many leases of this message in a row expired without a settle:
     /// its delivery may have crashed a drainer, or succeeded with its settle
-    /// lost. A drainer delivers such a message alone.
+    /// lost. A drainer delivers such a message in a suspect group, which
+    /// halves with each further unsettled lease.
     pub fn unsettled_leases(&self) -> u32 {
         self.unsettled_leases
     }

@@ -158,9 +158,10 @@ pub(crate) fn recovery(
     dialect.render(&select)
 }
 
-/// Moves a row from lease `current` to lease `alone`, writing `attempts`
-/// (spent up front). Matching `alone` too makes the statement safe to send
-/// again: a repeat after it committed confirms it, spending nothing.
+/// Moves a row from lease `current` to lease `alone` (its suspect group's),
+/// writing `attempts` (one spent up front when the group is down to one).
+/// Matching `alone` too makes the statement safe to send again: a repeat
+/// after it committed confirms it, spending nothing.
 pub(crate) fn isolate(
     table: &TableName,
     dialect: Dialect,

@@ -54,7 +54,7 @@ pub(crate) struct Retry<'a> {
     pub(crate) error: &'a str,
     /// The row's own failure: the attempt is spent and the row is no
     /// suspect now. Otherwise it counts one more deferral, and a suspect
-    /// stays one (and so is still delivered alone).
+    /// stays one (and so is still delivered in a suspect group).
     pub(crate) charged: bool,
     pub(crate) attempt: u32,
     pub(crate) deferrals: u32,

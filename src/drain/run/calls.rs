@@ -8,10 +8,10 @@ use crate::drain::call::{
     Call, ClaimSlot, IsolationSlot, ReadSlot, Reply, Retries, Sent, SettleSlot, SweepSlot,
 };
 use crate::drain::dispatch::Admission;
-use crate::drain::intake::ClaimRoom;
+use crate::drain::intake::{ClaimRoom, suspect_group};
 use crate::drain::report::StopReason;
 use crate::future::BoxFuture;
-use crate::outbox::{Claim, Fate, LeaseHandle};
+use crate::outbox::{Claim, ClaimedMessage, Fate, LeaseHandle};
 use crate::telemetry::{BACKLOG_CAP, Backlog};
 use crate::time::Timestamp;
 
@@ -273,49 +273,46 @@ impl<'a> Run<'a> {
     /// Re-leases the next suspect group in a call of its own, which first
     /// settles whatever is waiting (held failures included: the group may
     /// crash the run, and they must not die with it). Each member passes
-    /// the admission gate first; a lone member spends its attempt up front
-    /// (see `intake::suspect_group`). The members whose re-lease held are
-    /// then delivered with nothing else in flight.
+    /// the admission gate first. The members whose re-lease held are then
+    /// delivered with nothing else in flight.
     pub(super) async fn lease_suspect_group(&mut self) {
-        let group = self.intake.take_suspect_group();
-        let now = self.now();
-        let alone = group.len() == 1;
-        let has_room = self.can_afford_call()
-            && self
-                .drainer
-                .room_before(self.finish_by(Timestamp::MAX), now);
-        let mut leasing = Vec::with_capacity(group.len());
-        for message in group {
-            match self.dispatch.admit(self.candidate(&message, has_room), now) {
-                Admission::Admit | Admission::Wait => leasing.push(message),
-                refused => self.give_back(message, refused, now),
-            }
-        }
+        let leasing = self.admit_suspect_group();
         if leasing.is_empty() {
             return;
         }
-        let limits = &self.drainer.limits;
-        let mut statements = Vec::with_capacity(leasing.len());
-        for message in &leasing {
-            let isolation =
+        let now = self.now();
+        // Only a suspect whose group is down to one spends its attempt up
+        // front (see `intake::suspect_group`): a crash of a larger group is
+        // not yet any one member's fault.
+        let spend = leasing
+            .iter()
+            .all(|message| suspect_group(message.unsettled_leases()) == 1);
+        let lease = self.drainer.limits.lease;
+        let statements: Result<Vec<(Statement, LeaseHandle)>, _> = leasing
+            .iter()
+            .map(|message| {
                 self.drainer
                     .outbox
-                    .isolate_statement(message.lease(), limits.lease, alone);
-            match isolation {
-                Ok(isolation) => statements.push(isolation),
-                Err(error) => {
-                    self.fail(error);
-                    for message in leasing {
-                        self.give_back(message, Admission::Release("no_time"), now);
-                    }
-                    return;
-                }
-            }
-        }
+                    .isolate_statement(message.lease(), lease, spend)
+            })
+            .collect();
         let held = self.dispatch.breaker().take_all();
         self.outcomes.add_all(held, now);
         let mut call = Call::new();
-        let Some(settled) = self.settle_waiting(&mut call) else {
+        let settled = match statements {
+            Ok(statements) => self
+                .settle_waiting(&mut call)
+                .map(|settled| (settled, statements)),
+            Err(error) => {
+                self.fail(error);
+                None
+            }
+        };
+        let Some((settled, statements)) = settled else {
+            // Nothing can be sent: each member goes back in the last settle.
+            for message in leasing {
+                self.give_back(message, Admission::Release("no_time"), now);
+            }
             return;
         };
         let (slots, leases): (Vec<IsolationSlot>, Vec<LeaseHandle>) = statements
@@ -351,6 +348,26 @@ impl<'a> Run<'a> {
             }
         }
         self.intake.begin_group(members);
+    }
+
+    /// The next suspect group's members the admission gate lets through
+    /// (a member whose destination is busy waits in the group); the others
+    /// are given back as it says.
+    fn admit_suspect_group(&mut self) -> Vec<ClaimedMessage> {
+        let group = self.intake.take_suspect_group();
+        let now = self.now();
+        let has_room = self.can_afford_call()
+            && self
+                .drainer
+                .room_before(self.finish_by(Timestamp::MAX), now);
+        let mut leasing = Vec::with_capacity(group.len());
+        for message in group {
+            match self.dispatch.admit(self.candidate(&message, has_room), now) {
+                Admission::Admit | Admission::Wait => leasing.push(message),
+                refused => self.give_back(message, refused, now),
+            }
+        }
+        leasing
     }
 
     /// Settles whatever is left, held failures included, if the budget
