@@ -374,6 +374,53 @@ pub(crate) async fn a_long_outage_kills_no_message(h: Harness) -> CaseResult {
     Ok(())
 }
 
+pub(crate) async fn a_recovered_receivers_held_messages_are_due_at_once(h: Harness) -> CaseResult {
+    // Backoffs as in production: from 30 s, growing past the cron period.
+    let backoff = crate::retry::ExponentialBackoff {
+        base: Duration::from_secs(30),
+        cap: Duration::from_secs(3600),
+    };
+    let outbox = h
+        .outbox_builder(h.db(), &h.table("outbox"))
+        .random(h.random.clone())
+        .retry_policy(RetryPolicy::new(8, backoff)?)
+        .build()?;
+    h.db.batch_atomic(&outbox.schema_statements()).await?;
+    enqueue_many(&outbox, "mail", 40).await?;
+    let back_at = h.later(Duration::from_secs(30 * 60))?;
+    let receiver = Receiver::new(&h, move |_, clock| {
+        if clock.now() < back_at {
+            Action::Answer(Delivery::unavailable("503 Service Unavailable", None))
+        } else {
+            Action::Answer(Delivery::Delivered)
+        }
+    });
+    while h.clock().now() < back_at {
+        run_once(&h, &outbox, &receiver, limits()).await?;
+        h.clock().advance(Duration::from_secs(60)); // one cron a minute
+    }
+    // The outage held them back: most wait for backoffs it grew.
+    let later = h
+        .sql(
+            &format!(
+                "SELECT COUNT(*) AS n FROM \"{}\" WHERE due_at > ? AND attempts = 0",
+                outbox.table()
+            ),
+            vec![h.clock().now().as_unix_millis().into()],
+        )
+        .await?;
+    let later = later.first().map(|row| row.get::<i64>("n")).transpose()?;
+    ensure!(later.is_some_and(|n| n > 20), "held back: {later:?}");
+    // The first drain after the receiver is back delivers every one: its
+    // first answer releases what its failures held.
+    let report = run_once(&h, &outbox, &receiver, limits())
+        .await?
+        .ok_or_else(|| super::Failure("crashed".into()))?;
+    ensure_eq!((report.delivered, report.retried, report.dead), (40, 0, 0));
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
+    Ok(())
+}
+
 pub(crate) async fn a_throttling_storm_kills_no_message(h: Harness) -> CaseResult {
     let outbox = h.outbox_named("outbox", 3).await?;
     enqueue_many(&outbox, "mail", 100).await?;

@@ -25,7 +25,8 @@ async fn loose_outbox(h: &Harness) -> Result<Outbox, Failure> {
              id_given INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0, lease_token TEXT, \
              last_error TEXT, created_at INTEGER NOT NULL, \
              unsettled_leases INTEGER NOT NULL DEFAULT 0, deferrals INTEGER NOT NULL DEFAULT 0, \
-             traceparent TEXT, tracestate TEXT, became_due INTEGER, PRIMARY KEY (state, due_at, id)) WITHOUT ROWID"
+             traceparent TEXT, tracestate TEXT, became_due INTEGER, held_for TEXT, \
+             PRIMARY KEY (state, due_at, id)) WITHOUT ROWID"
         ),
         vec![],
     )

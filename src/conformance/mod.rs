@@ -231,6 +231,7 @@ pub fn cases() -> Vec<Case> {
         delivery::one_poison_among_64_suspects_is_found_in_seven_crashes,
         delivery::a_lost_claim_spends_no_attempt,
         delivery::a_long_outage_kills_no_message,
+        delivery::a_recovered_receivers_held_messages_are_due_at_once,
         delivery::a_throttling_storm_kills_no_message,
         delivery::retry_after_waits_at_least_the_backoff,
         delivery::a_transient_settle_error_is_retried,

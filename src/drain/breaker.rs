@@ -79,6 +79,15 @@ impl Breaker {
         self.remembered = Some(streaks);
     }
 
+    /// The receivers whose remembered streak ends with the next call: they
+    /// answer again.
+    pub(super) fn ended_streaks(&self) -> impl Iterator<Item = &str> {
+        self.writes
+            .iter()
+            .filter(|(_, write)| **write == StreakWrite::Ended)
+            .map(|(receiver, _)| receiver.as_str())
+    }
+
     /// The changes to the remembered streaks since the last call, by topic.
     pub(super) fn take_writes(&mut self) -> BTreeMap<String, StreakWrite> {
         std::mem::take(&mut self.writes)

@@ -72,6 +72,10 @@ pub(super) struct Dispatch {
     paused: BTreeSet<String>,
     /// Lease ends of the deliveries in flight, with how many share each.
     running: BTreeMap<Timestamp, usize>,
+    /// Receivers that failed and answer again in this run: the messages
+    /// their failures held back are released with each call, until they
+    /// fail again.
+    recovered: BTreeSet<String>,
     /// A call failed for good: nothing new starts.
     failed: bool,
 }
@@ -88,6 +92,7 @@ impl Dispatch {
             limited: destinations.is_some(),
             paused: BTreeSet::new(),
             running: BTreeMap::new(),
+            recovered: BTreeSet::new(),
             failed: false,
         }
     }
@@ -179,6 +184,16 @@ impl Dispatch {
         self.breaker.earliest_lease_end()
     }
 
+    /// `receiver` failed and answers again (its remembered streak ended).
+    pub(super) fn recovered(&mut self, receiver: &str) {
+        self.recovered.insert(receiver.to_owned());
+    }
+
+    /// The receivers whose held messages are being released.
+    pub(super) fn recovering(&self) -> impl Iterator<Item = &str> {
+        self.recovered.iter().map(String::as_str)
+    }
+
     /// Receivers whose breaker tripped, and topics paused, in this run.
     pub(super) fn tripped_and_paused(&self) -> (Vec<String>, Vec<String>) {
         (
@@ -209,6 +224,10 @@ impl Dispatch {
             };
         }
         let was_open = self.breaker.is_open(receiver);
+        if retryable {
+            // Failing again: what it holds back waits for its backoff.
+            self.recovered.remove(receiver);
+        }
         let settles = if retryable {
             self.breaker.failed(receiver, settle)
         } else {

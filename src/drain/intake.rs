@@ -60,6 +60,9 @@ pub(super) struct Intake {
     pub(super) backlog_sampled: bool,
     /// Housekeeping to send before the run's first claim, in the same call.
     sweep: Option<Vec<Statement>>,
+    /// Whether the run claims at all (not one that only delivers what it
+    /// was handed).
+    may_claim: bool,
 }
 
 impl Intake {
@@ -74,6 +77,7 @@ impl Intake {
             streaks_read: false,
             backlog_sampled: false,
             sweep,
+            may_claim,
         }
     }
 
@@ -227,6 +231,14 @@ impl Intake {
             self.over = Some(StopReason::Drained);
         } else if all_refused {
             self.over = Some(StopReason::CircuitOpen);
+        }
+    }
+
+    /// Claims ended because nothing was left due: rows released since (a
+    /// receiver answers again) are due now, so claiming goes on.
+    pub(super) fn reopen_claims(&mut self) {
+        if self.over == Some(StopReason::Drained) && self.may_claim {
+            self.over = None;
         }
     }
 
@@ -405,6 +417,29 @@ mod tests {
             );
             assert_eq!(intake.stop_reason(), reason);
         }
+    }
+
+    #[test]
+    fn a_release_reopens_drained_claims_only() {
+        let mut intake = Intake::new(true, None);
+        intake.claimed(3, 10, false);
+        assert_eq!(intake.claim_size(room(), &limits()), None);
+        intake.reopen_claims();
+        assert_eq!(intake.claim_size(room(), &limits()), Some(10));
+        let capped = ClaimRoom {
+            claimed: 25,
+            ..room()
+        };
+        assert_eq!(intake.claim_size(capped, &limits()), None);
+        intake.reopen_claims();
+        assert_eq!(
+            intake.stop_reason(),
+            StopReason::MessageCap,
+            "a limit holds"
+        );
+        let mut handed = Intake::new(false, None);
+        handed.reopen_claims();
+        assert_eq!(handed.claim_size(room(), &limits()), None);
     }
 
     #[test]

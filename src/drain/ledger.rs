@@ -90,6 +90,11 @@ impl<'a> Ledger<'a> {
             .map_or(message.topic.as_str(), |taken| taken.receiver.as_str())
     }
 
+    /// The receiver of the message `id` the run took up.
+    pub(super) fn receiver_of(&self, id: &str) -> Option<&str> {
+        self.taken.get(id).map(|taken| taken.receiver.as_str())
+    }
+
     /// Where `message` goes, as the deliverer named it when the run took it.
     pub(super) fn destination(&self, message: &ClaimedMessage) -> Option<&str> {
         self.taken.get(&message.id)?.destination.as_deref()

@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS "{table}" (
     traceparent  TEXT,
     tracestate   TEXT,
     became_due   BIGINT,
-    late_due     BIGINT
+    late_due     BIGINT,
+    held_for     TEXT
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
         autovacuum_vacuum_cost_delay = 0, autovacuum_analyze_scale_factor = 0.05);
 -- Room on every page (a new table and one an earlier release created alike; for the latter, pages
@@ -39,10 +40,14 @@ ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS traceparent TEXT;
 ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS tracestate TEXT;
 ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS became_due BIGINT;
 ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS late_due BIGINT;
+ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS held_for TEXT;
 CREATE INDEX IF NOT EXISTS "{table}_due" ON "{table}" (state, due_at, id);
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_dedup" ON "{table}" (dedup_key) WHERE dedup_key IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_ordering" ON "{table}" (ordering_key, seq) WHERE ordering_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "{table}_subject" ON "{table}" (subject) WHERE subject IS NOT NULL;
+-- The rows held for a receiver (see held_for in the SQLite schema), released oldest first when it
+-- answers again.
+CREATE INDEX IF NOT EXISTS "{table}_held" ON "{table}" (held_for, due_at) WHERE held_for IS NOT NULL;
 -- The claim floor (src/sql/claim_floor.rs): every claimable row due before "{table}_claim_floor"
 -- is marked late (late_due = due_at; null otherwise), so a claim walks the due index from the
 -- floor (past the entries of rows leased or delivered before it, whether or not vacuum has

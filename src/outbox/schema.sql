@@ -8,6 +8,9 @@
 -- no attempt (receiver unavailable, circuit open); it grows the backoff and bounds free retries.
 -- traceparent and tracestate are the W3C trace context the message was enqueued with, if any.
 -- became_due is when the current (or last) lease's row was due: the due_at it had before it was leased.
+-- held_for is the receiver (the topic, or "topic @ destination") whose failures hold the row back
+-- while it waits unleased after a retry that spent no attempt (null otherwise): when that receiver
+-- answers again, a drain makes its held rows due at once, oldest first, through "{table}_held".
 -- The primary key leads with (state, due_at), so a claim reads only due rows.
 -- (`state` has no CHECK constraint: on D1 it costs a row read per claimed row. The
 -- decoder rejects unknown states instead.)
@@ -31,12 +34,14 @@ CREATE TABLE IF NOT EXISTS "{table}" (
     traceparent  TEXT,
     tracestate   TEXT,
     became_due   INTEGER,
+    held_for     TEXT,
     PRIMARY KEY (state, due_at, id)
 ) STRICT, WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_dedup" ON "{table}" (dedup_key) WHERE dedup_key IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_given_id" ON "{table}" (id) WHERE id_given = 1;
 CREATE INDEX IF NOT EXISTS "{table}_ordering" ON "{table}" (ordering_key, seq) WHERE ordering_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "{table}_dead_id" ON "{table}" (id) WHERE state = 'dead';
+CREATE INDEX IF NOT EXISTS "{table}_held" ON "{table}" (held_for, due_at) WHERE held_for IS NOT NULL;
 -- Per-topic memory of "{table}" across drains: the streak of retryable failures since the topic's
 -- receiver last answered (deleted when it does). topic is the receiver: the topic, or
 -- "topic @ destination" when the deliverer names destinations. failing_id is the message that failed last; several

@@ -409,11 +409,15 @@ impl Outbox {
     }
 
     pub(crate) fn prepare_fates(&self, fates: &[(&LeaseHandle, Fate)]) -> Result<PreparedSettle> {
-        self.prepare_observed(fates, |_| Observed::default())
+        self.prepare_observed(fates, |_| Observed::default(), |_| None)
     }
 
     /// The statements of a settle, counting into the rollups (when they are
-    /// on) what a drain `observed` of each lease's delivery.
+    /// on) what a drain `observed` of each lease's delivery. A row given
+    /// back for later without spending an attempt (a receiver's failure, a
+    /// breaker's hand-back) is held for the receiver `held_for` names, so
+    /// that receiver's next answer can release it early
+    /// ([`release_held_statement`](Outbox::release_held_statement)).
     ///
     /// Delivered leases are deleted one statement per claim (per claim and
     /// rollup key where the rollups count each delete's changes, for a
@@ -424,6 +428,7 @@ impl Outbox {
         &self,
         fates: &[(&LeaseHandle, Fate)],
         observed: impl Fn(&LeaseHandle) -> Observed,
+        held_for: impl Fn(&LeaseHandle) -> Option<String>,
     ) -> Result<PreparedSettle> {
         let now = self.now();
         let writes = self.rollup_writes();
@@ -461,12 +466,20 @@ impl Outbox {
                     error,
                     not_before,
                     charged,
-                } => self.reschedule_statement(lease, error, *not_before, *charged, now)?,
+                } => {
+                    let held_for = held_for(lease);
+                    let failure = (error.as_str(), *not_before, *charged);
+                    self.reschedule_statement(lease, failure, held_for.as_deref(), now)?
+                }
                 Fate::Bury { error } => (
                     Effect::Dead(DeathCause::Buried),
                     self.bury_statement(lease, &clip(error), now)?,
                 ),
-                Fate::Release { due } => (Effect::Released, self.release_statement(lease, *due)?),
+                Fate::Release { due } => {
+                    let held_for = held_for(lease).filter(|_| *due > now);
+                    let statement = self.release_statement(lease, *due, held_for.as_deref())?;
+                    (Effect::Released, statement)
+                }
                 Fate::Pause { reason } => {
                     // Before the release, while the lease still holds.
                     prepared.statements.push(sql::pause::pause_leased(
@@ -476,7 +489,7 @@ impl Outbox {
                         &clip(reason),
                         now,
                     )?);
-                    (Effect::Paused, self.release_statement(lease, now)?)
+                    (Effect::Paused, self.release_statement(lease, now, None)?)
                 }
             };
             if writes.is_some() {
@@ -598,12 +611,13 @@ impl Outbox {
     /// A failure spends the lease's attempt (`charged`, or the message is
     /// past the policy's deferral limit) or counts a deferral; the last
     /// attempt spent parks the row as dead.
+    /// `failure` is its error, the wait the receiver asked for, and
+    /// whether it is charged; an uncharged one is held for `held_for`.
     fn reschedule_statement(
         &self,
         lease: &LeaseHandle,
-        error: &str,
-        not_before: Option<Duration>,
-        charged: bool,
+        (error, not_before, charged): (&str, Option<Duration>, bool),
+        held_for: Option<&str>,
         now: Timestamp,
     ) -> Result<(Effect, Statement)> {
         let policy = &self.inner.retry;
@@ -629,6 +643,7 @@ impl Outbox {
             charged,
             attempt: lease.attempt,
             deferrals: lease.deferrals,
+            held_for,
         };
         let effect = if charged {
             Effect::Retried
@@ -656,9 +671,32 @@ impl Outbox {
         )
     }
 
-    fn release_statement(&self, lease: &LeaseHandle, due: Timestamp) -> Result<Statement> {
+    fn release_statement(
+        &self,
+        lease: &LeaseHandle,
+        due: Timestamp,
+        held_for: Option<&str>,
+    ) -> Result<Statement> {
         let fence = lease.fence();
-        sql::settle::release(self.table(), self.dialect(), &fence, lease.attempt, due)
+        let attempt = lease.attempt;
+        sql::settle::release(self.table(), self.dialect(), &fence, attempt, due, held_for)
+    }
+
+    /// The most rows one [`release_held_statement`](Outbox::release_held_statement) makes due.
+    pub(crate) const RELEASED_PER_CALL: u32 = 100;
+
+    /// Makes due now the rows held longest for `receiver` (at most
+    /// [`RELEASED_PER_CALL`](Outbox::RELEASED_PER_CALL), oldest due first):
+    /// its failures held them back, and it answers again. Spends and
+    /// refunds no attempt; leased rows are left alone.
+    pub(crate) fn release_held_statement(&self, receiver: &str) -> Result<Statement> {
+        sql::settle::release_held(
+            self.table(),
+            self.dialect(),
+            receiver,
+            self.now(),
+            Self::RELEASED_PER_CALL,
+        )
     }
 
     /// Makes the oldest remaining row of `key` ready, if it is waiting.

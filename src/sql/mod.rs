@@ -51,6 +51,10 @@ pub(crate) mod col {
     pub(crate) const TRACEPARENT: &str = "traceparent";
     pub(crate) const TRACESTATE: &str = "tracestate";
     pub(crate) const BECAME_DUE: &str = "became_due";
+    /// The receiver (`topic`, or `topic @ destination`) whose failures hold
+    /// the row back, while it waits unleased for a retry that spent no
+    /// attempt; null otherwise. Released early when that receiver answers.
+    pub(crate) const HELD_FOR: &str = "held_for";
     /// Postgres only: the row's due time when it is behind the claim floor
     /// (`claim_floor`), else null.
     pub(crate) const LATE_DUE: &str = "late_due";

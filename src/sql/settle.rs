@@ -58,6 +58,9 @@ pub(crate) struct Retry<'a> {
     pub(crate) charged: bool,
     pub(crate) attempt: u32,
     pub(crate) deferrals: u32,
+    /// The receiver whose failure this is, if it spent no attempt: the row
+    /// is held for it (see [`release_held`]).
+    pub(crate) held_for: Option<&'a str>,
 }
 
 /// Makes the row due again after a failure.
@@ -73,6 +76,7 @@ pub(crate) fn retry(
         .value(col::DUE_AT, retry.due.as_unix_millis())
         .value(col::LEASE_TOKEN, Option::<String>::None)
         .value(col::LAST_ERROR, retry.error)
+        .value(col::HELD_FOR, retry.held_for.filter(|_| !retry.charged))
         .and_where(lease.holds());
     if retry.charged {
         update
@@ -110,19 +114,22 @@ pub(crate) fn bury(
         .value(col::ATTEMPTS, i64::from(attempt))
         .value(col::UNSETTLED_LEASES, 0)
         .value(col::LAST_ERROR, error)
+        .value(col::HELD_FOR, Option::<String>::None)
         .and_where(lease.holds());
     claim_floor::clear(dialect, &mut update);
     dialect.render(&update)
 }
 
 /// Gives lease `attempt` back unattempted, due at `due`: no attempt spent,
-/// and `unsettled_leases` kept (a suspect not attempted is still one).
+/// and `unsettled_leases` kept (a suspect not attempted is still one). Held
+/// for the receiver `held_for` when its breaker handed the row back.
 pub(crate) fn release(
     table: &TableName,
     dialect: Dialect,
     lease: &Fence<'_>,
     attempt: u32,
     due: Timestamp,
+    held_for: Option<&str>,
 ) -> Result<Statement> {
     let mut update = Query::update();
     update
@@ -130,8 +137,46 @@ pub(crate) fn release(
         .value(col::DUE_AT, due.as_unix_millis())
         .value(col::LEASE_TOKEN, Option::<String>::None)
         .value(col::ATTEMPTS, i64::from(attempt.saturating_sub(1)))
+        .value(col::HELD_FOR, held_for)
         .and_where(lease.holds());
     claim_floor::mark(dialect, table, &mut update, due.as_unix_millis().into());
+    dialect.render(&update)
+}
+
+/// Makes due at `now` the `limit` rows held longest for `receiver` (see
+/// `col::HELD_FOR`), oldest due first: its failures held them back, and it
+/// answers again. Unleased rows only, so no lease's fence moves; no attempt
+/// is spent or refunded. Reads at most `limit` rows of the held index.
+pub(crate) fn release_held(
+    table: &TableName,
+    dialect: Dialect,
+    receiver: &str,
+    now: Timestamp,
+    limit: u32,
+) -> Result<Statement> {
+    let name = table.as_str().to_owned();
+    let held = || {
+        Expr::col(col::HELD_FOR)
+            .eq(receiver)
+            .and(Expr::col(col::STATE).eq(state::READY))
+            .and(Expr::col(col::LEASE_TOKEN).is_null())
+            .and(Expr::col(col::DUE_AT).gt(now.as_unix_millis()))
+    };
+    let mut oldest = Query::select();
+    oldest
+        .columns([col::DUE_AT, col::ID])
+        .from(name.clone())
+        .and_where(held())
+        .order_by(col::DUE_AT, sea_query::Order::Asc)
+        .limit(u64::from(limit));
+    let mut update = Query::update();
+    update
+        .table(name)
+        .value(col::DUE_AT, now.as_unix_millis())
+        .value(col::HELD_FOR, Option::<String>::None)
+        .and_where(held())
+        .and_where(Expr::tuple([Expr::col(col::DUE_AT), Expr::col(col::ID)]).in_subquery(oldest));
+    claim_floor::mark(dialect, table, &mut update, now.as_unix_millis().into());
     dialect.render(&update)
 }
 

@@ -4,7 +4,9 @@
 use super::claim::{ClaimSpec, claim, isolate, recovery};
 use super::claim_floor;
 use super::enqueue::{NewRow, insert};
-use super::settle::{Retry, bury, complete_all, promote_all_heads, promote_next, release, retry};
+use super::settle::{
+    Retry, bury, complete_all, promote_all_heads, promote_next, release, release_held, retry,
+};
 use super::*;
 use crate::database::value::Value;
 use crate::database::{Dialect, Statement};
@@ -80,6 +82,7 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
         charged,
         attempt: 2,
         deferrals: 1,
+        held_for: Some("mail @ api.example:443"),
     };
     let with_fence = |mut values: Vec<Value>| {
         values.extend(fence_values());
@@ -137,22 +140,23 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
         (
             "charged retry",
             retry(&outbox, dialect, &held(), &failure(true)).unwrap(),
-            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "last_error" = ?, "attempts" = ?, "unsettled_leases" = ?{late} WHERE {FENCE}"#),
-            with_fence(bound_late(vec![Value::Integer(NOW), Value::Null, text("boom"), Value::Integer(2), Value::Integer(0)], NOW)),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "last_error" = ?, "held_for" = ?, "attempts" = ?, "unsettled_leases" = ?{late} WHERE {FENCE}"#),
+            // Its own failure: held for no receiver.
+            with_fence(bound_late(vec![Value::Integer(NOW), Value::Null, text("boom"), Value::Null, Value::Integer(2), Value::Integer(0)], NOW)),
         ),
         (
             "deferral",
             retry(&outbox, dialect, &held(), &failure(false)).unwrap(),
-            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "last_error" = ?, "attempts" = ?, "deferrals" = ?{late} WHERE {FENCE}"#),
-            with_fence(bound_late(vec![Value::Integer(NOW), Value::Null, text("boom"), Value::Integer(1), Value::Integer(2)], NOW)),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "last_error" = ?, "held_for" = ?, "attempts" = ?, "deferrals" = ?{late} WHERE {FENCE}"#),
+            with_fence(bound_late(vec![Value::Integer(NOW), Value::Null, text("boom"), text("mail @ api.example:443"), Value::Integer(1), Value::Integer(2)], NOW)),
         ),
         (
             "bury",
             bury(&outbox, dialect, &held(), 2, "bad", at(NOW)).unwrap(),
-            format!(r#"UPDATE "outbox" SET "state" = ?, "due_at" = ?, "lease_token" = ?, "attempts" = ?, "unsettled_leases" = ?, "last_error" = ?{cleared} WHERE {FENCE}"#),
+            format!(r#"UPDATE "outbox" SET "state" = ?, "due_at" = ?, "lease_token" = ?, "attempts" = ?, "unsettled_leases" = ?, "last_error" = ?, "held_for" = ?{cleared} WHERE {FENCE}"#),
             with_fence(
                 [
-                    vec![text("dead"), Value::Integer(NOW), Value::Null, Value::Integer(2), Value::Integer(0), text("bad")],
+                    vec![text("dead"), Value::Integer(NOW), Value::Null, Value::Integer(2), Value::Integer(0), text("bad"), Value::Null],
                     if postgres { vec![Value::Null] } else { vec![] },
                 ]
                 .concat(),
@@ -160,9 +164,20 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
         ),
         (
             "release",
-            release(&outbox, dialect, &held(), 2, at(NOW)).unwrap(),
-            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "attempts" = ?{late} WHERE {FENCE}"#),
-            with_fence(bound_late(vec![Value::Integer(NOW), Value::Null, Value::Integer(1)], NOW)),
+            release(&outbox, dialect, &held(), 2, at(NOW), Some("mail")).unwrap(),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "attempts" = ?, "held_for" = ?{late} WHERE {FENCE}"#),
+            with_fence(bound_late(vec![Value::Integer(NOW), Value::Null, Value::Integer(1), text("mail")], NOW)),
+        ),
+        (
+            "release held",
+            release_held(&outbox, dialect, "mail", at(NOW), 100).unwrap(),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "held_for" = ?{late} WHERE "held_for" = ? AND "state" = ? AND "lease_token" IS NULL AND "due_at" > ? AND ("due_at", "id") IN (SELECT "due_at", "id" FROM "outbox" WHERE "held_for" = ? AND "state" = ? AND "lease_token" IS NULL AND "due_at" > ? ORDER BY "due_at" ASC LIMIT ?)"#),
+            [
+                bound_late(vec![Value::Integer(NOW), Value::Null], NOW),
+                vec![text("mail"), text("ready"), Value::Integer(NOW)],
+                vec![text("mail"), text("ready"), Value::Integer(NOW), Value::Integer(100)],
+            ]
+            .concat(),
         ),
         (
             "pause",

@@ -253,9 +253,10 @@ async fn produce(world: Arc<World>, messages: usize, done: Rc<Cell<bool>>) {
     let w = &world;
     let mut produced = 0;
     let mut dedup_keys: Vec<String> = Vec::new();
-    // Two thirds at once, the rest as the outage begins: an outage meets a
-    // backlog (several messages failing in turn, which spend nothing), not
-    // a lone straggler, whose failures are its own by the breaker's rule.
+    // Two thirds first, the rest in one burst as the outage begins: the
+    // outage meets a backlog (several messages failing in turn, which spend
+    // nothing), not a lone message, whose failures are its own by the
+    // breaker's rule.
     let first_wave = messages * 2 / 3;
     while produced < messages {
         for _ in 0..=w.random.below(5) {
@@ -309,9 +310,11 @@ async fn produce(world: Arc<World>, messages: usize, done: Rc<Cell<bool>>) {
                 break;
             }
         }
-        w.clock
-            .sleep(Duration::from_millis(w.random.below(2_000) + 1))
-            .await;
+        if produced <= first_wave {
+            w.clock
+                .sleep(Duration::from_millis(w.random.below(2_000) + 1))
+                .await;
+        }
     }
     done.set(true);
 }

@@ -33,6 +33,7 @@ impl<'a> Run<'a> {
     /// left to start (with the outcomes so far riding along), or a settle
     /// when outcomes have waited long enough.
     pub(super) fn next_call(&mut self) -> Option<Planned> {
+        self.note_recoveries();
         let now = self.now();
         let limits = &self.drainer.limits;
         let soon = now
@@ -55,13 +56,15 @@ impl<'a> Run<'a> {
             streaks: None,
             backlog: None,
         };
+        // Before the claim: a receiver's held messages it releases are
+        // claimed by it.
+        self.write_streaks(&mut planned.call);
         if let Some(wanted) = wanted {
             self.plan_claim(&mut planned, wanted);
         }
         if planned.call.is_empty() {
             return None;
         }
-        self.write_streaks(&mut planned.call);
         Some(planned)
     }
 
@@ -124,10 +127,38 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Adds the changes to the remembered topic streaks to `call`.
+    /// Receivers whose remembered streak an answer just ended are back:
+    /// the messages their failures held are released from the next call
+    /// on, and claims go on to take them.
+    fn note_recoveries(&mut self) {
+        let back: Vec<String> = self
+            .dispatch
+            .breaker()
+            .ended_streaks()
+            .map(str::to_owned)
+            .collect();
+        for receiver in back {
+            self.dispatch.recovered(&receiver);
+            self.intake.reopen_claims();
+        }
+    }
+
+    /// Adds the changes to the remembered topic streaks to `call`, and the
+    /// release of the messages held for each receiver that answers again
+    /// (with every call while it keeps answering, each bounded).
     fn write_streaks(&mut self, call: &mut Call) {
+        self.note_recoveries();
         let writes = self.dispatch.breaker().take_writes();
-        match self.drainer.outbox.streak_statements(&writes) {
+        let outbox = &self.drainer.outbox;
+        let statements = outbox
+            .streak_statements(&writes)
+            .and_then(|mut statements| {
+                for receiver in self.dispatch.recovering() {
+                    statements.push(outbox.release_held_statement(receiver)?);
+                }
+                Ok(statements)
+            });
+        match statements {
             Ok(statements) => call.write(statements),
             Err(error) => self.fail(error),
         }
@@ -147,10 +178,11 @@ impl<'a> Run<'a> {
             .map(|(lease, fate)| (lease, fate.clone()))
             .collect();
         let ledger = &self.ledger;
-        let prepared = self
-            .drainer
-            .outbox
-            .prepare_observed(&fates, |lease| ledger.observed(lease));
+        let prepared = self.drainer.outbox.prepare_observed(
+            &fates,
+            |lease| ledger.observed(lease),
+            |lease| ledger.receiver_of(&lease.id).map(str::to_owned),
+        );
         self.ledger
             .record_settling(outcomes.iter().map(|(lease, _)| lease));
         match prepared {
