@@ -127,7 +127,9 @@ async fn every_public_future_can_be_spawned() {
         async move {
             let mut batch = workers_outbox::Batch::new(db);
             let ticket = batch
-                .enqueue_leased(&outbox, Message::raw_json("mail", "{}"), lease)
+                // Not "mail": another task pauses that topic meanwhile, and
+                // a leased enqueue of a paused topic is written unleased.
+                .enqueue_leased(&outbox, Message::raw_json("leased", "{}"), lease)
                 .unwrap();
             let message = batch
                 .commit()
