@@ -14,16 +14,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::cell::Cell;
-
 use worker::{Env, MessageBatch, Request, Response, Result};
-use workers_outbox::database::Outcome;
 use workers_outbox::drain::{BatchLimits, DeliverBatch};
 use workers_outbox::future::BoxFuture;
 use workers_outbox::queue::{Consumed, Envelope, QueueConsumer, QueueDeliverer};
+use workers_outbox::testing::{Fault, FaultyDatabase, Strike};
 use workers_outbox::{
     Batch, ClaimedMessage, D1Database, Database, Delivery, DrainLimits, Drainer, Inbox, Message,
-    Outbox, Statement,
+    Outbox, RetryAdvice, Statement,
 };
 
 const SCHEMA: &[&str] = &[
@@ -108,12 +106,16 @@ pub(crate) async fn route(request: Request, env: Env, route: &str) -> Result<Res
             let outbox = match number("die_after") {
                 None => parts.outbox.clone(),
                 Some(calls) => {
+                    // Every call after the first `calls` fails, for good.
+                    let dying = FaultyDatabase::new(parts.db.clone()).advice(RetryAdvice::Never);
+                    dying.inject(Fault::Calls {
+                        first: calls + 1,
+                        count: u64::MAX,
+                        strike: Strike::Before,
+                    });
                     // The port's one `Send` story: nothing crosses threads on wasm32.
                     #[allow(clippy::arc_with_non_send_sync)]
-                    let dying: Arc<dyn Database> = Arc::new(DiesAfter {
-                        inner: parts.db.clone(),
-                        calls_left: Cell::new(calls),
-                    });
+                    let dying: Arc<dyn Database> = Arc::new(dying);
                     Outbox::new(dying, "relay_outbox")?
                 }
             };
@@ -277,50 +279,6 @@ impl DeliverBatch for CountingRelay {
                 }
             }
             verdicts
-        })
-    }
-}
-
-/// A database that stops answering after some calls: an evicted isolate.
-struct DiesAfter {
-    inner: Arc<dyn Database>,
-    calls_left: Cell<u64>,
-}
-
-impl DiesAfter {
-    fn alive(&self) -> workers_outbox::Result<()> {
-        match self.calls_left.get() {
-            0 => Err(workers_outbox::Error::database("the isolate died")),
-            left => {
-                self.calls_left.set(left - 1);
-                Ok(())
-            }
-        }
-    }
-}
-
-impl Database for DiesAfter {
-    fn dialect(&self) -> workers_outbox::Dialect {
-        self.inner.dialect()
-    }
-
-    fn run<'a>(
-        &'a self,
-        statement: &'a Statement,
-    ) -> BoxFuture<'a, workers_outbox::Result<Outcome>> {
-        Box::pin(async move {
-            self.alive()?;
-            self.inner.run(statement).await
-        })
-    }
-
-    fn run_atomic<'a>(
-        &'a self,
-        statements: &'a [Statement],
-    ) -> BoxFuture<'a, workers_outbox::Result<Vec<Outcome>>> {
-        Box::pin(async move {
-            self.alive()?;
-            self.inner.run_atomic(statements).await
         })
     }
 }
