@@ -31,7 +31,7 @@ export function runPostgresClaim(root, log) {
   const url = process.env.WORKERS_OUTBOX_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:54329/postgres";
   const builds = {
     floor: path.join(root, "target/release/outbox-bench-postgres-claim"),
-    before: path.join(root, "target/baseline/release/outbox-bench-postgres-claim"),
+    before: path.join(root, `target/baseline-${BASELINE_COMMIT}/release/outbox-bench-postgres-claim`),
   };
   const run = (schema, args) => {
     log(`postgres claim (${schema}): ${args.join(" ")}`);

@@ -14,6 +14,7 @@ import { drainersMarkdown, runDrainers } from "./drainers.mjs";
 import { postgresClaimMarkdown, runPostgresClaim } from "./postgres_claim.mjs";
 import { runSimulation, simulationMarkdown } from "./simulation.mjs";
 import { queuesMarkdown, runFanOut, runRelay } from "./queues.mjs";
+import { recoveryMarkdown, runRecovery } from "./recovery.mjs";
 import { runWakeups, wakeupsMarkdown } from "./wakeups.mjs";
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 10_000);
@@ -305,6 +306,7 @@ results.sqlite.rollups = native.rollups.map(({ algo, run }) => ({
 }));
 
 results.drainers = runDrainers(root, log);
+results.recovery = runRecovery(root, log);
 results.postgresClaim = runPostgresClaim(root, log);
 results.simulation = runSimulation(root, log);
 
@@ -581,6 +583,7 @@ function markdown(r) {
   lines.push(...wakeupsMarkdown(r.wakeups));
   lines.push(...queuesMarkdown(r.relay, r.fanOut, r.httpDrain));
   lines.push(...drainersMarkdown(r.drainers));
+  lines.push(...recoveryMarkdown(r.recovery));
   lines.push(...postgresClaimMarkdown(r.postgresClaim));
   lines.push(...simulationMarkdown(r.simulation));
   lines.push(

@@ -15,22 +15,30 @@ if [ "${BENCH_ONLY:-}" != postgres ]; then
   bash scripts/build-worker.sh tests/d1-worker
 fi
 cargo build --release -p outbox-bench --bin outbox-bench-native --bin outbox-bench-drainers \
-  --bin outbox-bench-postgres-claim
-# The Postgres claim as it was before the claim floor, built from the same
-# benchmark source: a worktree of that commit under target/ (kept between runs).
-baseline=$(node -e 'import("./benches/postgres_claim.mjs").then((m) => console.log(m.BASELINE_COMMIT))')
-if [ "$(git -C target/baseline-src rev-parse --short HEAD 2>/dev/null)" != "$baseline" ]; then
-  git worktree remove --force target/baseline-src 2>/dev/null || rm -rf target/baseline-src
-  git worktree prune
-  git worktree add --detach target/baseline-src "$baseline" >/dev/null
-fi
-cp benches/outbox-bench/src/bin/postgres_claim.rs target/baseline-src/benches/outbox-bench/src/bin/
-if ! grep -q outbox-bench-postgres-claim target/baseline-src/benches/outbox-bench/Cargo.toml; then
-  printf '\n[[bin]]\nname = "outbox-bench-postgres-claim"\npath = "src/bin/postgres_claim.rs"\n' \
-    >> target/baseline-src/benches/outbox-bench/Cargo.toml
-fi
-cargo build --release --manifest-path target/baseline-src/Cargo.toml --target-dir target/baseline \
-  -p outbox-bench --bin outbox-bench-postgres-claim
+  --bin outbox-bench-postgres-claim --bin outbox-bench-recovery
+# Builds benchmark binary $2 (source benches/outbox-bench/src/bin/$3) from
+# today's source against the library at commit $1: a worktree of that
+# commit under target/ (kept between runs), built into target/baseline-$1.
+build_at() {
+  local commit=$1 bin=$2 file=$3 tree=target/baseline-src-$1
+  if [ "$(git -C "$tree" rev-parse --short HEAD 2>/dev/null)" != "$commit" ]; then
+    git worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"
+    git worktree prune
+    git worktree add --detach "$tree" "$commit" >/dev/null
+  fi
+  cp "benches/outbox-bench/src/bin/$file" "$tree/benches/outbox-bench/src/bin/"
+  if ! grep -q "$bin" "$tree/benches/outbox-bench/Cargo.toml"; then
+    printf '\n[[bin]]\nname = "%s"\npath = "src/bin/%s"\n' "$bin" "$file" \
+      >> "$tree/benches/outbox-bench/Cargo.toml"
+  fi
+  cargo build --release --manifest-path "$tree/Cargo.toml" --target-dir "target/baseline-$commit" \
+    -p outbox-bench --bin "$bin"
+}
+baseline_of() { node -e "import('./benches/$1').then((m) => console.log(m.BASELINE_COMMIT))"; }
+# The Postgres claim as it was before the claim floor, and recovery as it
+# was before suspect groups and held releases, each from the same source.
+build_at "$(baseline_of postgres_claim.mjs)" outbox-bench-postgres-claim postgres_claim.rs
+build_at "$(baseline_of recovery.mjs)" outbox-bench-recovery recovery.rs
 cargo test --release --test simulation --no-run
 WORKERS_OUTBOX_POSTGRES_URL=$(bash scripts/postgres.sh start)
 export WORKERS_OUTBOX_POSTGRES_URL

@@ -187,6 +187,12 @@ impl Intake {
         group
     }
 
+    /// The suspects not in the group being leased: they go back to the
+    /// table, to be claimed again once it is done.
+    pub(super) fn take_other_suspects(&mut self) -> Vec<ClaimedMessage> {
+        std::mem::take(&mut self.suspects).into()
+    }
+
     /// Every message not started, for the run's last settle.
     pub(super) fn take_all(&mut self) -> Vec<ClaimedMessage> {
         let mut all: Vec<ClaimedMessage> = std::mem::take(&mut self.group).into();

@@ -313,6 +313,13 @@ impl<'a> Run<'a> {
             return;
         }
         let now = self.now();
+        // The other suspects go back due now, in the same call: should the
+        // group crash the run, only its members come back more suspect.
+        // Claims go on to take them again.
+        for message in self.intake.take_other_suspects() {
+            self.give_back(message, Admission::Release("suspect_waits"), now);
+            self.intake.reopen_claims();
+        }
         // Only a suspect whose group is down to one spends its attempt up
         // front (see `intake::suspect_group`): a crash of a larger group is
         // not yet any one member's fault.
