@@ -253,6 +253,7 @@ pub fn cases() -> Vec<Case> {
         subject::each_erasure_records_a_tombstone,
         subject::a_tombstone_is_forgotten_after_its_memory,
         pause::a_paused_topic_is_not_drained_and_spends_nothing,
+        pause::resuming_makes_its_held_messages_due_at_once,
         pause::resuming_makes_the_messages_a_pausing_drain_held_due_at_once,
         pause::a_gone_destination_pauses_its_topic_without_spending,
         pause::a_stale_holders_gone_pauses_nothing,

@@ -248,3 +248,52 @@ pub(crate) async fn resuming_makes_the_messages_a_pausing_drain_held_due_at_once
     ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
     Ok(())
 }
+
+pub(crate) async fn resuming_makes_its_held_messages_due_at_once(h: Harness) -> CaseResult {
+    // Backoffs as in production: from 30 s.
+    let backoff = crate::retry::ExponentialBackoff {
+        base: Duration::from_secs(30),
+        cap: Duration::from_secs(3600),
+    };
+    let outbox = h
+        .outbox_builder(h.db(), &h.table("outbox"))
+        .random(h.random.clone())
+        .retry_policy(crate::retry::RetryPolicy::new(8, backoff)?)
+        .build()?;
+    h.db.batch_atomic(&outbox.schema_statements()).await?;
+    for _ in 0..3 {
+        enqueue(&outbox, "hook").await?;
+    }
+    enqueue(&outbox, "mail").await?;
+    // The hook's receiver is down: its messages wait for their backoff.
+    let down = Arc::new(Mutex::new(true));
+    let is_down = down.clone();
+    let receiver = crate::drain::deliver_fn(move |message: ClaimedMessage| {
+        let down = *is_down.lock().unwrap_or_else(PoisonError::into_inner);
+        async move {
+            if down {
+                Delivery::unavailable(format!("{} receiver: 503", message.topic), None)
+            } else {
+                Delivery::Delivered
+            }
+        }
+    });
+    let drain = || {
+        Drainer::builder(outbox.clone(), receiver.clone())
+            .timer(Arc::new(h.clock().clone()))
+            .limits(limits())
+            .build()
+    };
+    let report = drain()?.drain().await;
+    ensure_eq!((report.deferred, report.retried), (4, 0));
+    outbox.pause_topic("hook", "maintenance").await?;
+    *down.lock().unwrap_or_else(PoisonError::into_inner) = false;
+    ensure!(outbox.resume_topic("hook").await?, "not resumed");
+    // No time passes: the hook's messages are due at once; the mail's
+    // (another topic) still waits for its backoff.
+    let report = drain()?.drain().await;
+    ensure_eq!(report.delivered, 3);
+    ensure_eq!(spent(&h, &outbox, "mail").await?, (1, 0, 0));
+    ensure_eq!(spent(&h, &outbox, "hook").await?.0, 0);
+    Ok(())
+}

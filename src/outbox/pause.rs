@@ -58,14 +58,20 @@ impl Outbox {
         Ok(self.inner.db.execute(&statement).await? > 0)
     }
 
-    /// Resumes `topic`: its messages are claimed again, the overdue first.
-    /// `false` if it was not paused.
+    /// Resumes `topic`: its messages are claimed again, the overdue first,
+    /// and those its receivers' failures held back for later are due at
+    /// once (no attempt spent or refunded). `false` if it was not paused
+    /// (the held messages are due at once all the same).
     ///
     /// # Errors
     /// As [`pause_topic`](Outbox::pause_topic).
     pub async fn resume_topic(&self, topic: &str) -> Result<bool> {
         check_key("topic", Some(topic))?;
-        let mut statements = vec![pause::resume(self.table(), self.dialect(), topic)?];
+        let now = self.now();
+        let mut statements = vec![
+            pause::resume(self.table(), self.dialect(), topic)?,
+            crate::sql::settle::release_held_topic(self.table(), self.dialect(), topic, now)?,
+        ];
         statements.extend(claim_floor::resume(self.dialect(), self.table(), topic));
         let outcomes = self.inner.db.batch_atomic(&statements).await?;
         Ok(outcomes

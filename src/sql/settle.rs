@@ -143,6 +143,30 @@ pub(crate) fn release(
     dialect.render(&update)
 }
 
+/// Makes due at `now` every row of `topic` held for one of its receivers
+/// (the topic, or `topic @ destination`): the topic is resumed, and its
+/// messages are due at once. Unleased rows only; no attempt spent or
+/// refunded. Reads the held rows (the `held` index), not the whole table.
+pub(crate) fn release_held_topic(
+    table: &TableName,
+    dialect: Dialect,
+    topic: &str,
+    now: Timestamp,
+) -> Result<Statement> {
+    let mut update = Query::update();
+    update
+        .table(table.as_str().to_owned())
+        .value(col::DUE_AT, now.as_unix_millis())
+        .value(col::HELD_FOR, Option::<String>::None)
+        .and_where(Expr::col(col::HELD_FOR).is_not_null())
+        .and_where(Expr::col(col::TOPIC).eq(topic))
+        .and_where(Expr::col(col::STATE).eq(state::READY))
+        .and_where(Expr::col(col::LEASE_TOKEN).is_null())
+        .and_where(Expr::col(col::DUE_AT).gt(now.as_unix_millis()));
+    claim_floor::mark(dialect, table, &mut update, now.as_unix_millis().into());
+    dialect.render(&update)
+}
+
 /// Makes due at `now` the `limit` rows held longest for `receiver` (see
 /// `col::HELD_FOR`), oldest due first: its failures held them back, and it
 /// answers again. Unleased rows only, so no lease's fence moves; no attempt

@@ -5,7 +5,8 @@ use super::claim::{ClaimSpec, claim, isolate, recovery};
 use super::claim_floor;
 use super::enqueue::{NewRow, insert};
 use super::settle::{
-    Retry, bury, complete_all, promote_all_heads, promote_next, release, release_held, retry,
+    Retry, bury, complete_all, promote_all_heads, promote_next, release, release_held,
+    release_held_topic, retry,
 };
 use super::*;
 use crate::database::value::Value;
@@ -167,6 +168,16 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
             release(&outbox, dialect, &held(), 2, at(NOW), Some("mail")).unwrap(),
             format!(r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "attempts" = ?, "held_for" = ?{late} WHERE {FENCE}"#),
             with_fence(bound_late(vec![Value::Integer(NOW), Value::Null, Value::Integer(1), text("mail")], NOW)),
+        ),
+        (
+            "release held of a resumed topic",
+            release_held_topic(&outbox, dialect, "mail", at(NOW)).unwrap(),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "held_for" = ?{late} WHERE "held_for" IS NOT NULL AND "topic" = ? AND "state" = ? AND "lease_token" IS NULL AND "due_at" > ?"#),
+            [
+                bound_late(vec![Value::Integer(NOW), Value::Null], NOW),
+                vec![text("mail"), text("ready"), Value::Integer(NOW)],
+            ]
+            .concat(),
         ),
         (
             "release held",
