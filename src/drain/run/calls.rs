@@ -313,28 +313,7 @@ impl<'a> Run<'a> {
             return;
         }
         let now = self.now();
-        // The other suspects go back due now, in the same call: should the
-        // group crash the run, only its members come back more suspect.
-        // Claims go on to take them again.
-        for message in self.intake.take_other_suspects() {
-            self.give_back(message, Admission::Release("suspect_waits"), now);
-            self.intake.reopen_claims();
-        }
-        // Only a suspect whose group is down to one spends its attempt up
-        // front (see `intake::suspect_group`): a crash of a larger group is
-        // not yet any one member's fault.
-        let spend = leasing
-            .iter()
-            .all(|message| suspect_group(message.unsettled_leases()) == 1);
-        let lease = self.drainer.limits.lease;
-        let statements: Result<Vec<(Statement, LeaseHandle)>, _> = leasing
-            .iter()
-            .map(|message| {
-                self.drainer
-                    .outbox
-                    .isolate_statement(message.lease(), lease, spend)
-            })
-            .collect();
+        let statements = self.group_lease_statements(&leasing);
         let held = self.dispatch.breaker().take_all();
         self.outcomes.add_all(held, now);
         let mut call = Call::new();
@@ -360,6 +339,41 @@ impl<'a> Run<'a> {
             .unzip();
         self.write_streaks(&mut call);
         let sent = self.send(&call, false).await;
+        self.take_in_group_lease(leasing, leases, slots, settled, sent);
+    }
+
+    /// The re-lease of each member of a group. Only a suspect whose group
+    /// is down to one spends its attempt up front (see
+    /// `intake::suspect_group`): a crash of a larger group is not yet any
+    /// one member's fault.
+    fn group_lease_statements(
+        &self,
+        leasing: &[ClaimedMessage],
+    ) -> crate::error::Result<Vec<(Statement, LeaseHandle)>> {
+        let spend = leasing
+            .iter()
+            .all(|message| suspect_group(message.unsettled_leases()) == 1);
+        let lease = self.drainer.limits.lease;
+        leasing
+            .iter()
+            .map(|message| {
+                self.drainer
+                    .outbox
+                    .isolate_statement(message.lease(), lease, spend)
+            })
+            .collect()
+    }
+
+    /// Takes in the reply to a group's re-lease: the members whose new
+    /// lease holds are delivered as the group.
+    fn take_in_group_lease(
+        &mut self,
+        leasing: Vec<ClaimedMessage>,
+        leases: Vec<LeaseHandle>,
+        slots: Vec<IsolationSlot>,
+        settled: Option<SettleSlot>,
+        sent: Sent,
+    ) {
         let now = self.now();
         let Some(mut reply) = self.count(sent) else {
             // The call failed for good: give each lease back, whichever
@@ -392,6 +406,9 @@ impl<'a> Run<'a> {
     /// The next suspect group's members the admission gate lets through
     /// (a member whose destination is busy waits in the group); the others
     /// are given back as it says.
+    /// The other suspects go back due now, in the group's call: should the
+    /// group crash the run, only its members come back more suspect; claims
+    /// go on to take the others again.
     fn admit_suspect_group(&mut self) -> Vec<ClaimedMessage> {
         let group = self.intake.take_suspect_group();
         let now = self.now();
@@ -404,6 +421,12 @@ impl<'a> Run<'a> {
             match self.dispatch.admit(self.candidate(&message, has_room), now) {
                 Admission::Admit | Admission::Wait => leasing.push(message),
                 refused => self.give_back(message, refused, now),
+            }
+        }
+        if !leasing.is_empty() {
+            for message in self.intake.take_other_suspects() {
+                self.give_back(message, Admission::Release("suspect_waits"), now);
+                self.intake.reopen_claims();
             }
         }
         leasing
