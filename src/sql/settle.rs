@@ -191,7 +191,10 @@ pub(crate) fn release_held(
         .columns([col::DUE_AT, col::ID])
         .from(name.clone())
         .and_where(held())
+        // The id breaks ties, as the claim's order does: every engine
+        // releases the same rows.
         .order_by(col::DUE_AT, sea_query::Order::Asc)
+        .order_by(col::ID, sea_query::Order::Asc)
         .limit(u64::from(limit));
     let mut update = Query::update();
     update

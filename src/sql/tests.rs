@@ -182,7 +182,7 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
         (
             "release held",
             release_held(&outbox, dialect, "mail", at(NOW), 100).unwrap(),
-            format!(r#"UPDATE "outbox" SET "due_at" = ?, "held_for" = ?{late} WHERE "held_for" = ? AND "state" = ? AND "lease_token" IS NULL AND "due_at" > ? AND ("due_at", "id") IN (SELECT "due_at", "id" FROM "outbox" WHERE "held_for" = ? AND "state" = ? AND "lease_token" IS NULL AND "due_at" > ? ORDER BY "due_at" ASC LIMIT ?)"#),
+            format!(r#"UPDATE "outbox" SET "due_at" = ?, "held_for" = ?{late} WHERE "held_for" = ? AND "state" = ? AND "lease_token" IS NULL AND "due_at" > ? AND ("due_at", "id") IN (SELECT "due_at", "id" FROM "outbox" WHERE "held_for" = ? AND "state" = ? AND "lease_token" IS NULL AND "due_at" > ? ORDER BY "due_at" ASC, "id" ASC LIMIT ?)"#),
             [
                 bound_late(vec![Value::Integer(NOW), Value::Null], NOW),
                 vec![text("mail"), text("ready"), Value::Integer(NOW)],
