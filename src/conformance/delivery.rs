@@ -376,17 +376,7 @@ pub(crate) async fn a_long_outage_kills_no_message(h: Harness) -> CaseResult {
 }
 
 pub(crate) async fn a_recovered_receivers_held_messages_are_due_at_once(h: Harness) -> CaseResult {
-    // Backoffs as in production: from 30 s, growing past the cron period.
-    let backoff = crate::retry::ExponentialBackoff {
-        base: Duration::from_secs(30),
-        cap: Duration::from_secs(3600),
-    };
-    let outbox = h
-        .outbox_builder(h.db(), &h.table("outbox"))
-        .random(h.random.clone())
-        .retry_policy(RetryPolicy::new(8, backoff)?)
-        .build()?;
-    h.db.batch_atomic(&outbox.schema_statements()).await?;
+    let outbox = h.outbox_backing_off().await?;
     enqueue_many(&outbox, "mail", 40).await?;
     let back_at = h.later(Duration::from_secs(30 * 60))?;
     let receiver = Receiver::new(&h, move |_, clock| {

@@ -358,6 +358,26 @@ impl Harness {
             base: Duration::from_secs(1),
             cap: Duration::from_secs(10),
         };
+        self.outbox_backing_off_by(name, max_attempts, backoff)
+            .await
+    }
+
+    /// An outbox in `<case>_outbox` whose backoffs grow as in production:
+    /// from 30 s to an hour, past a cron's period; 8 attempts.
+    pub(crate) async fn outbox_backing_off(&self) -> Result<Outbox, Failure> {
+        let backoff = ExponentialBackoff {
+            base: Duration::from_secs(30),
+            cap: Duration::from_secs(3600),
+        };
+        self.outbox_backing_off_by("outbox", 8, backoff).await
+    }
+
+    async fn outbox_backing_off_by(
+        &self,
+        name: &str,
+        max_attempts: u32,
+        backoff: ExponentialBackoff,
+    ) -> Result<Outbox, Failure> {
         let outbox = self
             .outbox_builder(self.db(), &self.table(name))
             .random(self.random.clone())

@@ -250,17 +250,7 @@ pub(crate) async fn resuming_makes_the_messages_a_pausing_drain_held_due_at_once
 }
 
 pub(crate) async fn resuming_makes_its_held_messages_due_at_once(h: Harness) -> CaseResult {
-    // Backoffs as in production: from 30 s.
-    let backoff = crate::retry::ExponentialBackoff {
-        base: Duration::from_secs(30),
-        cap: Duration::from_secs(3600),
-    };
-    let outbox = h
-        .outbox_builder(h.db(), &h.table("outbox"))
-        .random(h.random.clone())
-        .retry_policy(crate::retry::RetryPolicy::new(8, backoff)?)
-        .build()?;
-    h.db.batch_atomic(&outbox.schema_statements()).await?;
+    let outbox = h.outbox_backing_off().await?;
     for _ in 0..3 {
         enqueue(&outbox, "hook").await?;
     }
