@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 pub use crate::database::counting::{CallCounts, CountingDatabase};
-pub use crate::database::faulty::{Fault, FaultyDatabase, Strike, Struck};
+pub use crate::database::faulty::{Around, Chooser, Fault, FaultyDatabase, Strike, Struck};
 use crate::drain::Deliver;
 use crate::future::BoxFuture;
 pub use crate::manual_clock::ManualClock;

@@ -15,6 +15,7 @@ use std::time::Duration;
 use postgres::TestDatabase;
 use workers_outbox::drain::deliver_fn;
 use workers_outbox::subject::{erase_subject, export_subject};
+use workers_outbox::testing::{Around, FaultyDatabase};
 use workers_outbox::{
     Batch, Database, Delivery, DrainLimits, Drainer, Error, Inbox, Message, Outbox,
     PostgresDatabase, RetryAdvice, Statement,
@@ -881,31 +882,21 @@ async fn an_outbox_of_the_previous_release_upgrades_to_the_claim_floor() {
     database.drop_now().await;
 }
 
-/// A database that reads, at the end of every atomic batch and in its
-/// transaction, the planner settings it ran under, beside its SQL.
+/// Reads, at the end of every call and in its transaction, the planner
+/// settings the call ran under, beside its SQL.
 struct PlannerProbe {
-    inner: Arc<dyn Database>,
-    seen: Mutex<Vec<(String, String, String)>>,
+    seen: Arc<Mutex<Vec<(String, String, String)>>>,
 }
 
-impl Database for PlannerProbe {
-    fn dialect(&self) -> workers_outbox::Dialect {
-        self.inner.dialect()
-    }
-
-    fn run<'a>(
+impl Around for PlannerProbe {
+    fn around<'a>(
         &'a self,
-        statement: &'a Statement,
-    ) -> workers_outbox::future::BoxFuture<
-        'a,
-        workers_outbox::Result<workers_outbox::database::Outcome>,
-    > {
-        self.inner.run(statement)
-    }
-
-    fn run_atomic<'a>(
-        &'a self,
+        inner: &'a dyn Database,
         statements: &'a [Statement],
+        _call: workers_outbox::future::BoxFuture<
+            'a,
+            workers_outbox::Result<Vec<workers_outbox::database::Outcome>>,
+        >,
     ) -> workers_outbox::future::BoxFuture<
         'a,
         workers_outbox::Result<Vec<workers_outbox::database::Outcome>>,
@@ -916,10 +907,8 @@ impl Database for PlannerProbe {
                  current_setting('enable_bitmapscan') AS bitmap",
                 vec![],
             );
-            let mut outcomes = self
-                .inner
-                .run_atomic(&[statements, &[probe]].concat())
-                .await?;
+            // The call runs with the probe after it, in one transaction.
+            let mut outcomes = inner.run_atomic(&[statements, &[probe]].concat()).await?;
             let settings = outcomes.pop().unwrap();
             let row = settings.rows.iter().next().unwrap();
             let sql: Vec<&str> = statements.iter().map(|s| s.sql()).collect();
@@ -945,11 +934,10 @@ async fn claims_and_rollup_counts_run_without_jit_whatever_the_server_says() {
             .await
             .unwrap();
     }
-    let probe = Arc::new(PlannerProbe {
-        inner: Arc::new(database.connect(1).await),
-        seen: Mutex::new(Vec::new()),
-    });
-    let db: Arc<dyn Database> = probe.clone();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let probe =
+        FaultyDatabase::new(database.connect(1).await).around(PlannerProbe { seen: seen.clone() });
+    let db: Arc<dyn Database> = Arc::new(probe.clone());
     let outbox = Outbox::new(db, "outbox").unwrap();
     outbox.create_schema().await.unwrap();
     for n in 0..120 {
@@ -971,7 +959,7 @@ async fn claims_and_rollup_counts_run_without_jit_whatever_the_server_says() {
         .settle(&[(claim.messages[0].lease(), Delivery::Delivered)])
         .await
         .unwrap();
-    let seen = probe.seen.lock().unwrap().clone();
+    let seen = seen.lock().unwrap().clone();
     let busy: Vec<_> = seen
         .iter()
         .filter(|(sql, _, _)| {
@@ -988,7 +976,7 @@ async fn claims_and_rollup_counts_run_without_jit_whatever_the_server_says() {
     // The settings are the transaction's alone: the one connection the drain and
     // the settle used keeps the server's after them.
     let after = probe
-        .inner
+        .inner()
         .query(&Statement::new(
             "SELECT current_setting('jit') AS jit",
             vec![],

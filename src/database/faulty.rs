@@ -1,12 +1,14 @@
 //! A [`Database`] wrapper that fails calls on purpose, as a network or a
-//! database does: for testing what code does when a call is lost.
+//! database does: for testing what code does when a call is lost. It can
+//! also run code around each call (to time it, or to read the database
+//! before it and check what it did), so a test needs no wrapper of its own.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::{Database, Outcome, Rows, Statement};
 use crate::error::{Error, Result, RetryAdvice};
-use crate::future::{BoxFuture, MaybeSend};
+use crate::future::{BoxFuture, MaybeSend, MaybeSync};
 use crate::random::{FastRandom, RandomSource};
 use crate::time::Timer;
 
@@ -48,6 +50,106 @@ pub enum Fault {
         /// The seed of the draws.
         seed: u64,
     },
+    /// Each call's fate chosen by a function of its statements: to strike
+    /// only some calls (the settles, say), or to draw from a source the
+    /// test seeds for everything else too. Made by [`Fault::chosen`].
+    Chosen(Chooser),
+}
+
+impl Fault {
+    /// A fault whose `choose` decides each call's fate from its statements
+    /// (`None`: it goes through).
+    pub fn chosen(choose: impl Fn(&[Statement]) -> Option<Strike> + Send + Sync + 'static) -> Self {
+        Fault::Chosen(Chooser(Arc::new(choose)))
+    }
+}
+
+type Choose = dyn Fn(&[Statement]) -> Option<Strike> + Send + Sync;
+
+/// The function of a [`Fault::Chosen`]; equal only to its own clones.
+#[derive(Clone)]
+pub struct Chooser(Arc<Choose>);
+
+impl PartialEq for Chooser {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for Chooser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Chooser(..)")
+    }
+}
+
+/// Code run around each call a [`FaultyDatabase`] lets through (a call
+/// struck before it runs never reaches it).
+///
+/// `call` is the call on the wrapped database, its result given as one
+/// [`Outcome`] per statement whatever the call's kind (a query's rows, an
+/// execute's count). `around` returns what the caller is given: `call`'s
+/// result as a rule. It may also read or write through `inner`, the wrapped
+/// database (those calls are neither faulted nor seen by the hooks), or run
+/// other statements in `call`'s place. A fault struck after the commit
+/// strikes once `around` returns.
+pub trait Around: MaybeSend + MaybeSync {
+    /// Runs around one call of `statements`.
+    fn around<'a>(
+        &'a self,
+        inner: &'a dyn Database,
+        statements: &'a [Statement],
+        call: BoxFuture<'a, Result<Vec<Outcome>>>,
+    ) -> BoxFuture<'a, Result<Vec<Outcome>>>;
+}
+
+/// A call's result as one outcome per statement, and back.
+trait AsOutcomes: Sized {
+    fn into_outcomes(self) -> Vec<Outcome>;
+    fn from_outcomes(outcomes: Vec<Outcome>) -> Self;
+}
+
+impl AsOutcomes for Vec<Outcome> {
+    fn into_outcomes(self) -> Vec<Outcome> {
+        self
+    }
+    fn from_outcomes(outcomes: Vec<Outcome>) -> Self {
+        outcomes
+    }
+}
+
+impl AsOutcomes for Outcome {
+    fn into_outcomes(self) -> Vec<Outcome> {
+        vec![self]
+    }
+    fn from_outcomes(mut outcomes: Vec<Outcome>) -> Self {
+        outcomes.pop().unwrap_or_default()
+    }
+}
+
+impl AsOutcomes for Rows {
+    fn into_outcomes(self) -> Vec<Outcome> {
+        Outcome {
+            rows_affected: 0,
+            rows: self,
+        }
+        .into_outcomes()
+    }
+    fn from_outcomes(outcomes: Vec<Outcome>) -> Self {
+        Outcome::from_outcomes(outcomes).rows
+    }
+}
+
+impl AsOutcomes for u64 {
+    fn into_outcomes(self) -> Vec<Outcome> {
+        Outcome {
+            rows_affected: self,
+            rows: Rows::default(),
+        }
+        .into_outcomes()
+    }
+    fn from_outcomes(outcomes: Vec<Outcome>) -> Self {
+        Outcome::from_outcomes(outcomes).rows_affected
+    }
 }
 
 /// What went through a [`FaultyDatabase`], and what it struck.
@@ -66,8 +168,9 @@ type Hook = dyn Fn(&[Statement]) + Send + Sync;
 
 /// Wraps any [`Database`] and fails calls as a [`Fault`] says, with the
 /// [`RetryAdvice`] chosen (default: [`RetryAdvice::Now`], as D1's "Network
-/// connection lost."). It can also delay every call, and show every call's
-/// statements to a hook before they run. It implements [`Database`] itself,
+/// connection lost."). It can also delay every call, show every call's
+/// statements to a hook before they run, and run code [around](Around)
+/// each call that goes through. It implements [`Database`] itself,
 /// so it stacks with any adapter and with
 /// [`CountingDatabase`](super::counting::CountingDatabase). Clones share the
 /// fault and the counts.
@@ -105,6 +208,7 @@ pub struct FaultyDatabase<D> {
     advice: RetryAdvice,
     delay: Option<(Arc<dyn Timer>, Duration)>,
     hook: Option<Arc<Hook>>,
+    around: Option<Arc<dyn Around>>,
 }
 
 struct State {
@@ -126,6 +230,7 @@ impl<D: Database> FaultyDatabase<D> {
             advice: RetryAdvice::Now,
             delay: None,
             hook: None,
+            around: None,
         }
     }
 
@@ -148,6 +253,13 @@ impl<D: Database> FaultyDatabase<D> {
     #[must_use]
     pub fn on_call(mut self, hook: impl Fn(&[Statement]) + Send + Sync + 'static) -> Self {
         self.hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// Runs `around` around every call that is not struck before it runs.
+    #[must_use]
+    pub fn around(mut self, around: impl Around + 'static) -> Self {
+        self.around = Some(Arc::new(around));
         self
     }
 
@@ -176,12 +288,24 @@ impl<D: Database> FaultyDatabase<D> {
     }
 
     /// Counts a call and decides its fate: `None` to go through.
-    fn decide(&self) -> Option<Strike> {
+    fn decide(&self, statements: &[Statement]) -> Option<Strike> {
+        let chooser = match &self
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .fault
+        {
+            Fault::Chosen(chooser) => Some(chooser.clone()),
+            _ => None,
+        };
+        // Chosen outside the lock: the function may ask what was struck.
+        let chosen = chooser.and_then(|Chooser(choose)| choose(statements));
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.struck.calls += 1;
         let call = state.struck.calls;
         let strike = match &state.fault {
             Fault::None => None,
+            Fault::Chosen(_) => chosen,
             Fault::Calls {
                 first,
                 count,
@@ -228,7 +352,7 @@ impl<D: Database> FaultyDatabase<D> {
 
     /// Makes the call `call` builds on the inner database, under the
     /// fault; the inner call is not even built when struck before it runs.
-    fn through<'a, T: MaybeSend + 'a, F>(
+    fn through<'a, T: AsOutcomes + MaybeSend + 'a, F>(
         &'a self,
         statements: &'a [Statement],
         call: impl FnOnce() -> F + MaybeSend + 'a,
@@ -243,13 +367,27 @@ impl<D: Database> FaultyDatabase<D> {
             if let Some(hook) = &self.hook {
                 hook(statements);
             }
-            match self.decide() {
-                Some(Strike::Before) => Err(self.lost()),
+            let strike = self.decide(statements);
+            if strike == Some(Strike::Before) {
+                return Err(self.lost());
+            }
+            let result = match &self.around {
+                None => call().await,
+                Some(around) => {
+                    let call = Box::pin(async move { call().await.map(T::into_outcomes) });
+                    let inner: &dyn Database = &self.inner;
+                    around
+                        .around(inner, statements, call)
+                        .await
+                        .map(T::from_outcomes)
+                }
+            };
+            match strike {
                 Some(Strike::AfterCommit) => {
-                    call().await?;
+                    result?;
                     Err(self.committed_and_lost())
                 }
-                None => call().await,
+                _ => result,
             }
         })
     }
@@ -426,5 +564,72 @@ mod tests {
         assert_eq!(done.expect("inserted"), 1);
         let seen = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
         assert_eq!(seen, ["INSERT INTO t (n) VALUES (1)"]);
+    }
+
+    /// Counts rows before each call, and answers a query with the count
+    /// in place of its own rows.
+    struct CountAround(Arc<Mutex<Vec<(i64, u64)>>>);
+
+    impl Around for CountAround {
+        fn around<'a>(
+            &'a self,
+            inner: &'a dyn Database,
+            statements: &'a [Statement],
+            call: BoxFuture<'a, Result<Vec<Outcome>>>,
+        ) -> BoxFuture<'a, Result<Vec<Outcome>>> {
+            Box::pin(async move {
+                let count = Statement::new("SELECT count(*) AS n FROM t", vec![]);
+                let rows = inner.query(&count).await?;
+                let before = rows.first().map_or(Ok(0), |row| row.get::<i64>("n"))?;
+                if statements[0].sql().starts_with("SELECT") {
+                    return inner.run_atomic(std::slice::from_ref(&count)).await;
+                }
+                let outcomes = call.await?;
+                let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+                seen.push((before, outcomes[0].rows_affected));
+                Ok(outcomes)
+            })
+        }
+    }
+
+    #[test]
+    fn a_chosen_fault_strikes_the_calls_it_picks_and_around_sees_what_goes_through() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let db = db().around(CountAround(seen.clone()));
+        db.inject(Fault::chosen(|statements| {
+            statements[0]
+                .sql()
+                .starts_with("INSERT")
+                .then_some(Strike::AfterCommit)
+        }));
+        assert!(insert(&db).is_err(), "struck after its commit");
+        assert_eq!(rows(&db), 1, "it committed");
+        assert_eq!(
+            *seen.lock().unwrap_or_else(PoisonError::into_inner),
+            [(0, 1)],
+            "around read before the call, and saw the insert's outcome though its reply was lost"
+        );
+        db.inject(Fault::chosen(|_| Some(Strike::Before)));
+        assert!(insert(&db).is_err());
+        assert_eq!(rows(&db), 1, "struck before it ran");
+        assert_eq!(
+            seen.lock().unwrap_or_else(PoisonError::into_inner).len(),
+            1,
+            "around never saw it"
+        );
+        db.inject(Fault::None);
+        let select = Statement::new("SELECT n FROM t", vec![]);
+        let answer = db
+            .query(&select)
+            .now_or_never()
+            .expect("sync")
+            .expect("rows");
+        assert_eq!(answer.len(), 1, "around answered with its own statement");
+        assert!(answer.first().expect("a row").get::<i64>("n").is_ok());
+        let struck = db.struck();
+        assert_eq!(
+            (struck.calls, struck.before, struck.after_commit),
+            (1, 0, 0)
+        );
     }
 }

@@ -39,7 +39,7 @@ use workers_outbox::{
     Timer, Timestamp, Value,
 };
 
-use crate::faults::FaultyDatabase;
+use crate::faults::faulty;
 use crate::ledger::{Figures, Ledger};
 use crate::random::SimRandom;
 
@@ -533,12 +533,8 @@ fn simulate_on(engine: Engine, seed: u64, messages: usize, drainers: usize) -> F
 fn simulate_with(raw: Arc<dyn Database>, seed: u64, messages: usize, drainers: usize) -> Figures {
     let random = SimRandom::seeded(seed);
     let ledger = Arc::new(Mutex::new(Ledger::default()));
-    let faulty: Arc<dyn Database> = Arc::new(FaultyDatabase::new(
-        raw.clone(),
-        random.clone(),
-        RATES.db_error,
-        ledger.clone(),
-    ));
+    let faulty_db = faulty(raw.clone(), random.clone(), RATES.db_error, ledger.clone());
+    let faulty: Arc<dyn Database> = Arc::new(faulty_db.clone());
     let start = Timestamp::from_unix_millis(1_700_000_000_000).expect("in range");
     let clock = ManualClock::new(start);
     let retry = RetryPolicy::new(
@@ -683,7 +679,10 @@ fn simulate_with(raw: Arc<dyn Database>, seed: u64, messages: usize, drainers: u
         )
         .unwrap_or(usize::MAX);
         let (rollup_differences, audited_changes) = audit::differences(&raw, &clock, start).await;
-        let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        let struck = faulty_db.struck();
+        ledger.faults.db_errors_before = struck.before;
+        ledger.faults.db_errors_after_commit = struck.after_commit;
         let mut lost = 0;
         let mut delivered = 0;
         let mut dead = 0;
