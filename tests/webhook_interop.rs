@@ -104,13 +104,15 @@ fn what_their_library_signs_we_verify() {
         };
         let verifier = Verifier::new(vec![Secret::parse(&case.secret_text).unwrap()]).unwrap();
         let now = Timestamp::from_unix_millis(case.timestamp * 1000).unwrap();
-        let verified = verifier.verify(&lookup, case.payload.as_bytes(), now);
+        let verified = verifier.verify_at(&lookup, case.payload.as_bytes(), now);
         assert!(verified.is_ok(), "case {n}: {verified:?}");
         assert_eq!(verified.unwrap().id, case.id);
         // One byte more, and we refuse it.
         let tampered = format!("{} ", case.payload);
         assert!(
-            verifier.verify(&lookup, tampered.as_bytes(), now).is_err(),
+            verifier
+                .verify_at(&lookup, tampered.as_bytes(), now)
+                .is_err(),
             "case {n}"
         );
     }

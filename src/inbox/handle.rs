@@ -249,7 +249,7 @@ impl Inbox {
         headers: &dyn HeaderSource,
         body: &[u8],
     ) -> Result<Verified> {
-        Ok(verifier.verify(headers, body, self.clock.now())?)
+        Ok(verifier.verify_at(headers, body, self.clock.now())?)
     }
 
     /// Verifies a signed webhook, then runs the effects `effects` builds

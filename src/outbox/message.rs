@@ -125,8 +125,9 @@ impl Message {
 
     /// Use this id instead of a generated ULID. It must be unique among the
     /// outbox's rows (a duplicate is refused with
-    /// [`Error::Conflict`]) and printable ASCII, since it travels in
-    /// headers such as `Idempotency-Key`.
+    /// [`Error::Conflict`]) and printable ASCII without `.`, since it
+    /// travels in headers such as `Idempotency-Key` and is signed as
+    /// `webhook-id` (whose scheme separates the id from the time with `.`).
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
         self
@@ -167,10 +168,13 @@ impl Message {
                     ),
                 ));
             }
-            if let Some(bad) = id.chars().find(|c| !c.is_ascii_graphic()) {
+            if let Some(bad) = id.chars().find(|c| !c.is_ascii_graphic() || *c == '.') {
                 return Err(Error::invalid(
                     "message id",
-                    format!("{id:?} contains {bad:?}; ids are printable ASCII without spaces"),
+                    format!(
+                        "{id:?} contains {bad:?}; ids are printable ASCII without spaces or \
+                         '.' (a webhook's signature separates its id from its time with '.')"
+                    ),
                 ));
             }
         }
@@ -232,6 +236,7 @@ mod tests {
             (ok().dedup_key("k".repeat(300)), "dedup key"),
             (ok().ordering_key(""), "ordering key"),
             (ok().id("has space"), "message id"),
+            (ok().id("order.1"), "message id"),
             (ok().id(""), "message id"),
             (Message::raw_json("mail", "{not json"), "payload"),
             (

@@ -3,8 +3,8 @@
 use crate::future::MaybeSync;
 
 /// A request's headers, looked up by lower-case name: a closure
-/// (`|name| …`), on Workers a `worker::Headers`, natively (feature
-/// `native-http`) an `http::HeaderMap`. `Sync` natively, so an
+/// (`|name| …`), on Workers a `worker::Headers`, and (feature `http`, on
+/// any target) an `http::HeaderMap`. `Sync` natively, so an
 /// inbox's future holding it stays `Send` (see [`crate::future`]).
 pub trait HeaderSource: MaybeSync {
     /// The value of header `name`, if present.
@@ -26,7 +26,7 @@ impl HeaderSource for worker::Headers {
 
 /// The headers of an `http::Request` (axum, hyper, reqwest): a header that
 /// is not valid text counts as absent.
-#[cfg(all(feature = "native-http", not(target_arch = "wasm32")))]
+#[cfg(feature = "http")]
 impl HeaderSource for http::HeaderMap {
     fn header(&self, name: &str) -> Option<String> {
         self.get(name)?.to_str().ok().map(str::to_owned)

@@ -10,7 +10,8 @@
 //! rotated without downtime (sign with the new and the old one; the
 //! receiver accepts any one that matches).
 //!
-//! Secrets are `whsec_<base64>` strings. They are never shown: not by
+//! Secrets are `whsec_<base64>` strings (the bare base64 is accepted too).
+//! They are never shown: not by
 //! `Debug`, not in errors, not in a message's `last_error`.
 //!
 //! ```
@@ -28,8 +29,9 @@
 //! // The receiver, given the request's headers.
 //! let headers = signed.headers();
 //! let lookup = |name: &str| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone());
-//! let verified = Verifier::new(vec![secret])?.verify(&lookup, body, at)?;
+//! let verified = Verifier::new(vec![secret])?.verify_at(&lookup, body, at)?;
 //! assert_eq!(verified.id, "msg_p5jXN8AQM9LWM0D4loKWxJek");
+//! assert_eq!(verified.secret, 0); // the first (here the only) secret matched
 //! # Ok::<(), workers_outbox::Error>(())
 //! ```
 //!

@@ -1,4 +1,4 @@
-//! A signing secret: `whsec_` and the key's bytes in base64.
+//! A signing secret: the key's bytes in base64, with or without `whsec_`.
 
 use std::fmt;
 
@@ -28,21 +28,21 @@ impl Secret {
     /// The prefix of a secret's text.
     pub const PREFIX: &'static str = "whsec_";
 
-    /// Parses `whsec_<base64>` (surrounding whitespace ignored).
+    /// Parses `whsec_<base64>`, or the bare base64 (as the scheme's
+    /// reference libraries and Svix accept); surrounding whitespace ignored.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] if the prefix is missing, the rest is not
+    /// [`Error::InvalidInput`] if the text (after any `whsec_`) is not
     /// base64, or the key is empty. The error never quotes the text.
     pub fn parse(text: &str) -> Result<Secret> {
-        let Some(encoded) = text.trim().strip_prefix(Self::PREFIX) else {
-            return Err(Error::invalid(
+        let text = text.trim();
+        let encoded = text.strip_prefix(Self::PREFIX).unwrap_or(text);
+        let key = STANDARD.decode(encoded).map_err(|_| {
+            Error::invalid(
                 "webhook secret",
-                "it does not start with whsec_",
-            ));
-        };
-        let key = STANDARD
-            .decode(encoded)
-            .map_err(|_| Error::invalid("webhook secret", "after whsec_ it is not base64"))?;
+                "it is not base64 (with or without the whsec_ prefix)",
+            )
+        })?;
         Secret::from_bytes(key)
     }
 

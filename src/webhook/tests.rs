@@ -37,7 +37,7 @@ fn verify(
     now: i64,
 ) -> Result<Verified, Rejected> {
     let lookup = |name: &str| headers.get(name).cloned();
-    verifier.verify(&lookup, body, at(now))
+    verifier.verify_at(&lookup, body, at(now))
 }
 
 fn vector_verifier() -> Verifier {
@@ -74,6 +74,7 @@ fn verifies_the_specifications_test_vector() {
         Ok(Verified {
             id: VECTOR_ID.to_owned(),
             timestamp: VECTOR_TIMESTAMP,
+            secret: 0,
         })
     );
 }
@@ -227,9 +228,18 @@ fn an_empty_or_shortened_signature_never_verifies() {
 #[test]
 fn secrets_parse_and_are_never_shown() {
     assert!(Secret::parse(" whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n").is_ok());
+    // The bare base64 is the same key, as the scheme's reference reads it.
+    let sign = |key: &str| {
+        Signer::new(vec![secret(key)])
+            .unwrap()
+            .sign(VECTOR_ID, at(VECTOR_TIMESTAMP), VECTOR_BODY)
+            .signature
+    };
+    assert_eq!(sign("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), VECTOR_SIGNATURE);
     for text in [
-        "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        "MfKQ9r8G!KYqrTwjUPD8ILPZIo2LaLaSw",
         "whsec_!!secret!!",
+        "",
         "whsec_",
     ] {
         let error = Secret::parse(text).unwrap_err();
@@ -295,4 +305,37 @@ fn a_rejection_is_an_unauthenticated_error_that_keeps_its_reason() {
         .source()
         .and_then(|cause| cause.downcast_ref::<Rejected>());
     assert_eq!(reason, Some(&Rejected::TooOld { seconds: 400 }));
+}
+
+#[test]
+fn the_verified_request_names_the_secret_that_matched() {
+    let new = secret("whsec_bmV3LXNlY3JldC1rZXktb2YtMjQtYnl0ZXM=");
+    let verifier = Verifier::new(vec![new.clone(), secret(VECTOR_SECRET)]).unwrap();
+    // Signed by the old secret only: the second of the list.
+    let old = verify(&verifier, &vector_request(), VECTOR_BODY, VECTOR_TIMESTAMP).unwrap();
+    assert_eq!(old.secret, 1);
+    let signed = Signer::new(vec![new])
+        .unwrap()
+        .sign(VECTOR_ID, at(VECTOR_TIMESTAMP), VECTOR_BODY);
+    let current = verify(&verifier, &request(&signed), VECTOR_BODY, VECTOR_TIMESTAMP).unwrap();
+    assert_eq!(current.secret, 0);
+}
+
+#[test]
+fn verify_reads_the_verifiers_clock() {
+    let clock = crate::manual_clock::ManualClock::new(at(VECTOR_TIMESTAMP));
+    let verifier = vector_verifier().clock(std::sync::Arc::new(clock.clone()));
+    let headers = vector_request();
+    let lookup = |name: &str| headers.get(name).cloned();
+    assert!(verifier.verify(&lookup, VECTOR_BODY).is_ok());
+    clock.advance(Duration::from_secs(301));
+    assert_eq!(
+        verifier.verify(&lookup, VECTOR_BODY),
+        Err(Rejected::TooOld { seconds: 301 })
+    );
+    // The system's clock by default: the vector was signed in 2021.
+    assert!(matches!(
+        vector_verifier().verify(&lookup, VECTOR_BODY),
+        Err(Rejected::TooOld { .. })
+    ));
 }

@@ -1,6 +1,7 @@
 //! Verifying a request.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -12,7 +13,7 @@ use super::secret::Secret;
 use super::sign::mac;
 use super::{WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 use crate::error::{Error, Result};
-use crate::time::Timestamp;
+use crate::time::{Clock, SystemClock, Timestamp};
 
 /// Why a request did not verify. Nothing of it comes from the secrets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,14 +74,29 @@ pub struct Verified {
     pub id: String,
     /// When it was signed, in Unix seconds.
     pub timestamp: i64,
+    /// Which of the verifier's secrets matched: its position in the list
+    /// given to [`Verifier::new`] (0 for the first). During a rotation, once
+    /// no request has matched the old secret's position for longer than
+    /// senders retry, the old secret can go.
+    pub secret: usize,
 }
 
 /// Verifies signed requests against one or more secrets (during a
 /// rotation, the new one and the old one).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Verifier {
     secrets: Vec<Secret>,
     tolerance: Duration,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Verifier")
+            .field("secrets", &self.secrets.len())
+            .field("tolerance", &self.tolerance)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Verifier {
@@ -99,7 +115,15 @@ impl Verifier {
         Ok(Verifier {
             secrets,
             tolerance: Self::DEFAULT_TOLERANCE,
+            clock: Arc::new(SystemClock),
         })
+    }
+
+    /// Reads the time from `clock` (default: the system's).
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// How far a timestamp may be from now (default:
@@ -110,13 +134,26 @@ impl Verifier {
         self
     }
 
-    /// Checks the request's headers and `body` (the raw bytes received) at
-    /// `now`. Signatures are compared in constant time; any one matching
-    /// `v1` signature under any secret verifies.
+    /// Checks the request's headers and `body` (the raw bytes received)
+    /// now, by the verifier's [clock](Self::clock). Signatures are compared
+    /// in constant time; any one matching `v1` signature under any secret
+    /// verifies.
     ///
     /// # Errors
     /// [`Rejected`], saying which check failed.
     pub fn verify(
+        &self,
+        headers: &dyn HeaderSource,
+        body: &[u8],
+    ) -> std::result::Result<Verified, Rejected> {
+        self.verify_at(headers, body, self.clock.now())
+    }
+
+    /// [`verify`](Self::verify) at `now`.
+    ///
+    /// # Errors
+    /// [`Rejected`], saying which check failed.
+    pub fn verify_at(
         &self,
         headers: &dyn HeaderSource,
         body: &[u8],
@@ -159,15 +196,18 @@ impl Verifier {
         if tags.is_empty() {
             return Err(Rejected::MalformedHeader(WEBHOOK_SIGNATURE));
         }
-        let matches = self.secrets.iter().any(|secret| {
+        let matched = self.secrets.iter().position(|secret| {
             let expected = mac(secret, &id, timestamp, body);
             tags.iter()
                 .any(|tag| expected.clone().verify_slice(tag).is_ok())
         });
-        if matches {
-            Ok(Verified { id, timestamp })
-        } else {
-            Err(Rejected::BadSignature)
+        match matched {
+            Some(secret) => Ok(Verified {
+                id,
+                timestamp,
+                secret,
+            }),
+            None => Err(Rejected::BadSignature),
         }
     }
 }
