@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::database::{Database, Outcome, Statement};
+use crate::endpoint::{Endpoints, Event};
 use crate::erasure::{GuardedInsert, Tombstones};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
@@ -148,6 +149,17 @@ pub enum OfLeasedMessage {}
 /// A subject's erasure ([`Committed::erased`]).
 #[derive(Debug)]
 pub enum OfErasure {}
+/// An event published to endpoints ([`Committed::published`]).
+#[derive(Debug)]
+pub enum OfEvent {}
+
+impl Ticket<OfEvent> {
+    /// The event's id (generated, or the caller's): the `webhook-id` its
+    /// endpoints receive.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
 
 /// An inbox key in a batch: tells whether a failed commit means the key was
 /// processed already.
@@ -230,6 +242,22 @@ impl Batch {
         let insert = self.carries(enqueue.guarded());
         let id = enqueue.id().to_owned();
         Ok(self.part(insert, 0, None, id))
+    }
+
+    /// Publishes `event` to its owner's endpoints: the event is kept, and
+    /// one delivery per endpoint of the owner that takes new events and
+    /// subscribes to its type is written, by statements of this batch, so
+    /// they exist exactly when the rest of the batch does. A drain delivers
+    /// them (with [`EndpointDeliverer`](crate::endpoint::EndpointDeliverer)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the bad field of the event (owner,
+    /// type, payload, id, subject).
+    pub fn publish(&mut self, endpoints: &Endpoints, event: Event) -> Result<Ticket<OfEvent>> {
+        let publish = endpoints.publish_statements(event)?;
+        let mut statements = self.carries(&publish.kept);
+        statements.extend(self.carries(&publish.fan_out));
+        Ok(self.part(statements, 1, None, publish.id))
     }
 
     /// Adds `message` to `outbox` already leased to this request for
@@ -482,6 +510,14 @@ impl Committed {
             .is_some_and(|outcome| outcome.rows_affected > 0);
         let claimed = self.claimed.get_mut(ticket.part).and_then(Option::take);
         Ok(claimed.filter(|_| written && !paused))
+    }
+
+    /// How many endpoints the event was fanned out to (deliveries written).
+    ///
+    /// # Errors
+    /// As [`outcome`](Committed::outcome).
+    pub fn published(&self, ticket: &Ticket<OfEvent>) -> Result<u64> {
+        Ok(self.read(ticket)?.rows_affected)
     }
 
     /// How many rows the erasure removed.

@@ -61,6 +61,7 @@ pub mod console;
 pub mod database;
 pub mod defer;
 pub mod drain;
+pub mod endpoint;
 mod erasure;
 mod error;
 pub mod future;
@@ -86,7 +87,7 @@ mod verdict;
 pub mod webhook;
 
 pub use batch::{
-    Batch, Committed, InboxKey, OfErasure, OfLeasedMessage, OfMessage, OfStatement, Ticket,
+    Batch, Committed, InboxKey, OfErasure, OfEvent, OfLeasedMessage, OfMessage, OfStatement, Ticket,
 };
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub use database::d1::D1Database;

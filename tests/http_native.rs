@@ -404,3 +404,83 @@ async fn a_messages_trace_context_is_sent_as_traceparent_and_tracestate() {
             .is_err()
     );
 }
+
+#[tokio::test]
+async fn endpoints_receive_one_event_under_one_webhook_id_signed_with_their_own_secret() {
+    use workers_outbox::Batch;
+    use workers_outbox::endpoint::{
+        EndpointDeliverer, EndpointState, Endpoints, Event, NewEndpoint,
+    };
+
+    const OTHER: &str = "whsec_bmV3LXNlY3JldC1rZXktb2YtMjQtYnl0ZXM=";
+    let (ok, _) = server(status(204, "", "")).await;
+    let (gone, _) = server(status(410, "", "endpoint removed")).await;
+    let t = TestOutbox::new().await.unwrap();
+    // Loopback receivers: allowed here, refused by default.
+    let endpoints = Endpoints::new(&t.outbox)
+        .allow_http(true)
+        .allow_private(true);
+    let healthy = endpoints
+        .create(NewEndpoint::new("acme", &ok.url, SECRET))
+        .await
+        .unwrap();
+    let removed = endpoints
+        .create(NewEndpoint::new("acme", &gone.url, OTHER))
+        .await
+        .unwrap();
+    let mut batch = Batch::new(t.db.clone());
+    let event = batch
+        .publish(
+            &endpoints,
+            Event::raw_json("acme", "order.paid", r#"{"order":7}"#),
+        )
+        .unwrap();
+    assert_eq!(batch.commit().await.unwrap().published(&event).unwrap(), 2);
+
+    let deliver = EndpointDeliverer::new()
+        .unwrap()
+        .clock(Arc::new(t.clock.clone()));
+    let report = Drainer::builder(t.outbox.clone(), deliver)
+        .build()
+        .unwrap()
+        .drain()
+        .await;
+    assert_eq!((report.delivered, report.paused.len()), (1, 1), "{report}");
+
+    for (server, secret) in [(&ok, SECRET), (&gone, OTHER)] {
+        let seen = server.seen.lock().unwrap()[0].clone();
+        assert_eq!(seen.header("webhook-id").as_deref(), Some(event.id()));
+        assert_eq!(seen.header("idempotency-key").as_deref(), Some(event.id()));
+        assert_eq!(seen.body, r#"{"order":7}"#);
+        let verifier = Verifier::new(webhook::secrets(secret).unwrap()).unwrap();
+        let headers = |name: &str| seen.header(name);
+        verifier
+            .verify_at(&headers, seen.body.as_bytes(), t.clock.now())
+            .unwrap();
+    }
+    let state = endpoints.get("acme", &removed.id).await.unwrap().state;
+    assert!(
+        matches!(&state, EndpointState::Disabled { reason, .. } if reason.contains("410")),
+        "{state:?}"
+    );
+    assert_eq!(
+        endpoints.get("acme", &healthy.id).await.unwrap().state,
+        EndpointState::Enabled
+    );
+    // A plain message of the outbox needs a deliverer of its own.
+    t.outbox
+        .enqueue_alone(Message::raw_json("mail", "{}"))
+        .await
+        .unwrap();
+    let only_endpoints = EndpointDeliverer::new().unwrap();
+    let mut claim = t.outbox.claim(10, Duration::from_secs(60)).await.unwrap();
+    let mail = claim.messages.remove(0);
+    assert!(matches!(
+        only_endpoints.deliver(&mail).await,
+        Delivery::Permanent { .. }
+    ));
+    let with_other = EndpointDeliverer::new()
+        .unwrap()
+        .or(HttpDeliverer::new(&ok.url).unwrap());
+    assert_eq!(with_other.deliver(&mail).await, Delivery::Delivered);
+}

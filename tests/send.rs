@@ -191,6 +191,28 @@ async fn every_public_future_can_be_spawned() {
             console.handle(http::Request::new(Vec::<u8>::new())).await;
         }
     }));
+    tasks.push(tokio::spawn({
+        let outbox = o();
+        async move {
+            use workers_outbox::endpoint::{EndpointUpdate, Endpoints, NewEndpoint};
+            let endpoints = Endpoints::new(&outbox);
+            let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+            let new = NewEndpoint::new("acme", "https://hooks.example/in", secret);
+            let id = endpoints.create(new).await.unwrap().id;
+            endpoints.get("acme", &id).await.unwrap();
+            endpoints.list("acme").await.unwrap();
+            let update = EndpointUpdate::default().metadata(serde_json::json!({"plan": "pro"}));
+            endpoints.update("acme", &id, update).await.unwrap();
+            endpoints
+                .rotate_secret("acme", &id, secret, Duration::from_secs(60))
+                .await
+                .unwrap();
+            endpoints.disable("acme", &id, "test").await.unwrap();
+            endpoints.pause("acme", &id, "test").await.unwrap();
+            endpoints.enable("acme", &id).await.unwrap();
+            endpoints.delete("acme", &id).await.unwrap();
+        }
+    }));
     for task in tasks {
         task.await.unwrap();
     }

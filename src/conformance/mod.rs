@@ -17,6 +17,7 @@ mod dead_letters;
 mod delivery;
 mod destinations;
 mod drain;
+mod endpoints;
 mod enqueue;
 mod inbox;
 mod malformed;
@@ -258,6 +259,13 @@ pub fn cases() -> Vec<Case> {
         pause::a_gone_destination_pauses_its_topic_without_spending,
         pause::a_stale_holders_gone_pauses_nothing,
         pause::a_leased_enqueue_of_a_paused_topic_is_not_delivered_at_once,
+        endpoints::an_event_fans_out_in_the_business_batch_or_not_at_all,
+        endpoints::one_endpoints_gone_disables_it_and_no_other,
+        endpoints::a_disabled_endpoint_spends_no_attempts_and_loses_nothing,
+        endpoints::a_rotated_secret_signs_beside_the_old_until_it_expires,
+        endpoints::a_delivery_uses_its_endpoints_url_and_secret_at_the_attempt,
+        endpoints::an_endpoint_answers_to_its_owner_only,
+        endpoints::bad_endpoints_and_events_are_refused_and_write_nothing,
         destinations::a_failing_receiver_of_a_fanned_out_topic_stops_only_its_own_messages,
         destinations::destination_limits_hold_across_topics_and_spare_other_destinations,
         enqueue::a_trace_context_travels_with_the_message,

@@ -62,6 +62,13 @@ impl fmt::Debug for HttpDeliverer {
     }
 }
 
+/// Where one request goes and what signs it: the deliverer's own, or an
+/// endpoint's as its delivery read it.
+pub(crate) struct To<'a> {
+    pub(crate) url: &'a Url,
+    pub(crate) signer: Option<&'a Signer>,
+}
+
 impl HttpDeliverer {
     /// The default timeout, 15 s: what Standard Webhooks senders give a
     /// receiver, and shorter than [`DrainLimits`](crate::drain::DrainLimits)'
@@ -175,8 +182,26 @@ impl HttpDeliverer {
         self
     }
 
-    pub(super) fn now(&self) -> Timestamp {
+    pub(crate) fn now(&self) -> Timestamp {
         self.clock.now()
+    }
+
+    /// Its own URL and signer.
+    pub(super) fn to(&self) -> To<'_> {
+        To {
+            url: &self.url,
+            signer: self.signer.as_ref(),
+        }
+    }
+
+    /// A deliverer whose own URL is never used: each of its requests names
+    /// where it goes ([`send_to`](Self::send_to)). Its URL is in the
+    /// `.invalid` domain, which never resolves (RFC 2606).
+    ///
+    /// # Errors
+    /// Natively, [`Error::Internal`] if the HTTP client cannot be set up.
+    pub(crate) fn for_many() -> Result<Self> {
+        Self::new("https://targets.invalid/")
     }
 
     /// Every header of the request for `message`, at `now`: the content
@@ -188,12 +213,15 @@ impl HttpDeliverer {
     /// (which separates the signed parts).
     pub(super) fn request_headers(
         &self,
+        signer: Option<&Signer>,
         message: &ClaimedMessage,
         now: Timestamp,
     ) -> std::result::Result<Vec<(String, String)>, String> {
+        // An event's deliveries carry its id, the same on every endpoint.
+        let id = message.event_id.as_deref().unwrap_or(&message.id);
         let mut headers = vec![
             ("content-type".to_owned(), "application/json".to_owned()),
-            ("idempotency-key".to_owned(), message.id.clone()),
+            ("idempotency-key".to_owned(), id.to_owned()),
         ];
         headers.extend(self.headers.iter().cloned());
         if let Some(trace) = &message.trace {
@@ -202,14 +230,14 @@ impl HttpDeliverer {
                 headers.push((TRACESTATE.to_owned(), state.to_owned()));
             }
         }
-        if let Some(signer) = &self.signer {
-            if message.id.contains('.') {
+        if let Some(signer) = signer {
+            if id.contains('.') {
                 return Err(
                     "a signed webhook's id cannot contain '.' (it separates the signed parts)"
                         .into(),
                 );
             }
-            let signed = signer.sign(&message.id, now, message.payload.as_bytes());
+            let signed = signer.sign(id, now, message.payload.as_bytes());
             headers.extend(
                 signed
                     .headers()

@@ -42,4 +42,9 @@ mod workers;
     all(feature = "native-http", not(target_arch = "wasm32"))
 ))]
 pub use deliverer::HttpDeliverer;
+#[cfg(any(
+    all(feature = "workers", target_arch = "wasm32"),
+    all(feature = "native-http", not(target_arch = "wasm32"))
+))]
+pub(crate) use deliverer::To;
 pub use status::{StatusMapping, Treat, parse_retry_after};

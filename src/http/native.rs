@@ -5,18 +5,23 @@ use std::error::Error as _;
 
 use reqwest::header::RETRY_AFTER;
 
-use super::deliverer::{Answer, EXCERPT_BYTES, HttpDeliverer};
+use super::deliverer::{Answer, EXCERPT_BYTES, HttpDeliverer, To};
 use crate::outbox::{ClaimedMessage, Delivery};
 
 impl HttpDeliverer {
     pub(super) async fn send(&self, message: &ClaimedMessage) -> Delivery {
-        let headers = match self.request_headers(message, self.now()) {
+        self.send_to(&self.to(), message).await
+    }
+
+    /// Delivers `message` as this deliverer does, to `to`.
+    pub(crate) async fn send_to(&self, to: &To<'_>, message: &ClaimedMessage) -> Delivery {
+        let headers = match self.request_headers(to.signer, message, self.now()) {
             Ok(headers) => headers,
             Err(error) => return Delivery::permanent(format!("cannot build the request: {error}")),
         };
         let mut request = self
             .client
-            .post(self.url.clone())
+            .post(to.url.clone())
             .body(message.payload.clone());
         for (name, value) in &headers {
             request = request.header(name, value);

@@ -6,7 +6,7 @@ use worker::{
     AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect,
 };
 
-use super::deliverer::{Answer, EXCERPT_BYTES, HttpDeliverer};
+use super::deliverer::{Answer, EXCERPT_BYTES, HttpDeliverer, To};
 use crate::outbox::{ClaimedMessage, Delivery};
 
 /// Aborts the request when the delivery ends, however it ends: answered,
@@ -23,10 +23,15 @@ impl Drop for AbortOnDrop {
 
 impl HttpDeliverer {
     pub(super) async fn send(&self, message: &ClaimedMessage) -> Delivery {
+        self.send_to(&self.to(), message).await
+    }
+
+    /// Delivers `message` as this deliverer does, to `to`.
+    pub(crate) async fn send_to(&self, to: &To<'_>, message: &ClaimedMessage) -> Delivery {
         let controller = AbortController::default();
         let signal = controller.signal();
         let _abort = AbortOnDrop(Some(controller));
-        let request = match self.request(message) {
+        let request = match self.request(to, message) {
             Ok(request) => request,
             Err(error) => return Delivery::permanent(format!("cannot build the request: {error}")),
         };
@@ -57,10 +62,10 @@ impl HttpDeliverer {
         self.verdict(answered)
     }
 
-    fn request(&self, message: &ClaimedMessage) -> worker::Result<Request> {
+    fn request(&self, to: &To<'_>, message: &ClaimedMessage) -> worker::Result<Request> {
         let headers = Headers::new();
         let all = self
-            .request_headers(message, self.now())
+            .request_headers(to.signer, message, self.now())
             .map_err(worker::Error::RustError)?;
         for (name, value) in &all {
             headers.set(name, value)?;
@@ -72,7 +77,7 @@ impl HttpDeliverer {
             .with_redirect(RequestRedirect::Manual)
             .with_headers(headers)
             .with_body(Some(JsValue::from_str(&message.payload)));
-        Request::new_with_init(self.url.as_str(), &init)
+        Request::new_with_init(to.url.as_str(), &init)
     }
 }
 

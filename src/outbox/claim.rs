@@ -80,6 +80,13 @@ pub struct ClaimedMessage {
     pub created_at: Timestamp,
     /// The trace context it was enqueued with, if any.
     pub trace: Option<crate::trace::TraceContext>,
+    /// The event this message delivers to one endpoint (see
+    /// [`endpoint`](crate::endpoint)): the `webhook-id` it is signed with, the
+    /// same on every endpoint and every retry. `None` for a plain message.
+    pub event_id: Option<String>,
+    /// The endpoint's delivery target as the claim read it (JSON), for a
+    /// delivery to an endpoint that still exists.
+    pub(crate) endpoint_target: Option<String>,
     /// How many leases in a row expired without a settle before this one.
     pub(crate) unsettled_leases: u32,
     pub(crate) lease: LeaseHandle,
@@ -275,6 +282,8 @@ impl ClaimStatement {
                     row.get::<Option<String>>(col::TRACESTATE)?.as_deref(),
                 ),
                 created_at,
+                event_id: row.get(col::EVENT_ID)?,
+                endpoint_target: row.get(crate::sql::endpoints::RETURNED_TARGET)?,
                 unsettled_leases,
                 lease: lease(
                     topic,
@@ -448,6 +457,8 @@ impl ClaimedMessage {
             subject: None,
             created_at: Timestamp::EPOCH,
             trace: None,
+            event_id: None,
+            endpoint_target: None,
             unsettled_leases: unsettled,
             lease: LeaseHandle {
                 id: id.into(),

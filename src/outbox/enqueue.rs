@@ -182,6 +182,8 @@ impl Outbox {
             subject: message.subject,
             trace: message.trace,
             created_at: now,
+            event_id: None,
+            endpoint_target: None,
             unsettled_leases: 0,
             lease: LeaseHandle {
                 id: id.clone(),

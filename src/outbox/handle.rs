@@ -237,6 +237,10 @@ impl Outbox {
     }
 
     /// The SQL dialect its statements are rendered in.
+    pub(crate) fn message_limits(&self) -> &MessageLimits {
+        &self.inner.limits
+    }
+
     pub(crate) fn dialect(&self) -> Dialect {
         self.inner.dialect
     }

@@ -178,17 +178,24 @@ impl Message {
                 ));
             }
         }
-        if self.payload.len() > limits.max_payload_bytes {
+        limits.check_payload(&self.payload)
+    }
+}
+
+impl MessageLimits {
+    /// `payload` is JSON within the limit.
+    pub(crate) fn check_payload(&self, payload: &str) -> Result<()> {
+        if payload.len() > self.max_payload_bytes {
             return Err(Error::invalid(
                 "payload",
                 format!(
                     "it is {} bytes; the limit is {}",
-                    self.payload.len(),
-                    limits.max_payload_bytes
+                    payload.len(),
+                    self.max_payload_bytes
                 ),
             ));
         }
-        serde_json::from_str::<serde::de::IgnoredAny>(&self.payload)
+        serde_json::from_str::<serde::de::IgnoredAny>(payload)
             .map_err(|error| Error::invalid("payload", format!("not JSON: {error}")))?;
         Ok(())
     }

@@ -27,7 +27,8 @@ CREATE TABLE IF NOT EXISTS "{table}" (
     tracestate   TEXT,
     became_due   BIGINT,
     late_due     BIGINT,
-    held_for     TEXT
+    held_for     TEXT,
+    event_id     TEXT
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
         autovacuum_vacuum_cost_delay = 0, autovacuum_analyze_scale_factor = 0.05);
 -- Room on every page (a new table and one an earlier release created alike; for the latter, pages
@@ -41,6 +42,7 @@ ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS tracestate TEXT;
 ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS became_due BIGINT;
 ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS late_due BIGINT;
 ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS held_for TEXT;
+ALTER TABLE "{table}" ADD COLUMN IF NOT EXISTS event_id TEXT;
 CREATE INDEX IF NOT EXISTS "{table}_due" ON "{table}" (state, due_at, id);
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_dedup" ON "{table}" (dedup_key) WHERE dedup_key IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_ordering" ON "{table}" (ordering_key, seq) WHERE ordering_key IS NOT NULL;
@@ -86,6 +88,32 @@ CREATE TABLE IF NOT EXISTS "{table}_rollups" (
     count        BIGINT NOT NULL,
     PRIMARY KEY (period_ms, period_start, topic, metric, le)
 );
+-- Endpoints, their subscriptions and their events: see src/outbox/schema.sql.
+CREATE TABLE IF NOT EXISTS "{table}_endpoints" (
+    id         TEXT   COLLATE "C" NOT NULL PRIMARY KEY,
+    owner      TEXT   COLLATE "C" NOT NULL,
+    target     TEXT   NOT NULL,
+    metadata   TEXT   NOT NULL,
+    state      TEXT   NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS "{table}_endpoints_owner" ON "{table}_endpoints" (owner, id);
+CREATE TABLE IF NOT EXISTS "{table}_subscriptions" (
+    event_type TEXT COLLATE "C" NOT NULL,
+    endpoint   TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (event_type, endpoint)
+);
+CREATE INDEX IF NOT EXISTS "{table}_subscriptions_endpoint" ON "{table}_subscriptions" (endpoint);
+CREATE TABLE IF NOT EXISTS "{table}_events" (
+    id         TEXT   COLLATE "C" NOT NULL PRIMARY KEY,
+    owner      TEXT   COLLATE "C" NOT NULL,
+    event_type TEXT   NOT NULL,
+    payload    TEXT   NOT NULL,
+    subject    TEXT,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS "{table}_events_owner" ON "{table}_events" (owner, created_at);
 -- Statistics from the start: a table filled before autovacuum first analyzes it would otherwise be
 -- planned as tiny, and its claims would sort every due row instead of walking the due index.
 ANALYZE "{table}";

@@ -8,6 +8,8 @@
 -- no attempt (receiver unavailable, circuit open); it grows the backoff and bounds free retries.
 -- traceparent and tracestate are the W3C trace context the message was enqueued with, if any.
 -- became_due is when the current (or last) lease's row was due: the due_at it had before it was leased.
+-- event_id is the event a fan-out delivery carries (its webhook-id, the same on every endpoint), null
+-- for a plain message; such a row's topic is its endpoint's id.
 -- held_for is the receiver (the topic, or "topic @ destination") whose failures hold the row back
 -- while it waits unleased after a retry that spent no attempt (null otherwise): when that receiver
 -- answers again, a drain makes its held rows due at once, oldest first, through "{table}_held".
@@ -35,6 +37,7 @@ CREATE TABLE IF NOT EXISTS "{table}" (
     tracestate   TEXT,
     became_due   INTEGER,
     held_for     TEXT,
+    event_id     TEXT,
     PRIMARY KEY (state, due_at, id)
 ) STRICT, WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS "{table}_dedup" ON "{table}" (dedup_key) WHERE dedup_key IS NOT NULL;
@@ -76,3 +79,39 @@ CREATE TABLE IF NOT EXISTS "{table}_rollups" (
     count        INTEGER NOT NULL,
     PRIMARY KEY (period_ms, period_start, topic, metric, le)
 ) STRICT, WITHOUT ROWID;
+-- Endpoints of "{table}" (receivers as data, src/endpoint/): an endpoint's deliveries are rows of
+-- "{table}" whose topic is its id, so its breaker, streak and pause are its own. owner is the tenant
+-- the application names; target is the JSON a delivery reads at each attempt (URL and secrets),
+-- which a claim returns with each of its rows; metadata is the application's JSON. state is
+-- 'enabled', 'disabled' or 'paused'; a disabled or paused endpoint has a row in "{table}_paused"
+-- too (as has one a 410 disabled while its state still says 'enabled'), so no drain leases its
+-- deliveries; a disabled one is given no new events. Times are Unix ms.
+CREATE TABLE IF NOT EXISTS "{table}_endpoints" (
+    id         TEXT    NOT NULL PRIMARY KEY,
+    owner      TEXT    NOT NULL,
+    target     TEXT    NOT NULL,
+    metadata   TEXT    NOT NULL,
+    state      TEXT    NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS "{table}_endpoints_owner" ON "{table}_endpoints" (owner, id);
+-- The event types each endpoint of "{table}" subscribes to ('*': every type), read by type when an
+-- event fans out.
+CREATE TABLE IF NOT EXISTS "{table}_subscriptions" (
+    event_type TEXT NOT NULL,
+    endpoint   TEXT NOT NULL,
+    PRIMARY KEY (event_type, endpoint)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS "{table}_subscriptions_endpoint" ON "{table}_subscriptions" (endpoint);
+-- Events published through "{table}": id (the webhook-id), owner, type, payload and subject as
+-- published, created_at in Unix ms.
+CREATE TABLE IF NOT EXISTS "{table}_events" (
+    id         TEXT    NOT NULL PRIMARY KEY,
+    owner      TEXT    NOT NULL,
+    event_type TEXT    NOT NULL,
+    payload    TEXT    NOT NULL,
+    subject    TEXT,
+    created_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS "{table}_events_owner" ON "{table}_events" (owner, created_at);

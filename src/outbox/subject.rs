@@ -60,8 +60,9 @@ impl Outbox {
 
     /// The statements of [`erase_subject`](Outbox::erase_subject), in order:
     /// record the subject's tombstone, hold back the successors of its
-    /// in-flight ordered messages, delete, then release the rows its
-    /// ordering keys held back.
+    /// in-flight ordered messages, delete, release the rows its ordering
+    /// keys held back, then delete the events of the subject published to
+    /// [endpoints](crate::endpoint).
     ///
     /// # Errors
     /// If a statement cannot be built.
@@ -102,11 +103,17 @@ impl Outbox {
         delete
             .from_table(table)
             .and_where(Expr::col(col::SUBJECT).eq(subject));
+        // The events it published to endpoints, kept for their recovery.
+        let mut events = Query::delete();
+        events
+            .from_table(crate::sql::endpoints::events_table(self.table()))
+            .and_where(Expr::col(crate::sql::endpoints::event_col::SUBJECT).eq(subject));
         Ok(vec![
             self.tombstones().tombstone(subject, self.now())?,
             self.render(&hold)?,
             self.render(&delete)?,
             self.promote_all_heads()?,
+            self.render(&events)?,
         ])
     }
 }

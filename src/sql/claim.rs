@@ -5,6 +5,7 @@ use sea_query::{BinOper, Expr, ExprTrait, Order, Query};
 
 use super::claim_floor;
 use super::dialects::bound_claim;
+use super::endpoints;
 use super::paused::topic_not_paused;
 use super::{Fence, col, state};
 use crate::database::{Dialect, Statement};
@@ -13,7 +14,7 @@ use crate::identifier::TableName;
 use crate::time::Timestamp;
 
 /// The columns a claim returns.
-pub(crate) const RETURNED: [&str; 13] = [
+pub(crate) const RETURNED: [&str; 14] = [
     col::STATE,
     col::ID,
     col::TOPIC,
@@ -27,7 +28,17 @@ pub(crate) const RETURNED: [&str; 13] = [
     col::TRACEPARENT,
     col::TRACESTATE,
     col::BECAME_DUE,
+    col::EVENT_ID,
 ];
+
+/// What a claim returns: [`RETURNED`], and each row's endpoint target.
+pub(crate) fn returned(table: &TableName) -> Vec<Expr> {
+    RETURNED
+        .iter()
+        .map(|column| Expr::col(*column))
+        .chain([endpoints::returned_target(table)])
+        .collect()
+}
 
 /// What one claim is asked to do.
 #[derive(Debug, Clone, Copy)]
@@ -133,7 +144,7 @@ pub(crate) fn claim(
         table,
         spec.limit,
         spec.now,
-        &RETURNED,
+        returned(table),
     );
     dialect.render(&update)
 }
@@ -149,7 +160,7 @@ pub(crate) fn recovery(
 ) -> Result<Statement> {
     let mut select = Query::select();
     select
-        .columns(RETURNED)
+        .exprs(returned(table))
         .from(table.as_str().to_owned())
         .and_where(Expr::col(col::STATE).eq(state::READY))
         .and_where(Expr::col(col::DUE_AT).eq(until.as_unix_millis()))

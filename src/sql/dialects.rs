@@ -43,7 +43,7 @@ pub(crate) fn bound_claim(
     table: &TableName,
     limit: u32,
     now: Timestamp,
-    returned: &[&'static str],
+    returned: Vec<Expr>,
 ) {
     match dialect {
         Dialect::Sqlite => {
@@ -68,7 +68,7 @@ pub(crate) fn bound_claim(
                         from_boundary("last_id").if_null(Vec::<u8>::new()),
                     ])),
                 )
-                .returning(Query::returning().columns(returned.iter().copied()))
+                .returning(Query::returning().exprs(returned))
                 .with_cte(WithClause::new().cte(boundary).to_owned());
         }
         Dialect::Postgres => {
@@ -125,8 +125,7 @@ pub(crate) fn bound_claim(
                 .returning(
                     Query::returning().exprs(
                         returned
-                            .iter()
-                            .map(|column| Expr::col(*column))
+                            .into_iter()
                             .chain([Expr::col(("picked", CLAIMED_DUE))]),
                     ),
                 )

@@ -15,6 +15,7 @@
 pub(crate) mod claim;
 pub(crate) mod claim_floor;
 pub(crate) mod dialects;
+pub(crate) mod endpoints;
 pub(crate) mod enqueue;
 pub(crate) mod inbox;
 pub(crate) mod pause;
@@ -55,6 +56,9 @@ pub(crate) mod col {
     /// the row back, while it waits unleased for a retry that spent no
     /// attempt; null otherwise. Released early when that receiver answers.
     pub(crate) const HELD_FOR: &str = "held_for";
+    /// The event a fan-out delivery carries (its `webhook-id`); null for a
+    /// plain message. Such a row's topic is its endpoint's id.
+    pub(crate) const EVENT_ID: &str = "event_id";
     /// Postgres only: the row's due time when it is behind the claim floor
     /// (`claim_floor`), else null.
     pub(crate) const LATE_DUE: &str = "late_due";

@@ -124,7 +124,7 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
         (
             "recovery",
             recovery(&outbox, dialect, at(UNTIL), "tok").unwrap(),
-            r#"SELECT "state", "id", "topic", "payload", "subject", "ordering_key", "attempts", "created_at", "unsettled_leases", "deferrals", "traceparent", "tracestate", "became_due" FROM "outbox" WHERE "state" = ? AND "due_at" = ? AND "lease_token" = ? ORDER BY "id" ASC"#.into(),
+            r#"SELECT "state", "id", "topic", "payload", "subject", "ordering_key", "attempts", "created_at", "unsettled_leases", "deferrals", "traceparent", "tracestate", "became_due", "event_id", (SELECT "target" FROM "outbox_endpoints" WHERE "id" = "outbox"."topic") AS "endpoint_target" FROM "outbox" WHERE "state" = ? AND "due_at" = ? AND "lease_token" = ? ORDER BY "id" ASC"#.into(),
             vec![text("ready"), Value::Integer(UNTIL), text("tok")],
         ),
         (
@@ -312,7 +312,7 @@ fn spec() -> ClaimSpec<'static> {
 
 /// The claim's `SET`, the same in both dialects but for `IFNULL`.
 const CLAIM_SET: &str = r#"UPDATE "outbox" SET "state" = (CASE WHEN ("attempts" >= ?) THEN ? ELSE ? END), "due_at" = (CASE WHEN ("attempts" >= ?) THEN ? ELSE ? END), "lease_token" = ?, "became_due" = "due_at", "unsettled_leases" = (CASE WHEN ("lease_token" IS NOT NULL) THEN "unsettled_leases" + ? ELSE "unsettled_leases" END), "last_error" = (CASE WHEN ("attempts" >= ?) THEN (CASE WHEN ("lease_token" IS NOT NULL) THEN ? || IFNULL("last_error", ?) ELSE ? || IFNULL("last_error", ?) END) ELSE "last_error" END)"#;
-const RETURNING: &str = r#"RETURNING "state", "id", "topic", "payload", "subject", "ordering_key", "attempts", "created_at", "unsettled_leases", "deferrals", "traceparent", "tracestate", "became_due""#;
+const RETURNING: &str = r#"RETURNING "state", "id", "topic", "payload", "subject", "ordering_key", "attempts", "created_at", "unsettled_leases", "deferrals", "traceparent", "tracestate", "became_due", "event_id", (SELECT "target" FROM "outbox_endpoints" WHERE "id" = "outbox"."topic") AS "endpoint_target""#;
 
 fn claim_set_values() -> Vec<Value> {
     vec![

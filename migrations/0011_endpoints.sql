@@ -1,0 +1,55 @@
+-- workers-outbox 0.6: endpoints (receivers as data, src/endpoint/), for the example's two outboxes:
+-- the event a fan-out delivery carries, and the tables of endpoints, their subscriptions and the
+-- events published to them (see src/outbox/schema.sql).
+ALTER TABLE "outbox" ADD COLUMN event_id TEXT;
+CREATE TABLE IF NOT EXISTS "outbox_endpoints" (
+    id         TEXT    NOT NULL PRIMARY KEY,
+    owner      TEXT    NOT NULL,
+    target     TEXT    NOT NULL,
+    metadata   TEXT    NOT NULL,
+    state      TEXT    NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS "outbox_endpoints_owner" ON "outbox_endpoints" (owner, id);
+CREATE TABLE IF NOT EXISTS "outbox_subscriptions" (
+    event_type TEXT NOT NULL,
+    endpoint   TEXT NOT NULL,
+    PRIMARY KEY (event_type, endpoint)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS "outbox_subscriptions_endpoint" ON "outbox_subscriptions" (endpoint);
+CREATE TABLE IF NOT EXISTS "outbox_events" (
+    id         TEXT    NOT NULL PRIMARY KEY,
+    owner      TEXT    NOT NULL,
+    event_type TEXT    NOT NULL,
+    payload    TEXT    NOT NULL,
+    subject    TEXT,
+    created_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS "outbox_events_owner" ON "outbox_events" (owner, created_at);
+ALTER TABLE "account_events" ADD COLUMN event_id TEXT;
+CREATE TABLE IF NOT EXISTS "account_events_endpoints" (
+    id         TEXT    NOT NULL PRIMARY KEY,
+    owner      TEXT    NOT NULL,
+    target     TEXT    NOT NULL,
+    metadata   TEXT    NOT NULL,
+    state      TEXT    NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS "account_events_endpoints_owner" ON "account_events_endpoints" (owner, id);
+CREATE TABLE IF NOT EXISTS "account_events_subscriptions" (
+    event_type TEXT NOT NULL,
+    endpoint   TEXT NOT NULL,
+    PRIMARY KEY (event_type, endpoint)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS "account_events_subscriptions_endpoint" ON "account_events_subscriptions" (endpoint);
+CREATE TABLE IF NOT EXISTS "account_events_events" (
+    id         TEXT    NOT NULL PRIMARY KEY,
+    owner      TEXT    NOT NULL,
+    event_type TEXT    NOT NULL,
+    payload    TEXT    NOT NULL,
+    subject    TEXT,
+    created_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS "account_events_events_owner" ON "account_events_events" (owner, created_at);

@@ -1,0 +1,527 @@
+//! Endpoints: events fan out inside the publishing batch, to the endpoints
+//! of their owner subscribed to their type; each endpoint keeps its own
+//! state; a delivery reads its endpoint as it is at the attempt.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use super::{CaseResult, Failure, Harness, ensure, ensure_eq, yield_now};
+use crate::batch::Batch;
+use crate::drain::drainer::Drainer;
+use crate::drain::{Deliver, DrainLimits, DrainReport};
+use crate::endpoint::model::Target;
+use crate::endpoint::{EndpointState, EndpointUpdate, Endpoints, Event, NewEndpoint};
+use crate::error::Error;
+use crate::outbox::{ClaimedMessage, Delivery, Outbox};
+use crate::webhook::{Secret, Signer, Verifier};
+
+const FIRST: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const SECOND: &str = "whsec_bmV3LXNlY3JldC1rZXktb2YtMjQtYnl0ZXM=";
+
+/// What one delivery carried: its endpoint (topic), event, URL, and which
+/// of [`FIRST`] and [`SECOND`] its signature verifies under.
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    endpoint: String,
+    event: Option<String>,
+    url: String,
+    first_verifies: bool,
+    second_verifies: bool,
+}
+
+/// Delivers every endpoint delivery (answering `Gone` for the endpoints in
+/// `gone`), signing each as the endpoint deliverer does and recording it.
+#[derive(Clone)]
+struct Receivers {
+    h_clock: crate::manual_clock::ManualClock,
+    gone: Arc<Mutex<Vec<String>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Receivers {
+    fn new(h: &Harness) -> Self {
+        Receivers {
+            h_clock: h.clock().clone(),
+            gone: Arc::default(),
+            seen: Arc::default(),
+        }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn seen_by(&self, endpoint: &str) -> Vec<Seen> {
+        self.seen()
+            .into_iter()
+            .filter(|seen| seen.endpoint == endpoint)
+            .collect()
+    }
+
+    fn set_gone(&self, endpoint: &str) {
+        self.gone
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(endpoint.to_owned());
+    }
+
+    /// What a receiver holding `secret` makes of the delivery's signature.
+    fn verifies(signed: &crate::webhook::SignedHeaders, body: &str, secret: &str) -> bool {
+        let headers = signed.headers();
+        let lookup = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.clone())
+        };
+        let Ok(secret) = Secret::parse(secret) else {
+            return false;
+        };
+        Verifier::new(vec![secret]).is_ok_and(|verifier| {
+            verifier
+                .verify_at(
+                    &lookup,
+                    body.as_bytes(),
+                    crate::time::Timestamp::from_unix_millis(signed.timestamp * 1000)
+                        .unwrap_or(crate::time::Timestamp::EPOCH),
+                )
+                .is_ok()
+        })
+    }
+
+    fn record(&self, message: &ClaimedMessage) -> Result<Seen, String> {
+        let target = message
+            .endpoint_target
+            .as_deref()
+            .ok_or("no endpoint target came with the claim")?;
+        let target = Target::from_json(target).map_err(|e| e.to_string())?;
+        let now = crate::time::Clock::now(&self.h_clock);
+        let signer = Signer::new(target.signing_at(now).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        let id = message.event_id.as_deref().unwrap_or(&message.id);
+        let signed = signer.sign(id, now, message.payload.as_bytes());
+        Ok(Seen {
+            endpoint: message.topic.clone(),
+            event: message.event_id.clone(),
+            url: target.url,
+            first_verifies: Self::verifies(&signed, &message.payload, FIRST),
+            second_verifies: Self::verifies(&signed, &message.payload, SECOND),
+        })
+    }
+}
+
+impl Deliver for Receivers {
+    fn deliver<'a>(
+        &'a self,
+        message: &'a ClaimedMessage,
+    ) -> crate::future::BoxFuture<'a, Delivery> {
+        Box::pin(async move {
+            yield_now().await;
+            let seen = match self.record(message) {
+                Ok(seen) => seen,
+                Err(error) => return Delivery::permanent(error),
+            };
+            self.seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(seen);
+            let gone = self.gone.lock().unwrap_or_else(PoisonError::into_inner);
+            if gone.contains(&message.topic) {
+                Delivery::gone("receiver answered 410: endpoint deleted")
+            } else {
+                Delivery::Delivered
+            }
+        })
+    }
+}
+
+async fn drain(
+    h: &Harness,
+    outbox: &Outbox,
+    receivers: &Receivers,
+) -> Result<DrainReport, Failure> {
+    let drainer = Drainer::builder(outbox.clone(), receivers.clone())
+        .timer(Arc::new(h.clock().clone()))
+        .limits(DrainLimits {
+            concurrency: 1,
+            ..super::drain::limits()
+        })
+        .build()?;
+    Ok(drainer.drain().await)
+}
+
+fn new(owner: &str, host: &str, types: &[&str]) -> NewEndpoint {
+    NewEndpoint::new(owner, format!("https://{host}/hooks"), FIRST)
+        .event_types(types.iter().copied())
+}
+
+async fn publish(
+    h: &Harness,
+    endpoints: &Endpoints,
+    owner: &str,
+    event_type: &str,
+) -> Result<(String, u64), Failure> {
+    let mut batch = Batch::new(h.db());
+    let ticket = batch.publish(endpoints, Event::raw_json(owner, event_type, r#"{"n":1}"#))?;
+    let committed = batch.commit().await?;
+    Ok((ticket.id().to_owned(), committed.published(&ticket)?))
+}
+
+/// The delivery rows of `endpoint`: how many, and the most attempts any spent.
+async fn rows_of(h: &Harness, outbox: &Outbox, endpoint: &str) -> Result<(i64, i64), Failure> {
+    let rows = h
+        .sql(
+            &format!(
+                "SELECT COUNT(*) AS n, COALESCE(MAX(attempts), 0) AS attempts FROM \"{}\" WHERE topic = ?",
+                outbox.table()
+            ),
+            vec![endpoint.into()],
+        )
+        .await?;
+    let row = rows.first().ok_or_else(|| Failure("no count row".into()))?;
+    Ok((row.get("n")?, row.get("attempts")?))
+}
+
+pub(crate) async fn an_event_fans_out_in_the_business_batch_or_not_at_all(
+    h: Harness,
+) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let endpoints = Endpoints::new(&outbox);
+    let paid = endpoints
+        .create(new("acme", "a.example", &["order.paid"]))
+        .await?;
+    let every = endpoints.create(new("acme", "b.example", &["*"])).await?;
+    let other_type = endpoints
+        .create(new("acme", "c.example", &["order.lost"]))
+        .await?;
+    let other_owner = endpoints
+        .create(new("globex", "d.example", &["order.paid"]))
+        .await?;
+    let business = h.table("orders");
+    h.sql(
+        &format!("CREATE TABLE \"{business}\" (id TEXT PRIMARY KEY)"),
+        vec![],
+    )
+    .await?;
+    let insert_sql = format!("INSERT INTO \"{business}\" (id) VALUES (?)");
+    let insert = |id: &str| h.statement(&insert_sql, vec![id.into()]);
+    let mut batch = Batch::new(h.db());
+    batch.push(insert("o-1"));
+    let ticket = batch.publish(
+        &endpoints,
+        Event::raw_json("acme", "order.paid", r#"{"order":"o-1"}"#),
+    )?;
+    let committed = batch.commit().await?;
+    ensure_eq!(committed.published(&ticket)?, 2);
+    ensure!(ticket.id().starts_with("evt_"), "{}", ticket.id());
+    ensure_eq!(rows_of(&h, &outbox, &paid.id).await?.0, 1);
+    ensure_eq!(rows_of(&h, &outbox, &every.id).await?.0, 1);
+    ensure_eq!(rows_of(&h, &outbox, &other_type.id).await?.0, 0);
+    ensure_eq!(rows_of(&h, &outbox, &other_owner.id).await?.0, 0);
+
+    // The business write fails: neither the event nor a delivery stays.
+    let mut batch = Batch::new(h.db());
+    let _ = batch.publish(&endpoints, Event::raw_json("acme", "order.paid", "{}"))?;
+    batch.push(insert("o-1"));
+    ensure!(batch.commit().await.is_err(), "a duplicate order committed");
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 2);
+    ensure_eq!(h.count(&format!("{}_events", outbox.table())).await?, 1);
+
+    // Every endpoint receives the event once, under one webhook-id.
+    let receivers = Receivers::new(&h);
+    let report = drain(&h, &outbox, &receivers).await?;
+    ensure_eq!(report.delivered, 2);
+    let seen = receivers.seen();
+    ensure!(
+        seen.iter().all(|s| s.event.as_deref() == Some(ticket.id())),
+        "{seen:?}"
+    );
+    ensure_eq!(receivers.seen_by(&other_owner.id).len(), 0);
+    Ok(())
+}
+
+pub(crate) async fn one_endpoints_gone_disables_it_and_no_other(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let endpoints = Endpoints::new(&outbox);
+    let deleted = endpoints
+        .create(new("acme", "gone.example", &["*"]))
+        .await?;
+    let healthy = endpoints.create(new("acme", "ok.example", &["*"])).await?;
+    publish(&h, &endpoints, "acme", "order.paid").await?;
+    let receivers = Receivers::new(&h);
+    receivers.set_gone(&deleted.id);
+    let report = drain(&h, &outbox, &receivers).await?;
+    ensure_eq!((report.delivered, report.retried, report.dead), (1, 0, 0));
+    ensure_eq!(report.paused, vec![deleted.id.clone()]);
+    let state = endpoints.get("acme", &deleted.id).await?.state;
+    ensure!(
+        matches!(&state, EndpointState::Disabled { reason, .. } if reason.contains("410")),
+        "{state:?}"
+    );
+    ensure_eq!(
+        endpoints.get("acme", &healthy.id).await?.state,
+        EndpointState::Enabled
+    );
+    // Its delivery waits, no attempt spent; new events go to the others only.
+    ensure_eq!(rows_of(&h, &outbox, &deleted.id).await?, (1, 0));
+    ensure_eq!(publish(&h, &endpoints, "acme", "order.paid").await?.1, 1);
+    let report = drain(&h, &outbox, &receivers).await?;
+    ensure_eq!(report.delivered, 1);
+    ensure_eq!(receivers.seen_by(&healthy.id).len(), 2);
+    ensure_eq!(receivers.seen_by(&deleted.id).len(), 1);
+    Ok(())
+}
+
+pub(crate) async fn a_disabled_endpoint_spends_no_attempts_and_loses_nothing(
+    h: Harness,
+) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let endpoints = Endpoints::new(&outbox);
+    let endpoint = endpoints.create(new("acme", "a.example", &["*"])).await?;
+    for _ in 0..3 {
+        publish(&h, &endpoints, "acme", "order.paid").await?;
+    }
+    endpoints
+        .disable("acme", &endpoint.id, "customer asked")
+        .await?;
+    ensure_eq!(publish(&h, &endpoints, "acme", "order.paid").await?.1, 0);
+    let receivers = Receivers::new(&h);
+    h.clock().advance(Duration::from_secs(3600));
+    let report = drain(&h, &outbox, &receivers).await?;
+    ensure_eq!((report.claimed, report.delivered), (0, 0));
+    ensure_eq!(rows_of(&h, &outbox, &endpoint.id).await?, (3, 0));
+    ensure!(
+        matches!(
+            endpoints.get("acme", &endpoint.id).await?.state,
+            EndpointState::Disabled { .. }
+        ),
+        "not disabled"
+    );
+    // Paused, it takes new events and holds them too.
+    endpoints.pause("acme", &endpoint.id, "maintenance").await?;
+    ensure_eq!(publish(&h, &endpoints, "acme", "order.paid").await?.1, 1);
+    ensure_eq!(drain(&h, &outbox, &receivers).await?.delivered, 0);
+    endpoints.enable("acme", &endpoint.id).await?;
+    let report = drain(&h, &outbox, &receivers).await?;
+    ensure_eq!((report.delivered, report.retried), (4, 0));
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
+    Ok(())
+}
+
+pub(crate) async fn a_rotated_secret_signs_beside_the_old_until_it_expires(
+    h: Harness,
+) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let endpoints = Endpoints::new(&outbox);
+    let endpoint = endpoints.create(new("acme", "a.example", &["*"])).await?;
+    publish(&h, &endpoints, "acme", "order.paid").await?;
+    let rotated = endpoints
+        .rotate_secret("acme", &endpoint.id, SECOND, Duration::from_secs(3600))
+        .await?;
+    ensure_eq!(
+        rotated.previous_secret_expires,
+        Some(h.later(Duration::from_secs(3600))?)
+    );
+    let receivers = Receivers::new(&h);
+    ensure_eq!(drain(&h, &outbox, &receivers).await?.delivered, 1);
+    let both = receivers.seen();
+    ensure!(
+        both[0].first_verifies && both[0].second_verifies,
+        "{both:?}"
+    );
+
+    h.clock().advance(Duration::from_secs(3600));
+    publish(&h, &endpoints, "acme", "order.paid").await?;
+    ensure_eq!(drain(&h, &outbox, &receivers).await?.delivered, 1);
+    let after = receivers.seen();
+    ensure!(
+        !after[1].first_verifies && after[1].second_verifies,
+        "{after:?}"
+    );
+    ensure_eq!(
+        endpoints
+            .get("acme", &endpoint.id)
+            .await?
+            .previous_secret_expires,
+        None
+    );
+    Ok(())
+}
+
+pub(crate) async fn a_delivery_uses_its_endpoints_url_and_secret_at_the_attempt(
+    h: Harness,
+) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let endpoints = Endpoints::new(&outbox);
+    let endpoint = endpoints.create(new("acme", "old.example", &["*"])).await?;
+    publish(&h, &endpoints, "acme", "order.paid").await?;
+    // Changed after the delivery was written, before its attempt.
+    endpoints
+        .update(
+            "acme",
+            &endpoint.id,
+            EndpointUpdate::default().url("https://new.example/in"),
+        )
+        .await?;
+    endpoints
+        .rotate_secret("acme", &endpoint.id, SECOND, Duration::ZERO)
+        .await?;
+    let receivers = Receivers::new(&h);
+    ensure_eq!(drain(&h, &outbox, &receivers).await?.delivered, 1);
+    let seen = receivers.seen();
+    ensure_eq!(seen[0].url.as_str(), "https://new.example/in");
+    ensure!(
+        !seen[0].first_verifies && seen[0].second_verifies,
+        "{seen:?}"
+    );
+    // Deleted before its attempt: the delivery goes with it.
+    publish(&h, &endpoints, "acme", "order.paid").await?;
+    endpoints.delete("acme", &endpoint.id).await?;
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
+    ensure!(
+        matches!(
+            endpoints.get("acme", &endpoint.id).await,
+            Err(Error::NotFound { .. })
+        ),
+        "still there"
+    );
+    Ok(())
+}
+
+pub(crate) async fn an_endpoint_answers_to_its_owner_only(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let endpoints = Endpoints::new(&outbox);
+    let theirs = endpoints.create(new("globex", "g.example", &["*"])).await?;
+    endpoints.create(new("acme", "a.example", &["*"])).await?;
+    let not_found = |result: Result<(), Error>| matches!(result, Err(Error::NotFound { .. }));
+    ensure!(
+        matches!(
+            endpoints.get("acme", &theirs.id).await,
+            Err(Error::NotFound { .. })
+        ),
+        "read across owners"
+    );
+    ensure!(
+        not_found(endpoints.disable("acme", &theirs.id, "x").await),
+        "disabled across owners"
+    );
+    ensure!(
+        not_found(endpoints.delete("acme", &theirs.id).await),
+        "deleted across owners"
+    );
+    let update = endpoints
+        .update(
+            "acme",
+            &theirs.id,
+            EndpointUpdate::default().url("https://evil.example/"),
+        )
+        .await;
+    ensure!(
+        matches!(update, Err(Error::NotFound { .. })),
+        "updated across owners"
+    );
+    let rotate = endpoints
+        .rotate_secret("acme", &theirs.id, SECOND, Duration::ZERO)
+        .await;
+    ensure!(
+        matches!(rotate, Err(Error::NotFound { .. })),
+        "rotated across owners"
+    );
+    ensure_eq!(endpoints.list("acme").await?.len(), 1);
+    let kept = endpoints.get("globex", &theirs.id).await?;
+    ensure_eq!(kept, theirs);
+    // Acme's events never reach globex's endpoint.
+    ensure_eq!(publish(&h, &endpoints, "acme", "order.paid").await?.1, 1);
+    let receivers = Receivers::new(&h);
+    drain(&h, &outbox, &receivers).await?;
+    ensure_eq!(receivers.seen_by(&theirs.id).len(), 0);
+    // Its owner deletes it, with no delivery left.
+    endpoints.delete("globex", &theirs.id).await?;
+    ensure_eq!(endpoints.list("globex").await?.len(), 0);
+    Ok(())
+}
+
+pub(crate) async fn bad_endpoints_and_events_are_refused_and_write_nothing(
+    h: Harness,
+) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let endpoints = Endpoints::new(&outbox).event_types(["order.paid"]);
+    let refused = |result: Result<crate::endpoint::Endpoint, Error>, what: &str| matches!(result, Err(Error::InvalidInput { what: w, .. }) if w == what);
+    let cases = [
+        (
+            NewEndpoint::new("acme", "http://a.example/", FIRST),
+            "endpoint URL",
+        ),
+        (
+            NewEndpoint::new("acme", "https://u:p@a.example/", FIRST),
+            "endpoint URL",
+        ),
+        (
+            NewEndpoint::new("acme", "https://127.0.0.1/", FIRST),
+            "endpoint URL",
+        ),
+        (
+            NewEndpoint::new("acme", "https://a.example/", "whsec_c3RyYW5nZXI="),
+            "webhook secret",
+        ),
+        (
+            NewEndpoint::new("", "https://a.example/", FIRST),
+            "endpoint owner",
+        ),
+        (
+            NewEndpoint::new("acme", "https://a.example/", FIRST).event_types(["order.lost"]),
+            "event type",
+        ),
+    ];
+    for (endpoint, what) in cases {
+        let shown = format!("{endpoint:?}");
+        ensure!(
+            refused(endpoints.create(endpoint).await, what),
+            "{what}: {shown}"
+        );
+    }
+    ensure_eq!(endpoints.list("acme").await?.len(), 0);
+    let mut batch = Batch::new(h.db());
+    let unknown = batch.publish(&endpoints, Event::raw_json("acme", "order.lost", "{}"));
+    ensure!(
+        matches!(
+            unknown,
+            Err(Error::InvalidInput {
+                what: "event type",
+                ..
+            })
+        ),
+        "published an unknown type"
+    );
+    let dotted = batch.publish(
+        &endpoints,
+        Event::raw_json("acme", "order.paid", "{}").id("a.b"),
+    );
+    ensure!(
+        matches!(
+            dotted,
+            Err(Error::InvalidInput {
+                what: "event id",
+                ..
+            })
+        ),
+        "published a dotted id"
+    );
+    let not_json = batch.publish(&endpoints, Event::raw_json("acme", "order.paid", "{"));
+    ensure!(
+        matches!(
+            not_json,
+            Err(Error::InvalidInput {
+                what: "payload",
+                ..
+            })
+        ),
+        "published bad JSON"
+    );
+    batch.commit().await?;
+    ensure_eq!(h.count(&format!("{}_events", outbox.table())).await?, 0);
+    Ok(())
+}

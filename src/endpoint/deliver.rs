@@ -1,0 +1,140 @@
+//! Delivering to endpoints: each delivery POSTs to its endpoint's URL,
+//! signed with its endpoint's secrets, as the claim read them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::model::Target;
+use crate::drain::Deliver;
+use crate::error::Result;
+use crate::future::BoxFuture;
+use crate::http::{HttpDeliverer, To};
+use crate::outbox::{ClaimedMessage, Delivery};
+use crate::time::Clock;
+use crate::webhook::Signer;
+
+/// Delivers an outbox's endpoint deliveries over HTTPS, the
+/// [Standard Webhooks](crate::webhook) way: `webhook-id` is the event's id
+/// (the same on every endpoint and retry), signed with every secret the
+/// endpoint has at the attempt (the current one, and the previous one while
+/// a rotation overlaps). The URL and secrets are the endpoint's as the
+/// claim read them, so a change applies to what is pending; a `410 Gone`
+/// disables that endpoint alone. Other messages of the outbox go to the
+/// deliverer given with [`or`](Self::or).
+///
+/// Statuses map as [`HttpDeliverer`]'s; the breaker, retries and holds are
+/// per endpoint (each is its deliveries' topic), and the destination is the
+/// URL's host, so [`DestinationLimits`](crate::DestinationLimits) bound a
+/// host shared by many endpoints.
+pub struct EndpointDeliverer {
+    http: HttpDeliverer,
+    other: Option<Arc<dyn Deliver>>,
+}
+
+impl std::fmt::Debug for EndpointDeliverer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointDeliverer")
+            .field("http", &self.http)
+            .field("other", &self.other.is_some())
+            .finish()
+    }
+}
+
+impl EndpointDeliverer {
+    /// A deliverer of endpoint deliveries only.
+    ///
+    /// # Errors
+    /// Natively, [`Error::Internal`](crate::Error::Internal) if the HTTP
+    /// client cannot be set up.
+    pub fn new() -> Result<Self> {
+        Ok(EndpointDeliverer {
+            http: HttpDeliverer::for_many()?,
+            other: None,
+        })
+    }
+
+    /// Delivers the outbox's other messages (not to an endpoint) with
+    /// `other`; without it they fail permanently.
+    #[must_use]
+    pub fn or(mut self, other: impl Deliver + 'static) -> Self {
+        self.other = Some(Arc::new(other));
+        self
+    }
+
+    /// How long a request may take (default:
+    /// [`HttpDeliverer::DEFAULT_TIMEOUT`]).
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.http = self.http.timeout(timeout);
+        self
+    }
+
+    /// The clock that stamps signatures and decides which secrets sign.
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.http = self.http.clock(clock);
+        self
+    }
+
+    async fn to_endpoint(&self, message: &ClaimedMessage) -> Delivery {
+        let Some(target) = &message.endpoint_target else {
+            return Delivery::permanent("its endpoint was deleted");
+        };
+        let target = match Target::from_json(target) {
+            Ok(target) => target,
+            Err(error) => {
+                return Delivery::permanent(format!(
+                    "the endpoint's target does not read: {error}"
+                ));
+            }
+        };
+        let url = match url::Url::parse(&target.url) {
+            Ok(url) => url,
+            Err(error) => {
+                return Delivery::permanent(format!("the endpoint's URL does not parse: {error}"));
+            }
+        };
+        let signer = match target.signing_at(self.http.now()).and_then(Signer::new) {
+            Ok(signer) => signer,
+            Err(error) => {
+                return Delivery::permanent(format!("the endpoint's secrets do not sign: {error}"));
+            }
+        };
+        let to = To {
+            url: &url,
+            signer: Some(&signer),
+        };
+        self.http.send_to(&to, message).await
+    }
+}
+
+impl Deliver for EndpointDeliverer {
+    fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
+        match (&message.event_id, &self.other) {
+            (Some(_), _) => Box::pin(self.to_endpoint(message)),
+            (None, Some(other)) => other.deliver(message),
+            (None, None) => Box::pin(async {
+                Delivery::permanent(
+                    "not an endpoint delivery, and the deliverer has no other (`EndpointDeliverer::or`)",
+                )
+            }),
+        }
+    }
+
+    /// An endpoint's URL's host and port; the other deliverer's otherwise.
+    fn destination(&self, message: &ClaimedMessage) -> Option<String> {
+        if message.event_id.is_none() {
+            return self
+                .other
+                .as_ref()
+                .and_then(|other| other.destination(message));
+        }
+        let target = Target::from_json(message.endpoint_target.as_deref()?).ok()?;
+        let url = url::Url::parse(&target.url).ok()?;
+        let host = url.host_str()?;
+        Some(match url.port_or_known_default() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        })
+    }
+}

@@ -1,0 +1,147 @@
+//! An event, and its fan-out to endpoints inside the publishing batch.
+
+use serde::Serialize;
+
+use super::store::Endpoints;
+use crate::database::Statement;
+use crate::erasure::GuardedInsert;
+use crate::error::{Error, Result};
+use crate::outbox::{MessageLimits, check_key};
+use crate::sql::endpoints::{self, DELIVERY_ID_SEPARATOR, EventRow};
+
+/// The most bytes of an event id of the caller's: with the separator and
+/// an endpoint's id (`ep_` and a ULID), a delivery's id stays within
+/// [`MessageLimits::MAX_ID_BYTES`].
+pub const MAX_EVENT_ID_BYTES: usize = MessageLimits::MAX_ID_BYTES - 32;
+
+/// Something that happened to an owner, for every endpoint of that owner
+/// subscribed to its type. Its id (`evt_…` unless given) is the
+/// `webhook-id` every endpoint receives it with, on every retry.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub(crate) owner: String,
+    pub(crate) event_type: String,
+    pub(crate) payload: String,
+    pub(crate) id: Option<String>,
+    pub(crate) subject: Option<String>,
+}
+
+impl Event {
+    /// An event of `event_type` for `owner`'s endpoints, its payload
+    /// `payload` as JSON.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if `payload` does not serialize.
+    pub fn new(
+        owner: impl Into<String>,
+        event_type: impl Into<String>,
+        payload: &impl Serialize,
+    ) -> Result<Self> {
+        let payload = serde_json::to_string(payload)
+            .map_err(|error| Error::invalid("payload", format!("not serializable: {error}")))?;
+        Ok(Self::raw_json(owner, event_type, payload))
+    }
+
+    /// An event whose payload is JSON text already (checked at publish).
+    pub fn raw_json(
+        owner: impl Into<String>,
+        event_type: impl Into<String>,
+        payload: impl Into<String>,
+    ) -> Self {
+        Event {
+            owner: owner.into(),
+            event_type: event_type.into(),
+            payload: payload.into(),
+            id: None,
+            subject: None,
+        }
+    }
+
+    /// Uses this id instead of a generated one (printable ASCII without
+    /// `.`, at most [`MAX_EVENT_ID_BYTES`]): publishing the same id twice
+    /// fails the second batch with [`Error::Conflict`].
+    #[must_use]
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// The data subject the event is about: the event and its deliveries
+    /// are erased with the subject, and refused once it is erased.
+    #[must_use]
+    pub fn subject(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
+    }
+}
+
+/// An event's statements for a batch: kept, then fanned out.
+#[derive(Debug, Clone)]
+pub(crate) struct Publish {
+    pub(crate) id: String,
+    /// The event's row, behind its subject's guard.
+    pub(crate) kept: GuardedInsert,
+    /// One delivery row per endpoint, behind the same guard.
+    pub(crate) fan_out: GuardedInsert,
+}
+
+impl Endpoints {
+    /// The statements that publish `event` (see
+    /// [`Batch::publish`](crate::Batch::publish)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the bad field.
+    pub(crate) fn publish_statements(&self, event: Event) -> Result<Publish> {
+        let outbox = &self.outbox;
+        super::model::check_owner(&event.owner)?;
+        self.rules.check_type(&event.event_type)?;
+        check_key("subject", event.subject.as_deref())?;
+        outbox.message_limits().check_payload(&event.payload)?;
+        let now = outbox.now();
+        let id = match event.id {
+            Some(id) => {
+                check_event_id(&id)?;
+                id
+            }
+            None => format!("evt_{}", outbox.new_ulid(now)),
+        };
+        let row = EventRow {
+            id: &id,
+            owner: &event.owner,
+            event_type: &event.event_type,
+            payload: &event.payload,
+            subject: event.subject.as_deref(),
+            at: now,
+        };
+        let (table, dialect) = (outbox.table(), outbox.dialect());
+        let guarded =
+            |insert: Statement| GuardedInsert::new(outbox.tombstones(), row.subject, now, insert);
+        Ok(Publish {
+            kept: guarded(endpoints::insert_event(table, dialect, &row)?)?,
+            fan_out: guarded(endpoints::fan_out(table, dialect, &row)?)?,
+            id,
+        })
+    }
+}
+
+fn check_event_id(id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > MAX_EVENT_ID_BYTES {
+        return Err(Error::invalid(
+            "event id",
+            format!(
+                "it is {} bytes; ids are 1 ..= {MAX_EVENT_ID_BYTES} bytes",
+                id.len()
+            ),
+        ));
+    }
+    if let Some(bad) = id
+        .chars()
+        .find(|c| !c.is_ascii_graphic() || *c == '.' || DELIVERY_ID_SEPARATOR.contains(*c))
+    {
+        return Err(Error::invalid(
+            "event id",
+            format!("{id:?} contains {bad:?}; ids are printable ASCII without spaces, '.' or ':'"),
+        ));
+    }
+    Ok(())
+}

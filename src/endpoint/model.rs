@@ -1,0 +1,557 @@
+//! What an endpoint is, as the application gives it and as it is read
+//! back, and the checks that keep a bad one out.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::outbox::check_key;
+use crate::sql::endpoints::EVERY_TYPE;
+use crate::time::Timestamp;
+use crate::webhook::Secret;
+
+/// The most bytes of an endpoint's metadata (its JSON text).
+pub const MAX_METADATA_BYTES: usize = 4096;
+/// The most event types one endpoint subscribes to.
+pub const MAX_EVENT_TYPES: usize = 64;
+/// The most bytes of an event type.
+pub const MAX_EVENT_TYPE_BYTES: usize = 128;
+
+/// An endpoint to create: whose it is, where its events go, which it
+/// wants, and the secret they are signed with.
+#[derive(Clone)]
+pub struct NewEndpoint {
+    pub(crate) owner: String,
+    pub(crate) url: String,
+    pub(crate) secret: String,
+    pub(crate) event_types: Vec<String>,
+    pub(crate) metadata: serde_json::Value,
+}
+
+impl fmt::Debug for NewEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewEndpoint")
+            .field("owner", &self.owner)
+            .field("url", &shown_url(&self.url))
+            .field("event_types", &self.event_types)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NewEndpoint {
+    /// An endpoint of `owner` (the tenant the application names) at `url`,
+    /// signing with `secret` (`whsec_…` or bare base64; make it with a
+    /// cryptographic generator, 24 bytes or more), subscribed to every
+    /// event type until [`event_types`](Self::event_types) says otherwise.
+    pub fn new(
+        owner: impl Into<String>,
+        url: impl Into<String>,
+        secret: impl Into<String>,
+    ) -> Self {
+        NewEndpoint {
+            owner: owner.into(),
+            url: url.into(),
+            secret: secret.into(),
+            event_types: vec![EVERY_TYPE.to_owned()],
+            metadata: serde_json::Value::Object(serde_json::Map::new()),
+        }
+    }
+
+    /// The event types it receives (`"*"`: every type).
+    #[must_use]
+    pub fn event_types<T: Into<String>>(mut self, types: impl IntoIterator<Item = T>) -> Self {
+        self.event_types = types.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The application's own data about the endpoint (a JSON object, at
+    /// most [`MAX_METADATA_BYTES`]).
+    #[must_use]
+    pub fn metadata(mut self, metadata: serde_json::Value) -> Self {
+        self.metadata = metadata;
+        self
+    }
+}
+
+/// What changes in an endpoint (what is `None` stays).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct EndpointUpdate {
+    /// A new URL.
+    pub url: Option<String>,
+    /// New event types (replacing the old ones).
+    pub event_types: Option<Vec<String>>,
+    /// New metadata.
+    pub metadata: Option<serde_json::Value>,
+}
+
+impl EndpointUpdate {
+    /// A new URL.
+    #[must_use]
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.url = Some(url.into());
+        self
+    }
+
+    /// New event types (replacing the old ones).
+    #[must_use]
+    pub fn event_types<T: Into<String>>(mut self, types: impl IntoIterator<Item = T>) -> Self {
+        self.event_types = Some(types.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// New metadata.
+    #[must_use]
+    pub fn metadata(mut self, metadata: serde_json::Value) -> Self {
+        self.metadata = Some(metadata);
+        self
+    }
+}
+
+/// Whether an endpoint receives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EndpointState {
+    /// Its deliveries go out.
+    Enabled,
+    /// Disabled by the application, an operator, or its receiver (a `410
+    /// Gone`): it is given no new events, and its pending deliveries are
+    /// held (no attempt spent, none dead) until it is enabled again.
+    Disabled {
+        /// Why: the receiver's answer or the operator's words.
+        reason: String,
+        /// Since when, in Unix ms.
+        #[serde(rename = "since_ms", serialize_with = "millis")]
+        since: Timestamp,
+    },
+    /// Paused by an operator: new events still reach it, and wait with its
+    /// pending deliveries until it is enabled again.
+    Paused {
+        /// The operator's words.
+        reason: String,
+        /// Since when, in Unix ms.
+        #[serde(rename = "since_ms", serialize_with = "millis")]
+        since: Timestamp,
+    },
+}
+
+fn millis<S: serde::Serializer>(
+    at: &Timestamp,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.serialize_i64(at.as_unix_millis())
+}
+
+/// An endpoint as stored. Its secrets are never shown: only when the
+/// previous one (during a rotation) stops signing.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Endpoint {
+    /// Its id (`ep_…`): the topic of its deliveries.
+    pub id: String,
+    /// The tenant it belongs to.
+    pub owner: String,
+    /// Where its deliveries are POSTed.
+    pub url: String,
+    /// The event types it receives (`"*"`: every type).
+    pub event_types: Vec<String>,
+    /// Whether it receives.
+    pub state: EndpointState,
+    /// The application's data about it.
+    pub metadata: serde_json::Value,
+    /// While a rotation overlaps: when the previous secret stops signing.
+    #[serde(rename = "previous_secret_expires_ms", serialize_with = "maybe_millis")]
+    pub previous_secret_expires: Option<Timestamp>,
+    /// When it was created.
+    #[serde(rename = "created_ms", serialize_with = "millis")]
+    pub created_at: Timestamp,
+    /// When it last changed.
+    #[serde(rename = "updated_ms", serialize_with = "millis")]
+    pub updated_at: Timestamp,
+}
+
+fn maybe_millis<S: serde::Serializer>(
+    at: &Option<Timestamp>,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match at {
+        Some(at) => serializer.serialize_i64(at.as_unix_millis()),
+        None => serializer.serialize_none(),
+    }
+}
+
+/// What a delivery reads of its endpoint at each attempt: stored as JSON in
+/// the endpoint's row and returned by the claim beside the delivery.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Target {
+    pub(crate) url: String,
+    /// The current secret first, then the previous one while it overlaps.
+    pub(crate) secrets: Vec<StoredSecret>,
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Target")
+            .field("url", &shown_url(&self.url))
+            .field("secrets", &self.secrets.len())
+            .finish()
+    }
+}
+
+/// A secret as stored, and until when it signs (`None`: until replaced).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct StoredSecret {
+    pub(crate) key: String,
+    pub(crate) until_ms: Option<i64>,
+}
+
+impl Target {
+    /// The secrets that sign at `now`: the current one, and the previous
+    /// one until it expires.
+    pub(crate) fn signing_at(&self, now: Timestamp) -> Result<Vec<Secret>> {
+        self.secrets
+            .iter()
+            .filter(|secret| {
+                secret
+                    .until_ms
+                    .is_none_or(|until| until > now.as_unix_millis())
+            })
+            .map(|secret| Secret::parse(&secret.key))
+            .collect()
+    }
+
+    /// When the previous secret stops signing, if one overlaps at `now`.
+    pub(crate) fn previous_expires(&self, now: Timestamp) -> Option<Timestamp> {
+        self.secrets
+            .iter()
+            .filter_map(|secret| secret.until_ms)
+            .filter(|until| *until > now.as_unix_millis())
+            .max()
+            .and_then(|until| Timestamp::from_unix_millis(until).ok())
+    }
+
+    pub(crate) fn to_json(&self) -> Result<String> {
+        crate::sql::json_text(self, "endpoint target")
+    }
+
+    pub(crate) fn from_json(text: &str) -> Result<Target> {
+        serde_json::from_str(text).map_err(|error| Error::MalformedRow {
+            table: None,
+            row: None,
+            column: "target".into(),
+            reason: error.to_string(),
+        })
+    }
+}
+
+/// Only a URL's origin is shown (its path or query may hold a token).
+pub(crate) fn shown_url(url: &str) -> String {
+    url::Url::parse(url).map_or_else(
+        |_| "(unparsable)".to_owned(),
+        |url| url.origin().ascii_serialization(),
+    )
+}
+
+/// What an application allows its endpoints beyond public HTTPS.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Rules {
+    pub(crate) allow_http: bool,
+    pub(crate) allow_private: bool,
+    /// The event types the application publishes, if it names them.
+    pub(crate) known_types: Option<Vec<String>>,
+}
+
+impl Rules {
+    /// `url` as an endpoint may have it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] ("endpoint URL") for a URL that does not
+    /// parse, is not HTTPS (unless allowed), holds credentials, or names a
+    /// loopback, private, link-local or unspecified address (unless allowed).
+    pub(crate) fn check_url(&self, url: &str) -> Result<()> {
+        let parsed = url::Url::parse(url)
+            .map_err(|error| Error::invalid("endpoint URL", error.to_string()))?;
+        match parsed.scheme() {
+            "https" => {}
+            "http" if self.allow_http => {}
+            "http" => {
+                return Err(Error::invalid(
+                    "endpoint URL",
+                    "it is not HTTPS (allow plain HTTP with `Endpoints::allow_http`)",
+                ));
+            }
+            other => {
+                return Err(Error::invalid(
+                    "endpoint URL",
+                    format!("scheme {other:?} is not https"),
+                ));
+            }
+        }
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err(Error::invalid("endpoint URL", "it holds credentials"));
+        }
+        let private = match parsed.host() {
+            None => return Err(Error::invalid("endpoint URL", "it names no host")),
+            Some(url::Host::Domain(name)) => {
+                let name = name.trim_end_matches('.').to_ascii_lowercase();
+                name == "localhost" || name.ends_with(".localhost")
+            }
+            Some(url::Host::Ipv4(ip)) => is_private(IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => is_private(IpAddr::V6(ip)),
+        };
+        if private && !self.allow_private {
+            return Err(Error::invalid(
+                "endpoint URL",
+                "it names a loopback, private or link-local address (allow it with \
+                 `Endpoints::allow_private`)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `types` as an endpoint may subscribe to them.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] ("event types") for none, too many, an empty
+    /// or over-long one, or (when the application named its types) one it
+    /// does not publish.
+    pub(crate) fn check_subscriptions(&self, types: &[String]) -> Result<()> {
+        if types.is_empty() {
+            return Err(Error::invalid(
+                "event types",
+                "none given (\"*\" subscribes to every type)",
+            ));
+        }
+        if types.len() > MAX_EVENT_TYPES {
+            return Err(Error::invalid(
+                "event types",
+                format!("{} given; at most {MAX_EVENT_TYPES}", types.len()),
+            ));
+        }
+        for event_type in types.iter().filter(|t| *t != EVERY_TYPE) {
+            self.check_type(event_type)?;
+        }
+        Ok(())
+    }
+
+    /// One event type, as published or subscribed to.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] ("event type").
+    pub(crate) fn check_type(&self, event_type: &str) -> Result<()> {
+        if event_type.is_empty()
+            || event_type.len() > MAX_EVENT_TYPE_BYTES
+            || event_type == EVERY_TYPE
+        {
+            return Err(Error::invalid(
+                "event type",
+                format!(
+                    "{event_type:?}: types are 1 ..= {MAX_EVENT_TYPE_BYTES} bytes, and not \"*\""
+                ),
+            ));
+        }
+        if let Some(bad) = event_type.chars().find(|c| !c.is_ascii_graphic()) {
+            return Err(Error::invalid(
+                "event type",
+                format!("{event_type:?} contains {bad:?}; types are printable ASCII"),
+            ));
+        }
+        if let Some(known) = &self.known_types
+            && !known.iter().any(|k| k == event_type)
+        {
+            return Err(Error::invalid(
+                "event type",
+                format!("{event_type:?} is not one of the application's event types"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An owner as the application names it.
+pub(crate) fn check_owner(owner: &str) -> Result<()> {
+    check_key("endpoint owner", Some(owner))
+}
+
+/// A secret that signs: it parses, and is long enough.
+pub(crate) fn check_secret(secret: &str) -> Result<()> {
+    crate::webhook::Signer::new(vec![Secret::parse(secret)?]).map(|_| ())
+}
+
+/// Metadata: a JSON object of at most [`MAX_METADATA_BYTES`].
+pub(crate) fn metadata_text(metadata: &serde_json::Value) -> Result<String> {
+    if !metadata.is_object() {
+        return Err(Error::invalid(
+            "endpoint metadata",
+            "it is not a JSON object",
+        ));
+    }
+    let text = crate::sql::json_text(metadata, "endpoint metadata")?;
+    if text.len() > MAX_METADATA_BYTES {
+        return Err(Error::invalid(
+            "endpoint metadata",
+            format!("it is {} bytes; at most {MAX_METADATA_BYTES}", text.len()),
+        ));
+    }
+    Ok(text)
+}
+
+/// Loopback, private, link-local, shared, unspecified or broadcast: an
+/// address no public receiver has.
+fn is_private(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(ip) => is_private_v4(ip),
+        IpAddr::V6(ip) => match ip.to_ipv4_mapped() {
+            Some(v4) => is_private_v4(v4),
+            None => is_private_v6(ip),
+        },
+    }
+}
+
+fn is_private_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, ..] = ip.octets();
+    ip.is_loopback()
+        || ip.is_private()
+        || ip.is_link_local()
+        || ip.is_unspecified()
+        || ip.is_broadcast()
+        // 100.64.0.0/10, carrier-grade NAT.
+        || (a == 100 && (64..128).contains(&b))
+}
+
+fn is_private_v6(ip: Ipv6Addr) -> bool {
+    let first = ip.segments()[0];
+    ip.is_loopback()
+        || ip.is_unspecified()
+        // fc00::/7, unique local; fe80::/10, link-local.
+        || (first & 0xfe00) == 0xfc00
+        || (first & 0xffc0) == 0xfe80
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(rules: &Rules, url: &str) -> String {
+        match rules.check_url(url) {
+            Err(Error::InvalidInput { what, reason }) => {
+                assert_eq!(what, "endpoint URL");
+                reason
+            }
+            other => panic!("{url}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_public_https_urls_without_credentials_pass_by_default() {
+        let rules = Rules::default();
+        assert!(
+            rules
+                .check_url("https://hooks.example.com/in?token=x")
+                .is_ok()
+        );
+        assert!(refused(&rules, "http://hooks.example.com/").contains("not HTTPS"));
+        assert!(refused(&rules, "ftp://hooks.example.com/").contains("not https"));
+        assert!(refused(&rules, "https://user:pw@hooks.example.com/").contains("credentials"));
+        for private in [
+            "https://localhost/",
+            "https://api.localhost./",
+            "https://127.0.0.1/",
+            "https://10.1.2.3/",
+            "https://192.168.0.1:8443/",
+            "https://172.16.0.1/",
+            "https://169.254.169.254/latest/meta-data",
+            "https://100.64.0.1/",
+            "https://0.0.0.0/",
+            "https://[::1]/",
+            "https://[fd00::1]/",
+            "https://[fe80::1]/",
+            "https://[::ffff:127.0.0.1]/",
+        ] {
+            assert!(refused(&rules, private).contains("loopback"), "{private}");
+        }
+        assert!(rules.check_url("https://8.8.8.8/").is_ok());
+        assert!(rules.check_url("https://[2606:4700::1111]/").is_ok());
+        let open = Rules {
+            allow_http: true,
+            allow_private: true,
+            known_types: None,
+        };
+        assert!(open.check_url("http://127.0.0.1:8080/hook").is_ok());
+        assert!(refused(&open, "not a url").contains("relative URL"));
+    }
+
+    #[test]
+    fn event_types_are_checked_against_the_catalogue_when_there_is_one() {
+        let rules = Rules::default();
+        let types = |list: &[&str]| list.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
+        assert!(rules.check_subscriptions(&types(&["*"])).is_ok());
+        assert!(rules.check_subscriptions(&types(&["order.paid"])).is_ok());
+        assert!(rules.check_subscriptions(&[]).is_err());
+        assert!(rules.check_subscriptions(&types(&["has space"])).is_err());
+        assert!(
+            rules.check_type("*").is_err(),
+            "an event's own type is never \"*\""
+        );
+        let catalogue = Rules {
+            known_types: Some(types(&["order.paid"])),
+            ..Rules::default()
+        };
+        assert!(
+            catalogue
+                .check_subscriptions(&types(&["order.paid", "*"]))
+                .is_ok()
+        );
+        let unknown = catalogue
+            .check_subscriptions(&types(&["order.lost"]))
+            .unwrap_err();
+        assert!(unknown.to_string().contains("not one of"), "{unknown}");
+    }
+
+    #[test]
+    fn a_target_signs_with_the_previous_secret_until_it_expires() {
+        let at = |ms| Timestamp::from_unix_millis(ms).unwrap();
+        let target = Target {
+            url: "https://hooks.example.com/".into(),
+            secrets: vec![
+                StoredSecret {
+                    key: "whsec_bmV3LXNlY3JldC1rZXktb2YtMjQtYnl0ZXM=".into(),
+                    until_ms: None,
+                },
+                StoredSecret {
+                    key: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+                    until_ms: Some(1_000),
+                },
+            ],
+        };
+        assert_eq!(target.signing_at(at(999)).unwrap().len(), 2);
+        assert_eq!(target.previous_expires(at(999)), Some(at(1_000)));
+        assert_eq!(target.signing_at(at(1_000)).unwrap().len(), 1);
+        assert_eq!(target.previous_expires(at(1_000)), None);
+        let shown = format!("{target:?}");
+        assert!(
+            !shown.contains("whsec") && !shown.contains("MfKQ"),
+            "{shown}"
+        );
+        assert_eq!(
+            Target::from_json(&target.to_json().unwrap()).unwrap(),
+            target
+        );
+    }
+
+    #[test]
+    fn metadata_is_a_bounded_object() {
+        assert!(metadata_text(&serde_json::json!({"plan": "pro"})).is_ok());
+        assert!(metadata_text(&serde_json::json!([1])).is_err());
+        let big = serde_json::json!({"x": "y".repeat(MAX_METADATA_BYTES)});
+        assert!(metadata_text(&big).is_err());
+        assert!(
+            check_secret("whsec_c3RyYW5nZXI=").is_err(),
+            "too short to sign with"
+        );
+        assert!(check_owner("").is_err());
+    }
+}

@@ -1,0 +1,409 @@
+//! The endpoints handle: create, read, change and delete an outbox's
+//! endpoints, every call scoped by owner.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::model::{
+    Endpoint, EndpointState, EndpointUpdate, NewEndpoint, Rules, StoredSecret, Target, check_owner,
+    check_secret, metadata_text,
+};
+use crate::database::{Row, Statement};
+use crate::error::{Error, Result};
+use crate::outbox::{Outbox, check_key};
+use crate::sql::claim_floor;
+use crate::sql::endpoints::{
+    self, EndpointRow, endpoint_col, endpoint_state, endpoints_table, subscription_col,
+};
+use crate::time::Timestamp;
+
+/// The endpoints of one [`Outbox`], stored in its database beside it
+/// (`<table>_endpoints`), so an event fans out to them inside the
+/// application's own batch ([`Batch::publish`](crate::Batch::publish)).
+///
+/// Every call names the owner (the tenant the application names): an
+/// endpoint of another owner is [`Error::NotFound`], and nothing of it is
+/// read or changed. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    pub(crate) outbox: Outbox,
+    pub(crate) rules: Rules,
+}
+
+impl Endpoints {
+    /// The endpoints of `outbox`: public HTTPS URLs only, any event type.
+    pub fn new(outbox: &Outbox) -> Self {
+        Endpoints {
+            outbox: outbox.clone(),
+            rules: Rules::default(),
+        }
+    }
+
+    /// Allows plain `http://` URLs (for local development).
+    #[must_use]
+    pub fn allow_http(mut self, allow: bool) -> Self {
+        self.rules.allow_http = allow;
+        self
+    }
+
+    /// Allows URLs naming loopback, private or link-local addresses and
+    /// `localhost` (refused by default: a tenant must not reach the
+    /// application's own network through its endpoint).
+    #[must_use]
+    pub fn allow_private(mut self, allow: bool) -> Self {
+        self.rules.allow_private = allow;
+        self
+    }
+
+    /// The event types the application publishes: an endpoint subscribing
+    /// to another, or an event published with another, is refused.
+    #[must_use]
+    pub fn event_types<T: Into<String>>(mut self, types: impl IntoIterator<Item = T>) -> Self {
+        self.rules.known_types = Some(types.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The outbox whose endpoints these are.
+    pub fn outbox(&self) -> &Outbox {
+        &self.outbox
+    }
+
+    /// Creates an endpoint; it is enabled at once. Returns it, with its id.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the bad field: the owner, the URL
+    /// (see [`allow_http`](Self::allow_http), [`allow_private`](Self::allow_private)),
+    /// the secret (it must parse and hold 24 bytes or more), the event types,
+    /// the metadata. Database errors.
+    pub async fn create(&self, new: NewEndpoint) -> Result<Endpoint> {
+        check_owner(&new.owner)?;
+        self.rules.check_url(&new.url)?;
+        check_secret(&new.secret)?;
+        self.rules.check_subscriptions(&new.event_types)?;
+        let metadata = metadata_text(&new.metadata)?;
+        let now = self.outbox.now();
+        let id = format!("ep_{}", self.outbox.new_ulid(now));
+        let target = Target {
+            url: new.url,
+            secrets: vec![StoredSecret {
+                key: new.secret,
+                until_ms: None,
+            }],
+        }
+        .to_json()?;
+        let (table, dialect) = (self.outbox.table(), self.outbox.dialect());
+        let mut statements = vec![endpoints::insert(
+            table,
+            dialect,
+            &EndpointRow {
+                id: &id,
+                owner: &new.owner,
+                target: &target,
+                metadata: &metadata,
+                state: endpoint_state::ENABLED,
+                at: now,
+            },
+        )?];
+        for event_type in &new.event_types {
+            statements.push(endpoints::subscribe(
+                table, dialect, &new.owner, &id, event_type,
+            )?);
+        }
+        self.outbox.database().batch_atomic(&statements).await?;
+        self.get(&new.owner, &id).await
+    }
+
+    /// `owner`'s endpoint `id`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if `owner` has no endpoint `id`; database errors.
+    pub async fn get(&self, owner: &str, id: &str) -> Result<Endpoint> {
+        check_owner(owner)?;
+        check_key("endpoint id", Some(id))?;
+        self.read(owner, Some(id))
+            .await?
+            .pop()
+            .ok_or_else(|| not_found(id))
+    }
+
+    /// `owner`'s endpoints, in id order.
+    ///
+    /// # Errors
+    /// Database errors; [`Error::MalformedRow`] for a row that does not
+    /// decode.
+    pub async fn list(&self, owner: &str) -> Result<Vec<Endpoint>> {
+        check_owner(owner)?;
+        self.read(owner, None).await
+    }
+
+    /// Changes the URL, event types or metadata of `owner`'s endpoint `id`.
+    /// Its pending deliveries go to the new URL from their next attempt.
+    ///
+    /// # Errors
+    /// As [`create`](Self::create) for the fields changed;
+    /// [`Error::NotFound`].
+    pub async fn update(&self, owner: &str, id: &str, update: EndpointUpdate) -> Result<Endpoint> {
+        let current = self.get(owner, id).await?;
+        let mut target = self.target_of(owner, id).await?;
+        if let Some(url) = update.url {
+            self.rules.check_url(&url)?;
+            target.url = url;
+        }
+        if let Some(types) = &update.event_types {
+            self.rules.check_subscriptions(types)?;
+        }
+        let metadata = metadata_text(update.metadata.as_ref().unwrap_or(&current.metadata))?;
+        let (table, dialect, now) = (
+            self.outbox.table(),
+            self.outbox.dialect(),
+            self.outbox.now(),
+        );
+        let mut statements = vec![endpoints::update(
+            table,
+            dialect,
+            owner,
+            id,
+            &target.to_json()?,
+            &metadata,
+            now,
+        )?];
+        if let Some(types) = &update.event_types {
+            statements.push(endpoints::unsubscribe(table, dialect, owner, id)?);
+            for event_type in types {
+                statements.push(endpoints::subscribe(table, dialect, owner, id, event_type)?);
+            }
+        }
+        self.write(id, &statements, 0).await?;
+        self.get(owner, id).await
+    }
+
+    /// Rotates the secret of `owner`'s endpoint `id`: `secret` signs from
+    /// now on, and the one it replaces signs beside it for `overlap`, so a
+    /// receiver can switch within that time without refusing a delivery.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a secret that does not parse or is too
+    /// short to sign with; [`Error::NotFound`].
+    pub async fn rotate_secret(
+        &self,
+        owner: &str,
+        id: &str,
+        secret: &str,
+        overlap: Duration,
+    ) -> Result<Endpoint> {
+        check_secret(secret)?;
+        let current = self.get(owner, id).await?;
+        let mut target = self.target_of(owner, id).await?;
+        let now = self.outbox.now();
+        let until = now.checked_add(overlap)?.as_unix_millis();
+        let previous = target.secrets.first().cloned();
+        target.secrets = std::iter::once(StoredSecret {
+            key: secret.to_owned(),
+            until_ms: None,
+        })
+        .chain(previous.map(|old| StoredSecret {
+            key: old.key,
+            until_ms: Some(until),
+        }))
+        .filter(|stored| {
+            stored
+                .until_ms
+                .is_none_or(|until| until > now.as_unix_millis())
+        })
+        .collect();
+        let metadata = metadata_text(&current.metadata)?;
+        let statement = endpoints::update(
+            self.outbox.table(),
+            self.outbox.dialect(),
+            owner,
+            id,
+            &target.to_json()?,
+            &metadata,
+            now,
+        )?;
+        self.write(id, &[statement], 0).await?;
+        self.get(owner, id).await
+    }
+
+    /// Disables `owner`'s endpoint `id`: it is given no new events, and its
+    /// pending deliveries are held (no attempt spent, none dead) until it
+    /// is [enabled](Self::enable) again.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; database errors.
+    pub async fn disable(&self, owner: &str, id: &str, reason: &str) -> Result<()> {
+        self.hold(owner, id, endpoint_state::DISABLED, reason).await
+    }
+
+    /// Pauses `owner`'s endpoint `id`: new events still reach it, and wait
+    /// with its pending deliveries until it is [enabled](Self::enable).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; database errors.
+    pub async fn pause(&self, owner: &str, id: &str, reason: &str) -> Result<()> {
+        self.hold(owner, id, endpoint_state::PAUSED, reason).await
+    }
+
+    /// Enables `owner`'s endpoint `id` (disabled by anyone, its receiver's
+    /// `410` included, or paused): its held deliveries are due at once.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; database errors.
+    pub async fn enable(&self, owner: &str, id: &str) -> Result<()> {
+        self.get(owner, id).await?;
+        let (table, dialect, now) = (
+            self.outbox.table(),
+            self.outbox.dialect(),
+            self.outbox.now(),
+        );
+        let mut statements = vec![
+            endpoints::set_state(table, dialect, owner, id, endpoint_state::ENABLED, now)?,
+            endpoints::unhold(table, dialect, owner, id)?,
+            crate::sql::settle::release_held_topic(table, dialect, id, now)?,
+        ];
+        statements.extend(claim_floor::resume(dialect, table, id));
+        self.write(id, &statements, 0).await
+    }
+
+    /// Deletes `owner`'s endpoint `id`, its subscriptions and its
+    /// deliveries (a delivery under way finds its lease lost).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; database errors.
+    pub async fn delete(&self, owner: &str, id: &str) -> Result<()> {
+        self.get(owner, id).await?;
+        let (table, dialect) = (self.outbox.table(), self.outbox.dialect());
+        let statements = [
+            endpoints::delete_deliveries(table, dialect, owner, id)?,
+            endpoints::unsubscribe(table, dialect, owner, id)?,
+            endpoints::unhold(table, dialect, owner, id)?,
+            endpoints::delete(table, dialect, owner, id)?,
+        ];
+        self.write(id, &statements, 3).await
+    }
+
+    async fn hold(&self, owner: &str, id: &str, state: &'static str, reason: &str) -> Result<()> {
+        check_key("reason", Some(reason))?;
+        self.get(owner, id).await?;
+        let (table, dialect, now) = (
+            self.outbox.table(),
+            self.outbox.dialect(),
+            self.outbox.now(),
+        );
+        let statements = [
+            endpoints::set_state(table, dialect, owner, id, state, now)?,
+            endpoints::hold(table, dialect, owner, id, reason, now)?,
+        ];
+        self.write(id, &statements, 0).await
+    }
+
+    /// Runs `statements`, of which the one at `naming` writes the endpoint's
+    /// own row (by id and owner): `NotFound` when it matched none (deleted
+    /// since it was read).
+    async fn write(&self, id: &str, statements: &[Statement], naming: usize) -> Result<()> {
+        let outcomes = self.outbox.database().batch_atomic(statements).await?;
+        match outcomes.get(naming) {
+            Some(outcome) if outcome.rows_affected > 0 => Ok(()),
+            _ => Err(not_found(id)),
+        }
+    }
+
+    /// The stored target of `owner`'s endpoint `id`.
+    async fn target_of(&self, owner: &str, id: &str) -> Result<Target> {
+        let statement =
+            endpoints::select(self.outbox.table(), self.outbox.dialect(), owner, Some(id))?;
+        let rows = self.outbox.database().query(&statement).await?;
+        let row = rows.first().ok_or_else(|| not_found(id))?;
+        let table = endpoints_table(self.outbox.table());
+        Target::from_json(&row.get::<String>(endpoint_col::TARGET)?)
+            .map_err(|error| error.in_row(&table, Some(id)))
+    }
+
+    /// `owner`'s endpoints (`id` alone if given), with their subscriptions,
+    /// in one call.
+    async fn read(&self, owner: &str, id: Option<&str>) -> Result<Vec<Endpoint>> {
+        let (table, dialect) = (self.outbox.table(), self.outbox.dialect());
+        let statements = [
+            endpoints::select(table, dialect, owner, id)?,
+            endpoints::select_subscriptions(table, dialect, owner, id)?,
+        ];
+        let outcomes = self.outbox.database().run_atomic(&statements).await?;
+        let (Some(rows), Some(subscriptions)) = (outcomes.first(), outcomes.get(1)) else {
+            return Err(Error::database(
+                "the database returned fewer outcomes than statements",
+            ));
+        };
+        let name = endpoints_table(table);
+        let mut types: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for row in subscriptions.rows.iter() {
+            types
+                .entry(row.get(subscription_col::ENDPOINT)?)
+                .or_default()
+                .push(row.get(subscription_col::EVENT_TYPE)?);
+        }
+        let now = self.outbox.now();
+        rows.rows
+            .iter()
+            .map(|row| {
+                let id: String = row
+                    .get(endpoint_col::ID)
+                    .map_err(|e| e.in_row(&name, None))?;
+                decode(&row, types.remove(&id).unwrap_or_default(), now)
+                    .map_err(|error| error.in_row(&name, Some(&id)))
+            })
+            .collect()
+    }
+}
+
+/// One endpoint's row, its hold and its subscriptions.
+fn decode(row: &Row<'_>, event_types: Vec<String>, now: Timestamp) -> Result<Endpoint> {
+    let target = Target::from_json(&row.get::<String>(endpoint_col::TARGET)?)?;
+    let metadata =
+        serde_json::from_str(&row.get::<String>(endpoint_col::METADATA)?).map_err(|error| {
+            Error::MalformedRow {
+                table: None,
+                row: None,
+                column: endpoint_col::METADATA.into(),
+                reason: error.to_string(),
+            }
+        })?;
+    let held: Option<String> = row.get(endpoint_col::HELD_REASON)?;
+    let held_at: Option<Timestamp> = row.get(endpoint_col::HELD_AT)?;
+    let updated_at: Timestamp = row.get(endpoint_col::UPDATED_AT)?;
+    let state = match (
+        row.get::<String>(endpoint_col::STATE)?.as_str(),
+        held,
+        held_at,
+    ) {
+        (endpoint_state::PAUSED, Some(reason), Some(since)) => {
+            EndpointState::Paused { reason, since }
+        }
+        // Disabled by the application, or by its receiver while the state
+        // still says enabled.
+        (_, Some(reason), Some(since)) => EndpointState::Disabled { reason, since },
+        // Its hold lifted by `Outbox::resume_topic`: still given no events.
+        (endpoint_state::DISABLED, _, _) => EndpointState::Disabled {
+            reason: "disabled".to_owned(),
+            since: updated_at,
+        },
+        _ => EndpointState::Enabled,
+    };
+    Ok(Endpoint {
+        id: row.get(endpoint_col::ID)?,
+        owner: row.get(endpoint_col::OWNER)?,
+        previous_secret_expires: target.previous_expires(now),
+        url: target.url,
+        event_types,
+        state,
+        metadata,
+        created_at: row.get(endpoint_col::CREATED_AT)?,
+        updated_at,
+    })
+}
+
+fn not_found(id: &str) -> Error {
+    Error::NotFound {
+        what: "endpoint",
+        id: id.to_owned(),
+    }
+}

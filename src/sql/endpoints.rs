@@ -1,0 +1,498 @@
+//! The statements of an outbox's endpoints (`<table>_endpoints`), their
+//! subscriptions (`<table>_subscriptions`) and published events
+//! (`<table>_events`), and the fan-out that turns one event into a delivery
+//! row per endpoint inside the publishing batch.
+//!
+//! Every write that names an endpoint also names its owner, so a caller who
+//! knows another owner's endpoint id changes nothing of it.
+
+use sea_query::{BinOper, Expr, ExprTrait, OnConflict, Order, Query, SelectStatement};
+
+use super::paused::{paused_col, paused_table, paused_topics};
+use super::{claim_floor, col, state};
+use crate::database::{Dialect, Statement, query_error};
+use crate::error::Result;
+use crate::identifier::TableName;
+use crate::time::Timestamp;
+
+/// The endpoints table's column names.
+pub(crate) mod endpoint_col {
+    pub(crate) const ID: &str = "id";
+    pub(crate) const OWNER: &str = "owner";
+    pub(crate) const TARGET: &str = "target";
+    pub(crate) const METADATA: &str = "metadata";
+    pub(crate) const STATE: &str = "state";
+    pub(crate) const CREATED_AT: &str = "created_at";
+    pub(crate) const UPDATED_AT: &str = "updated_at";
+    /// Of a read: why the endpoint is held (its pause's reason), if it is.
+    pub(crate) const HELD_REASON: &str = "held_reason";
+    /// Of a read: since when it is held.
+    pub(crate) const HELD_AT: &str = "held_at";
+}
+
+/// The subscriptions table's column names.
+pub(crate) mod subscription_col {
+    pub(crate) const EVENT_TYPE: &str = "event_type";
+    pub(crate) const ENDPOINT: &str = "endpoint";
+}
+
+/// The events table's column names.
+pub(crate) mod event_col {
+    pub(crate) const ID: &str = "id";
+    pub(crate) const OWNER: &str = "owner";
+    pub(crate) const EVENT_TYPE: &str = "event_type";
+    pub(crate) const PAYLOAD: &str = "payload";
+    pub(crate) const SUBJECT: &str = "subject";
+    pub(crate) const CREATED_AT: &str = "created_at";
+}
+
+/// The values of an endpoint's `state`.
+pub(crate) mod endpoint_state {
+    pub(crate) const ENABLED: &str = "enabled";
+    pub(crate) const DISABLED: &str = "disabled";
+    pub(crate) const PAUSED: &str = "paused";
+}
+
+/// The subscription that matches every event type.
+pub(crate) const EVERY_TYPE: &str = "*";
+
+/// The column a claim returns each row's endpoint target in (null for a
+/// row whose topic is no endpoint).
+pub(crate) const RETURNED_TARGET: &str = "endpoint_target";
+
+pub(crate) fn endpoints_table(table: &TableName) -> String {
+    format!("{}_endpoints", table.as_str())
+}
+
+pub(crate) fn subscriptions_table(table: &TableName) -> String {
+    format!("{}_subscriptions", table.as_str())
+}
+
+pub(crate) fn events_table(table: &TableName) -> String {
+    format!("{}_events", table.as_str())
+}
+
+/// `(SELECT target FROM <table>_endpoints WHERE id = <table>.topic) AS
+/// endpoint_target`: what a claim returns beside each row, so a delivery
+/// reads its endpoint as it is at the attempt with no call of its own.
+pub(crate) fn returned_target(table: &TableName) -> Expr {
+    Expr::cust(format!(
+        "(SELECT \"{target}\" FROM \"{endpoints}\" WHERE \"{id}\" = \"{table}\".\"{topic}\") AS \"{RETURNED_TARGET}\"",
+        target = endpoint_col::TARGET,
+        endpoints = endpoints_table(table),
+        id = endpoint_col::ID,
+        table = table.as_str(),
+        topic = col::TOPIC,
+    ))
+}
+
+/// An endpoint's row as written.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EndpointRow<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) target: &'a str,
+    pub(crate) metadata: &'a str,
+    pub(crate) state: &'static str,
+    pub(crate) at: Timestamp,
+}
+
+/// Inserts a new endpoint (a taken id fails on the primary key).
+pub(crate) fn insert(
+    table: &TableName,
+    dialect: Dialect,
+    row: &EndpointRow<'_>,
+) -> Result<Statement> {
+    let mut insert = Query::insert();
+    insert
+        .into_table(endpoints_table(table))
+        .columns([
+            endpoint_col::ID,
+            endpoint_col::OWNER,
+            endpoint_col::TARGET,
+            endpoint_col::METADATA,
+            endpoint_col::STATE,
+            endpoint_col::CREATED_AT,
+            endpoint_col::UPDATED_AT,
+        ])
+        .values([
+            row.id.into(),
+            row.owner.into(),
+            row.target.into(),
+            row.metadata.into(),
+            row.state.into(),
+            row.at.as_unix_millis().into(),
+            row.at.as_unix_millis().into(),
+        ])
+        .map_err(query_error)?;
+    dialect.render(&insert)
+}
+
+/// The endpoint `id` of `owner` (a select of its id, for `IN`).
+fn owned(table: &TableName, owner: &str, id: &str) -> SelectStatement {
+    let mut select = Query::select();
+    select
+        .column(endpoint_col::ID)
+        .from(endpoints_table(table))
+        .and_where(Expr::col(endpoint_col::ID).eq(id))
+        .and_where(Expr::col(endpoint_col::OWNER).eq(owner));
+    select
+}
+
+/// Rewrites the target and metadata of `owner`'s endpoint `id`.
+pub(crate) fn update(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+    target: &str,
+    metadata: &str,
+    at: Timestamp,
+) -> Result<Statement> {
+    let mut update = Query::update();
+    update
+        .table(endpoints_table(table))
+        .value(endpoint_col::TARGET, target)
+        .value(endpoint_col::METADATA, metadata)
+        .value(endpoint_col::UPDATED_AT, at.as_unix_millis())
+        .and_where(Expr::col(endpoint_col::ID).eq(id))
+        .and_where(Expr::col(endpoint_col::OWNER).eq(owner));
+    dialect.render(&update)
+}
+
+/// Sets the state of `owner`'s endpoint `id`.
+pub(crate) fn set_state(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+    state: &'static str,
+    at: Timestamp,
+) -> Result<Statement> {
+    let mut update = Query::update();
+    update
+        .table(endpoints_table(table))
+        .value(endpoint_col::STATE, state)
+        .value(endpoint_col::UPDATED_AT, at.as_unix_millis())
+        .and_where(Expr::col(endpoint_col::ID).eq(id))
+        .and_where(Expr::col(endpoint_col::OWNER).eq(owner));
+    dialect.render(&update)
+}
+
+/// Holds the deliveries of `owner`'s endpoint `id` (its pause row, with
+/// `reason`; an earlier reason is replaced).
+pub(crate) fn hold(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+    reason: &str,
+    at: Timestamp,
+) -> Result<Statement> {
+    let mut select = owned(table, owner, id);
+    select
+        .expr(Expr::val(reason))
+        .expr(Expr::val(at.as_unix_millis()));
+    let mut insert = Query::insert();
+    insert
+        .into_table(paused_table(table))
+        .columns([paused_col::TOPIC, paused_col::REASON, paused_col::PAUSED_AT])
+        .select_from(select)
+        .map_err(query_error)?
+        .on_conflict(
+            OnConflict::column(paused_col::TOPIC)
+                .update_columns([paused_col::REASON, paused_col::PAUSED_AT])
+                .to_owned(),
+        );
+    dialect.render(&insert)
+}
+
+/// Ends the hold on `owner`'s endpoint `id` (its pause row).
+pub(crate) fn unhold(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+) -> Result<Statement> {
+    let mut delete = Query::delete();
+    delete
+        .from_table(paused_table(table))
+        .and_where(Expr::col(paused_col::TOPIC).in_subquery(owned(table, owner, id)));
+    dialect.render(&delete)
+}
+
+/// Deletes the subscriptions of `owner`'s endpoint `id`.
+pub(crate) fn unsubscribe(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+) -> Result<Statement> {
+    let mut delete = Query::delete();
+    delete
+        .from_table(subscriptions_table(table))
+        .and_where(Expr::col(subscription_col::ENDPOINT).in_subquery(owned(table, owner, id)));
+    dialect.render(&delete)
+}
+
+/// Subscribes `owner`'s endpoint `id` to `event_type`.
+pub(crate) fn subscribe(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+    event_type: &str,
+) -> Result<Statement> {
+    let mut select = Query::select();
+    select
+        .expr(Expr::val(event_type))
+        .column(endpoint_col::ID)
+        .from(endpoints_table(table))
+        .and_where(Expr::col(endpoint_col::ID).eq(id))
+        .and_where(Expr::col(endpoint_col::OWNER).eq(owner));
+    let mut insert = Query::insert();
+    insert
+        .into_table(subscriptions_table(table))
+        .columns([subscription_col::EVENT_TYPE, subscription_col::ENDPOINT])
+        .select_from(select)
+        .map_err(query_error)?
+        .on_conflict(
+            OnConflict::columns([subscription_col::EVENT_TYPE, subscription_col::ENDPOINT])
+                .do_nothing()
+                .to_owned(),
+        );
+    dialect.render(&insert)
+}
+
+/// Deletes the delivery rows of `owner`'s endpoint `id` (pending, leased or
+/// dead): a leased one's settle then finds its lease lost.
+pub(crate) fn delete_deliveries(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+) -> Result<Statement> {
+    let mut delete = Query::delete();
+    delete
+        .from_table(table.as_str().to_owned())
+        .and_where(Expr::col(col::TOPIC).in_subquery(owned(table, owner, id)))
+        .and_where(Expr::col(col::EVENT_ID).is_not_null());
+    dialect.render(&delete)
+}
+
+/// Deletes `owner`'s endpoint `id` itself (sent last: the statements
+/// before it find it by its owner).
+pub(crate) fn delete(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+) -> Result<Statement> {
+    let mut delete = Query::delete();
+    delete
+        .from_table(endpoints_table(table))
+        .and_where(Expr::col(endpoint_col::ID).eq(id))
+        .and_where(Expr::col(endpoint_col::OWNER).eq(owner));
+    dialect.render(&delete)
+}
+
+/// `owner`'s endpoints (`id` alone if given), in id order, each with its
+/// hold's reason and time (null when it has none).
+pub(crate) fn select(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: Option<&str>,
+) -> Result<Statement> {
+    let endpoints = endpoints_table(table);
+    let paused = paused_table(table);
+    let mut select = Query::select();
+    select
+        .columns(
+            [
+                endpoint_col::ID,
+                endpoint_col::OWNER,
+                endpoint_col::TARGET,
+                endpoint_col::METADATA,
+                endpoint_col::STATE,
+                endpoint_col::CREATED_AT,
+                endpoint_col::UPDATED_AT,
+            ]
+            .map(|column| (endpoints.clone(), column)),
+        )
+        .expr_as(
+            Expr::col((paused.clone(), paused_col::REASON)),
+            endpoint_col::HELD_REASON,
+        )
+        .expr_as(
+            Expr::col((paused.clone(), paused_col::PAUSED_AT)),
+            endpoint_col::HELD_AT,
+        )
+        .from(endpoints.clone())
+        .left_join(
+            paused.clone(),
+            Expr::col((paused, paused_col::TOPIC)).equals((endpoints.clone(), endpoint_col::ID)),
+        )
+        .and_where(Expr::col((endpoints.clone(), endpoint_col::OWNER)).eq(owner))
+        .order_by((endpoints.clone(), endpoint_col::ID), Order::Asc);
+    if let Some(id) = id {
+        select.and_where(Expr::col((endpoints, endpoint_col::ID)).eq(id));
+    }
+    dialect.render(&select)
+}
+
+/// The subscriptions of `owner`'s endpoints (`id`'s alone if given).
+pub(crate) fn select_subscriptions(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: Option<&str>,
+) -> Result<Statement> {
+    let mut endpoints = Query::select();
+    endpoints
+        .column(endpoint_col::ID)
+        .from(endpoints_table(table))
+        .and_where(Expr::col(endpoint_col::OWNER).eq(owner));
+    if let Some(id) = id {
+        endpoints.and_where(Expr::col(endpoint_col::ID).eq(id));
+    }
+    let mut select = Query::select();
+    select
+        .columns([subscription_col::ENDPOINT, subscription_col::EVENT_TYPE])
+        .from(subscriptions_table(table))
+        .and_where(Expr::col(subscription_col::ENDPOINT).in_subquery(endpoints))
+        .order_by(subscription_col::ENDPOINT, Order::Asc)
+        .order_by(subscription_col::EVENT_TYPE, Order::Asc);
+    dialect.render(&select)
+}
+
+/// An event as published.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EventRow<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) event_type: &'a str,
+    pub(crate) payload: &'a str,
+    pub(crate) subject: Option<&'a str>,
+    pub(crate) at: Timestamp,
+}
+
+/// Keeps the event (a taken id fails on the primary key).
+pub(crate) fn insert_event(
+    table: &TableName,
+    dialect: Dialect,
+    event: &EventRow<'_>,
+) -> Result<Statement> {
+    let mut insert = Query::insert();
+    insert
+        .into_table(events_table(table))
+        .columns([
+            event_col::ID,
+            event_col::OWNER,
+            event_col::EVENT_TYPE,
+            event_col::PAYLOAD,
+            event_col::SUBJECT,
+            event_col::CREATED_AT,
+        ])
+        .values([
+            event.id.into(),
+            event.owner.into(),
+            event.event_type.into(),
+            event.payload.into(),
+            event.subject.map(str::to_owned).into(),
+            event.at.as_unix_millis().into(),
+        ])
+        .map_err(query_error)?;
+    dialect.render(&insert)
+}
+
+/// The separator of a delivery's id: `<event id>:<endpoint id>`.
+pub(crate) const DELIVERY_ID_SEPARATOR: &str = ":";
+
+/// One delivery row of `event` per endpoint of its owner that takes new
+/// events (enabled and not held, or paused by an operator: its deliveries
+/// wait) and subscribes to its type (or to every type), due at once. A
+/// delivery's id and dedup key are `<event id>:<endpoint id>`, so the same
+/// event is never pending twice for one endpoint; its topic is the
+/// endpoint's id. Reads the owner's endpoints through their index.
+pub(crate) fn fan_out(
+    table: &TableName,
+    dialect: Dialect,
+    event: &EventRow<'_>,
+) -> Result<Statement> {
+    let endpoints = endpoints_table(table);
+    let at = event.at.as_unix_millis();
+    let text = |value: Option<&str>| Expr::val(value.map(str::to_owned)).cast_as("TEXT");
+    let per_endpoint = || -> Expr {
+        Expr::val(event.id)
+            .cast_as("TEXT")
+            .binary(
+                BinOper::Custom("||"),
+                Expr::val(DELIVERY_ID_SEPARATOR).cast_as("TEXT"),
+            )
+            .binary(
+                BinOper::Custom("||"),
+                Expr::col((endpoints.clone(), endpoint_col::ID)),
+            )
+    };
+    let mut columns = vec![
+        col::STATE,
+        col::DUE_AT,
+        col::ID,
+        col::TOPIC,
+        col::PAYLOAD,
+        col::SUBJECT,
+        col::DEDUP_KEY,
+        col::ID_GIVEN,
+        col::ATTEMPTS,
+        col::CREATED_AT,
+        col::EVENT_ID,
+    ];
+    let mut values = vec![
+        Expr::val(state::READY).cast_as("TEXT"),
+        Expr::val(at).cast_as("BIGINT"),
+        per_endpoint(),
+        Expr::col((endpoints.clone(), endpoint_col::ID)),
+        text(Some(event.payload)),
+        text(event.subject),
+        per_endpoint(),
+        Expr::val(0).cast_as("BIGINT"),
+        Expr::val(0).cast_as("BIGINT"),
+        Expr::val(at).cast_as("BIGINT"),
+        text(Some(event.id)),
+    ];
+    if let Some(late) = claim_floor::late_due(dialect, table, Expr::val(at).cast_as("BIGINT")) {
+        columns.push(col::LATE_DUE);
+        values.push(late);
+    }
+    let mut subscribed = Query::select();
+    subscribed
+        .column(subscription_col::ENDPOINT)
+        .from(subscriptions_table(table))
+        .and_where(Expr::col(subscription_col::EVENT_TYPE).is_in([event.event_type, EVERY_TYPE]));
+    let state_is =
+        |value: &'static str| Expr::col((endpoints.clone(), endpoint_col::STATE)).eq(value);
+    let takes_events = state_is(endpoint_state::PAUSED).or(state_is(endpoint_state::ENABLED).and(
+        Expr::col((endpoints.clone(), endpoint_col::ID)).not_in_subquery(paused_topics(table)),
+    ));
+    let mut select = Query::select();
+    select
+        .exprs(values)
+        .from(endpoints.clone())
+        .and_where(Expr::col((endpoints.clone(), endpoint_col::OWNER)).eq(event.owner))
+        .and_where(takes_events)
+        .and_where(Expr::col((endpoints, endpoint_col::ID)).in_subquery(subscribed));
+    let mut insert = Query::insert();
+    insert
+        .into_table(table.as_str().to_owned())
+        .columns(columns)
+        .select_from(select)
+        .map_err(query_error)?
+        .on_conflict(
+            OnConflict::column(col::DEDUP_KEY)
+                .target_and_where(Expr::col(col::DEDUP_KEY).is_not_null())
+                .do_nothing()
+                .to_owned(),
+        );
+    dialect.render(&insert)
+}
