@@ -24,7 +24,7 @@ use crate::webhook::Signer;
 ///
 /// Statuses map as [`HttpDeliverer`]'s; the breaker, retries and holds are
 /// per endpoint (each is its deliveries' topic), and the destination is the
-/// URL's host, so [`DestinationLimits`](crate::DestinationLimits) bound a
+/// URL's host, so [`DestinationLimits`](crate::drain::DestinationLimits) bound a
 /// host shared by many endpoints.
 pub struct EndpointDeliverer {
     http: HttpDeliverer,

@@ -211,6 +211,12 @@ pub(crate) struct StoredSecret {
 impl Target {
     /// The secrets that sign at `now`: the current one, and the previous
     /// one until it expires.
+    #[cfg(any(
+        feature = "conformance",
+        test,
+        all(feature = "workers", target_arch = "wasm32"),
+        all(feature = "native-http", not(target_arch = "wasm32"))
+    ))]
     pub(crate) fn signing_at(&self, now: Timestamp) -> Result<Vec<Secret>> {
         self.secrets
             .iter()
