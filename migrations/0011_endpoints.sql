@@ -27,6 +27,7 @@ CREATE TABLE IF NOT EXISTS "outbox_events" (
     created_at INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS "outbox_events_owner" ON "outbox_events" (owner, created_at);
+CREATE INDEX IF NOT EXISTS "outbox_events_created" ON "outbox_events" (created_at);
 ALTER TABLE "account_events" ADD COLUMN event_id TEXT;
 CREATE TABLE IF NOT EXISTS "account_events_endpoints" (
     id         TEXT    NOT NULL PRIMARY KEY,
@@ -53,3 +54,4 @@ CREATE TABLE IF NOT EXISTS "account_events_events" (
     created_at INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS "account_events_events_owner" ON "account_events_events" (owner, created_at);
+CREATE INDEX IF NOT EXISTS "account_events_events_created" ON "account_events_events" (created_at);

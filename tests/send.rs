@@ -207,6 +207,10 @@ async fn every_public_future_can_be_spawned() {
                 .rotate_secret("acme", &id, secret, Duration::from_secs(60))
                 .await
                 .unwrap();
+            endpoints
+                .recover("acme", &id, Timestamp::EPOCH)
+                .await
+                .unwrap();
             endpoints.disable("acme", &id, "test").await.unwrap();
             endpoints.pause("acme", &id, "test").await.unwrap();
             endpoints.enable("acme", &id).await.unwrap();

@@ -27,3 +27,4 @@ CREATE TABLE IF NOT EXISTS "outbox_events" (
     created_at BIGINT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS "outbox_events_owner" ON "outbox_events" (owner, created_at);
+CREATE INDEX IF NOT EXISTS "outbox_events_created" ON "outbox_events" (created_at);

@@ -525,3 +525,73 @@ pub(crate) async fn bad_endpoints_and_events_are_refused_and_write_nothing(
     ensure_eq!(h.count(&format!("{}_events", outbox.table())).await?, 0);
     Ok(())
 }
+
+pub(crate) async fn an_endpoint_is_given_the_events_since_a_time(h: Harness) -> CaseResult {
+    let outbox = h
+        .outbox_builder(h.db(), &h.table("outbox"))
+        .event_retention(Duration::from_secs(24 * 3600))
+        .build()?;
+    outbox.create_schema().await?;
+    let endpoints = Endpoints::new(&outbox);
+    let first = endpoints
+        .create(new("acme", "a.example", &["order.paid"]))
+        .await?;
+    let (mut published, mut times) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        times.push(h.later(Duration::ZERO)?);
+        published.push(publish(&h, &endpoints, "acme", "order.paid").await?.0);
+        h.clock().advance(Duration::from_secs(60));
+    }
+    publish(&h, &endpoints, "acme", "order.lost").await?;
+    let receivers = Receivers::new(&h);
+    ensure_eq!(drain(&h, &outbox, &receivers).await?.delivered, 3);
+
+    // Since the second event: two of its type, none of another type.
+    let since = times[1];
+    let recovered = endpoints.recover("acme", &first.id, since).await?;
+    ensure_eq!((recovered.deliveries, recovered.next_since), (2, None));
+    // Still pending: not written twice.
+    ensure_eq!(
+        endpoints
+            .recover("acme", &first.id, since)
+            .await?
+            .deliveries,
+        0
+    );
+    ensure_eq!(drain(&h, &outbox, &receivers).await?.delivered, 2);
+    let events: Vec<_> = receivers
+        .seen_by(&first.id)
+        .into_iter()
+        .filter_map(|s| s.event)
+        .collect();
+    ensure_eq!(events[3..].to_vec(), published[1..].to_vec());
+
+    // A new endpoint gets the recent past it missed; another owner's, nothing.
+    let late = endpoints.create(new("acme", "b.example", &["*"])).await?;
+    let since = times[0];
+    ensure_eq!(
+        endpoints.recover("acme", &late.id, since).await?.deliveries,
+        4
+    );
+    let theirs = endpoints.create(new("globex", "g.example", &["*"])).await?;
+    ensure!(
+        matches!(
+            endpoints.recover("acme", &theirs.id, since).await,
+            Err(Error::NotFound { .. })
+        ),
+        "recovered another owner's endpoint"
+    );
+    ensure_eq!(
+        endpoints
+            .recover("globex", &theirs.id, since)
+            .await?
+            .deliveries,
+        0
+    );
+
+    // Past the retention, a drain's sweep forgets them.
+    h.clock().advance(Duration::from_secs(25 * 3600));
+    drain(&h, &outbox, &receivers).await?;
+    ensure_eq!(h.count(&format!("{}_events", outbox.table())).await?, 0);
+    Ok(())
+}

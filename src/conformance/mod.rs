@@ -266,6 +266,7 @@ pub fn cases() -> Vec<Case> {
         endpoints::a_delivery_uses_its_endpoints_url_and_secret_at_the_attempt,
         endpoints::an_endpoint_answers_to_its_owner_only,
         endpoints::bad_endpoints_and_events_are_refused_and_write_nothing,
+        endpoints::an_endpoint_is_given_the_events_since_a_time,
         destinations::a_failing_receiver_of_a_fanned_out_topic_stops_only_its_own_messages,
         destinations::destination_limits_hold_across_topics_and_spare_other_destinations,
         enqueue::a_trace_context_travels_with_the_message,

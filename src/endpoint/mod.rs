@@ -71,4 +71,4 @@ pub use model::{
     Endpoint, EndpointState, EndpointUpdate, MAX_EVENT_TYPE_BYTES, MAX_EVENT_TYPES,
     MAX_METADATA_BYTES, NewEndpoint,
 };
-pub use store::Endpoints;
+pub use store::{Endpoints, Recovered};

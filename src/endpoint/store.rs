@@ -225,6 +225,48 @@ impl Endpoints {
         self.get(owner, id).await
     }
 
+    /// Gives `owner`'s endpoint `id` the events since `since` that it
+    /// subscribes to (as Svix's recover does): a delivery of each, due at
+    /// once, except of those still pending for it. For an endpoint that
+    /// missed events while it was failing or disabled, or a new one that
+    /// should see the recent past. Events are kept for the outbox's
+    /// [event retention](crate::OutboxBuilder::event_retention). At most
+    /// [`RECOVERED_PER_CALL`](Self::RECOVERED_PER_CALL) events a call:
+    /// [`Recovered::next_since`] says where the next call starts.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; database errors.
+    pub async fn recover(&self, owner: &str, id: &str, since: Timestamp) -> Result<Recovered> {
+        self.get(owner, id).await?;
+        let (table, dialect, now) = (
+            self.outbox.table(),
+            self.outbox.dialect(),
+            self.outbox.now(),
+        );
+        let limit = Self::RECOVERED_PER_CALL;
+        let statements = [
+            endpoints::recover(table, dialect, owner, id, since, now, limit)?,
+            endpoints::recover_next(table, dialect, owner, id, since, limit)?,
+        ];
+        let outcomes = self.outbox.database().run_atomic(&statements).await?;
+        let (Some(written), Some(next)) = (outcomes.first(), outcomes.get(1)) else {
+            return Err(Error::database(
+                "the database returned fewer outcomes than statements",
+            ));
+        };
+        let next_since = match next.rows.first() {
+            Some(row) => Some(row.get(crate::sql::endpoints::event_col::CREATED_AT)?),
+            None => None,
+        };
+        Ok(Recovered {
+            deliveries: written.rows_affected,
+            next_since,
+        })
+    }
+
+    /// The most events one [`recover`](Self::recover) call goes through.
+    pub const RECOVERED_PER_CALL: u32 = 1000;
+
     /// Disables `owner`'s endpoint `id`: it is given no new events, and its
     /// pending deliveries are held (no attempt spent, none dead) until it
     /// is [enabled](Self::enable) again.
@@ -399,6 +441,17 @@ fn decode(row: &Row<'_>, event_types: Vec<String>, now: Timestamp) -> Result<End
         created_at: row.get(endpoint_col::CREATED_AT)?,
         updated_at,
     })
+}
+
+/// What a [`recover`](Endpoints::recover) call wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Recovered {
+    /// Deliveries written (events still pending for the endpoint are not
+    /// written again).
+    pub deliveries: u64,
+    /// When more events remain past this call's: call again with this time.
+    pub next_since: Option<Timestamp>,
 }
 
 fn not_found(id: &str) -> Error {

@@ -35,6 +35,8 @@ pub(super) struct Inner {
     pub(super) limits: MessageLimits,
     /// Its rollup writes, when rollups are on.
     pub(super) rollups: Option<sql::rollups::RollupWrites>,
+    /// How long events published to endpoints are kept.
+    pub(super) event_retention: std::time::Duration,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -56,6 +58,7 @@ pub struct OutboxBuilder {
     retry: RetryPolicy,
     limits: MessageLimits,
     rollups: bool,
+    event_retention: std::time::Duration,
 }
 
 impl OutboxBuilder {
@@ -101,6 +104,15 @@ impl OutboxBuilder {
         self
     }
 
+    /// How long events published to [endpoints](crate::endpoint) are kept,
+    /// so an endpoint's deliveries can be recovered since a time (default:
+    /// [`Outbox::DEFAULT_EVENT_RETENTION`], 7 days). A drain's sweep
+    /// deletes older ones, oldest first, a bounded number at a time.
+    pub fn event_retention(mut self, retention: std::time::Duration) -> Self {
+        self.event_retention = retention;
+        self
+    }
+
     /// The outbox.
     ///
     /// # Errors
@@ -124,6 +136,7 @@ impl OutboxBuilder {
                 retry: self.retry,
                 limits: self.limits,
                 rollups,
+                event_retention: self.event_retention,
             }),
         })
     }
@@ -141,8 +154,16 @@ impl Outbox {
             retry: RetryPolicy::default(),
             limits: MessageLimits::default(),
             rollups: true,
+            event_retention: Self::DEFAULT_EVENT_RETENTION,
         }
     }
+
+    /// How long events published to endpoints are kept by default: 7 days.
+    pub const DEFAULT_EVENT_RETENTION: std::time::Duration =
+        std::time::Duration::from_secs(7 * 24 * 3600);
+
+    /// How many expired events one sweep deletes at most.
+    pub(crate) const EVENTS_PRUNED_PER_SWEEP: u32 = 500;
 
     /// An outbox in `table` of `db` with default settings.
     ///

@@ -114,6 +114,7 @@ CREATE TABLE IF NOT EXISTS "{table}_events" (
     created_at BIGINT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS "{table}_events_owner" ON "{table}_events" (owner, created_at);
+CREATE INDEX IF NOT EXISTS "{table}_events_created" ON "{table}_events" (created_at);
 -- Statistics from the start: a table filled before autovacuum first analyzes it would otherwise be
 -- planned as tiny, and its claims would sort every due row instead of walking the due index.
 ANALYZE "{table}";

@@ -105,7 +105,8 @@ CREATE TABLE IF NOT EXISTS "{table}_subscriptions" (
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS "{table}_subscriptions_endpoint" ON "{table}_subscriptions" (endpoint);
 -- Events published through "{table}": id (the webhook-id), owner, type, payload and subject as
--- published, created_at in Unix ms.
+-- published, created_at in Unix ms. Kept for the outbox's event retention (a drain's sweep deletes
+-- older ones, oldest first), so an endpoint's deliveries can be recovered since a time.
 CREATE TABLE IF NOT EXISTS "{table}_events" (
     id         TEXT    NOT NULL PRIMARY KEY,
     owner      TEXT    NOT NULL,
@@ -115,3 +116,4 @@ CREATE TABLE IF NOT EXISTS "{table}_events" (
     created_at INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS "{table}_events_owner" ON "{table}_events" (owner, created_at);
+CREATE INDEX IF NOT EXISTS "{table}_events_created" ON "{table}_events" (created_at);

@@ -705,7 +705,9 @@ impl Outbox {
     }
 
     /// A drain's housekeeping, sent at most once a minute per drainer with
-    /// a claim: keeps the rollups' retention, forgets the tombstones of
+    /// a claim: keeps the rollups' and the events' retention (at most
+    /// [`EVENTS_PRUNED_PER_SWEEP`](Outbox::EVENTS_PRUNED_PER_SWEEP) events),
+    /// forgets the tombstones of
     /// subjects erased more than
     /// [`ERASURE_MEMORY`](crate::subject::ERASURE_MEMORY) ago, and on
     /// Postgres makes ready the head of any ordering key left waiting (it
@@ -719,6 +721,12 @@ impl Outbox {
         if self.counts_rollups() {
             sweep.extend(sql::rollups::retention(self.table(), self.dialect(), now));
         }
+        sweep.push(sql::endpoints::prune_events(
+            self.table(),
+            self.dialect(),
+            now.saturating_sub(self.inner.event_retention),
+            Self::EVENTS_PRUNED_PER_SWEEP,
+        )?);
         Ok(sweep)
     }
 

@@ -496,3 +496,146 @@ pub(crate) fn fan_out(
         );
     dialect.render(&insert)
 }
+
+/// The events of `owner` since `since` that its endpoint `id` subscribes to,
+/// oldest first: what [`recover`] writes deliveries of.
+fn recoverable(table: &TableName, owner: &str, id: &str, since: Timestamp) -> SelectStatement {
+    let events = events_table(table);
+    let mut subscribed = Query::select();
+    subscribed
+        .expr(Expr::cust("1"))
+        .from(subscriptions_table(table))
+        .and_where(Expr::col((subscriptions_table(table), subscription_col::ENDPOINT)).eq(id))
+        .and_where(
+            Expr::col((subscriptions_table(table), subscription_col::EVENT_TYPE))
+                .equals((events.clone(), event_col::EVENT_TYPE))
+                .or(
+                    Expr::col((subscriptions_table(table), subscription_col::EVENT_TYPE))
+                        .eq(EVERY_TYPE),
+                ),
+        );
+    let mut select = Query::select();
+    select
+        .from(events.clone())
+        .and_where(Expr::col((events.clone(), event_col::OWNER)).eq(owner))
+        .and_where(Expr::col((events.clone(), event_col::CREATED_AT)).gte(since.as_unix_millis()))
+        .and_where(Expr::exists(subscribed))
+        .order_by((events.clone(), event_col::CREATED_AT), Order::Asc)
+        .order_by((events, event_col::ID), Order::Asc);
+    select
+}
+
+/// Writes, due at once, a delivery to `owner`'s endpoint `id` of each of
+/// the first `limit` events since `since` it subscribes to (an event still
+/// pending for it is not written twice). Nothing for an endpoint of
+/// another owner.
+pub(crate) fn recover(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+    since: Timestamp,
+    now: Timestamp,
+    limit: u32,
+) -> Result<Statement> {
+    let events = events_table(table);
+    let delivery_id = || -> Expr {
+        Expr::col((events.clone(), event_col::ID))
+            .binary(
+                BinOper::Custom("||"),
+                Expr::val(DELIVERY_ID_SEPARATOR).cast_as("TEXT"),
+            )
+            .binary(BinOper::Custom("||"), Expr::val(id).cast_as("TEXT"))
+    };
+    let at = now.as_unix_millis();
+    let mut columns = vec![
+        col::STATE,
+        col::DUE_AT,
+        col::ID,
+        col::TOPIC,
+        col::PAYLOAD,
+        col::SUBJECT,
+        col::DEDUP_KEY,
+        col::ID_GIVEN,
+        col::ATTEMPTS,
+        col::CREATED_AT,
+        col::EVENT_ID,
+    ];
+    let mut values = vec![
+        Expr::val(state::READY).cast_as("TEXT"),
+        Expr::val(at).cast_as("BIGINT"),
+        delivery_id(),
+        Expr::val(id).cast_as("TEXT"),
+        Expr::col((events.clone(), event_col::PAYLOAD)),
+        Expr::col((events.clone(), event_col::SUBJECT)),
+        delivery_id(),
+        Expr::val(0).cast_as("BIGINT"),
+        Expr::val(0).cast_as("BIGINT"),
+        Expr::val(at).cast_as("BIGINT"),
+        Expr::col((events.clone(), event_col::ID)),
+    ];
+    if let Some(late) = claim_floor::late_due(dialect, table, Expr::val(at).cast_as("BIGINT")) {
+        columns.push(col::LATE_DUE);
+        values.push(late);
+    }
+    let mut select = recoverable(table, owner, id, since);
+    select
+        .exprs(values)
+        .and_where(Expr::exists(owned(table, owner, id)))
+        .limit(u64::from(limit));
+    let mut insert = Query::insert();
+    insert
+        .into_table(table.as_str().to_owned())
+        .columns(columns)
+        .select_from(select)
+        .map_err(query_error)?
+        .on_conflict(
+            OnConflict::column(col::DEDUP_KEY)
+                .target_and_where(Expr::col(col::DEDUP_KEY).is_not_null())
+                .do_nothing()
+                .to_owned(),
+        );
+    dialect.render(&insert)
+}
+
+/// The time of the event [`recover`] with the same arguments would reach
+/// next (the `limit + 1`-th), if there is one.
+pub(crate) fn recover_next(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+    since: Timestamp,
+    limit: u32,
+) -> Result<Statement> {
+    let mut select = recoverable(table, owner, id, since);
+    select
+        .expr_as(
+            Expr::col((events_table(table), event_col::CREATED_AT)),
+            event_col::CREATED_AT,
+        )
+        .limit(1)
+        .offset(u64::from(limit));
+    dialect.render(&select)
+}
+
+/// Deletes up to `limit` of the oldest events published before `before`.
+pub(crate) fn prune_events(
+    table: &TableName,
+    dialect: Dialect,
+    before: Timestamp,
+    limit: u32,
+) -> Result<Statement> {
+    let mut oldest = Query::select();
+    oldest
+        .column(event_col::ID)
+        .from(events_table(table))
+        .and_where(Expr::col(event_col::CREATED_AT).lt(before.as_unix_millis()))
+        .order_by(event_col::CREATED_AT, Order::Asc)
+        .limit(u64::from(limit));
+    let mut delete = Query::delete();
+    delete
+        .from_table(events_table(table))
+        .and_where(Expr::col(event_col::ID).in_subquery(oldest));
+    dialect.render(&delete)
+}
