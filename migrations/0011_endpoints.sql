@@ -1,6 +1,6 @@
 -- workers-outbox 0.6: endpoints (receivers as data, src/endpoint/), for the example's two outboxes:
--- the event a fan-out delivery carries, and the tables of endpoints, their subscriptions and the
--- events published to them (see src/outbox/schema.sql).
+-- the event a fan-out delivery carries, the tables of endpoints, their subscriptions and the events
+-- published to them, and the attempt log (see src/outbox/schema.sql).
 ALTER TABLE "outbox" ADD COLUMN event_id TEXT;
 CREATE TABLE IF NOT EXISTS "outbox_endpoints" (
     id         TEXT    NOT NULL PRIMARY KEY,
@@ -55,3 +55,41 @@ CREATE TABLE IF NOT EXISTS "account_events_events" (
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS "account_events_events_owner" ON "account_events_events" (owner, created_at);
 CREATE INDEX IF NOT EXISTS "account_events_events_created" ON "account_events_events" (created_at);
+CREATE TABLE IF NOT EXISTS "outbox_attempts" (
+    message_id  TEXT    NOT NULL,
+    slot        INTEGER NOT NULL,
+    topic       TEXT    NOT NULL,
+    event_id    TEXT,
+    subject     TEXT,
+    attempt     INTEGER NOT NULL,
+    at          INTEGER NOT NULL,
+    status      INTEGER,
+    duration_ms INTEGER NOT NULL,
+    outcome     TEXT    NOT NULL,
+    error       TEXT,
+    headers     TEXT    NOT NULL,
+    body        TEXT    NOT NULL,
+    PRIMARY KEY (message_id, slot)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS "outbox_attempts_topic" ON "outbox_attempts" (topic, at);
+CREATE INDEX IF NOT EXISTS "outbox_attempts_at" ON "outbox_attempts" (at);
+CREATE INDEX IF NOT EXISTS "outbox_attempts_subject" ON "outbox_attempts" (subject) WHERE subject IS NOT NULL;
+CREATE TABLE IF NOT EXISTS "account_events_attempts" (
+    message_id  TEXT    NOT NULL,
+    slot        INTEGER NOT NULL,
+    topic       TEXT    NOT NULL,
+    event_id    TEXT,
+    subject     TEXT,
+    attempt     INTEGER NOT NULL,
+    at          INTEGER NOT NULL,
+    status      INTEGER,
+    duration_ms INTEGER NOT NULL,
+    outcome     TEXT    NOT NULL,
+    error       TEXT,
+    headers     TEXT    NOT NULL,
+    body        TEXT    NOT NULL,
+    PRIMARY KEY (message_id, slot)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS "account_events_attempts_topic" ON "account_events_attempts" (topic, at);
+CREATE INDEX IF NOT EXISTS "account_events_attempts_at" ON "account_events_attempts" (at);
+CREATE INDEX IF NOT EXISTS "account_events_attempts_subject" ON "account_events_attempts" (subject) WHERE subject IS NOT NULL;

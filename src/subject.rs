@@ -28,9 +28,10 @@ use serde::Serialize;
 pub use crate::erasure::{ERASED_SUBJECTS, ERASURE_MEMORY};
 
 use crate::batch::Batch;
+use crate::endpoint::PublishedEvent;
 use crate::error::{Error, Result};
 use crate::inbox::{Inbox, InboxEntry};
-use crate::outbox::{Outbox, StoredMessage};
+use crate::outbox::{LoggedAttempt, Outbox, StoredMessage};
 use crate::time::Timestamp;
 
 /// Everything stored about one subject.
@@ -42,6 +43,10 @@ pub struct SubjectExport {
     pub outbox: Vec<StoredMessage>,
     /// Its inbox keys.
     pub inbox: Vec<InboxEntry>,
+    /// The events of it published to endpoints, while they are kept.
+    pub events: Vec<PublishedEvent>,
+    /// The attempt log of its messages.
+    pub attempts: Vec<LoggedAttempt>,
     /// When it was last erased, while its tombstone is kept.
     pub erased_at: Option<Timestamp>,
 }
@@ -68,6 +73,10 @@ pub async fn export_subject(
         subject: subject.to_owned(),
         outbox: outbox.export_subject(subject).await?,
         inbox: inbox.export_subject(subject).await?,
+        events: crate::endpoint::events_of_subject(outbox, subject).await?,
+        attempts: outbox
+            .logged_attempts(outbox.attempts_of_subject_statement(subject)?)
+            .await?,
         erased_at: erased_at(outbox, subject).await?,
     })
 }

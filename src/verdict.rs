@@ -99,6 +99,18 @@ impl Delivery {
         )
     }
 
+    /// The error's text (`None` for `Delivered`).
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            Delivery::Delivered => None,
+            Delivery::Retry { error }
+            | Delivery::RetryAfter { error, .. }
+            | Delivery::Unavailable { error, .. }
+            | Delivery::Permanent { error }
+            | Delivery::Gone { error } => Some(error),
+        }
+    }
+
     /// The verdict's class, fit for a metric's label (`error.type`):
     /// `delivered`, `failed`, `throttled`, `unavailable`, `permanent` or
     /// `gone`. Never the error's text.

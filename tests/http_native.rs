@@ -467,6 +467,16 @@ async fn endpoints_receive_one_event_under_one_webhook_id_signed_with_their_own_
         endpoints.get("acme", &healthy.id).await.unwrap().state,
         EndpointState::Enabled
     );
+    // The 410 is in the endpoint's attempt log (failures only, by default).
+    let attempts = endpoints.attempts("acme", &removed.id, 10).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(
+        (attempts[0].status, attempts[0].body.as_str()),
+        (Some(410), "endpoint removed")
+    );
+    assert_eq!(attempts[0].event_id.as_deref(), Some(event.id()));
+    assert!(endpoints.attempts("acme", &healthy.id, 10).await.unwrap().is_empty());
+    assert!(endpoints.attempts("globex", &removed.id, 10).await.is_err());
     // A plain message of the outbox needs a deliverer of its own.
     t.outbox
         .enqueue_alone(Message::raw_json("mail", "{}"))

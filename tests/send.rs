@@ -211,6 +211,8 @@ async fn every_public_future_can_be_spawned() {
                 .recover("acme", &id, Timestamp::EPOCH)
                 .await
                 .unwrap();
+            endpoints.attempts("acme", &id, 10).await.unwrap();
+            outbox.attempts_of(&id).await.unwrap();
             endpoints.disable("acme", &id, "test").await.unwrap();
             endpoints.pause("acme", &id, "test").await.unwrap();
             endpoints.enable("acme", &id).await.unwrap();

@@ -186,6 +186,9 @@ fn spans_send_at_enqueue_and_process_at_delivery_with_the_creation_context()
     let spans = Arc::new(Spans::default());
     let dispatch = tracing_core::Dispatch::from(spans.clone());
     tracing_core::dispatcher::with_default(&dispatch, || {
+        // Another test's thread may have met the spans' callsites first,
+        // with no subscriber, and cached that no one is interested.
+        tracing_core::callsite::rebuild_interest_cache();
         enqueued(&t)?;
         drain(&t, None)
     })?;

@@ -1,6 +1,7 @@
 //! The caller's side of delivery: send one message, say how it went.
 
 use std::future::Future;
+use std::time::Duration;
 
 use crate::future::{BoxFuture, MaybeSend, MaybeSync};
 use crate::outbox::ClaimedMessage;
@@ -34,6 +35,94 @@ pub trait Deliver: MaybeSend + MaybeSync {
     fn destination(&self, message: &ClaimedMessage) -> Option<String> {
         let _ = message;
         None
+    }
+
+    /// Delivers `message` and says what the receiver answered, for the
+    /// outbox's attempt log (`None`: nothing to log). The drain calls this;
+    /// by default it is [`deliver`](Deliver::deliver), logging nothing. The
+    /// record is written in the drain's next settle call, while the lease
+    /// holds: a stale holder's attempt is not logged.
+    fn deliver_logged<'a>(
+        &'a self,
+        message: &'a ClaimedMessage,
+    ) -> BoxFuture<'a, (Delivery, Option<AttemptRecord>)> {
+        Box::pin(async move { (self.deliver(message).await, None) })
+    }
+}
+
+/// What a receiver answered to one attempt, for the attempt log: written
+/// beside the verdict (its class and error) by the drain.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AttemptRecord {
+    /// The status, if an answer came.
+    pub status: Option<u16>,
+    /// How long the attempt took.
+    pub duration: Duration,
+    /// The response headers kept (content type, `Retry-After`).
+    pub headers: Vec<(String, String)>,
+    /// The start of the response body, as text (at most
+    /// [`AttemptRecord::BODY_BYTES`]).
+    pub body: String,
+}
+
+impl AttemptRecord {
+    /// The most bytes of a response body an attempt keeps.
+    pub const BODY_BYTES: usize = 4096;
+
+    /// A record of an answer with `status` (or none), after `duration`.
+    pub fn new(status: Option<u16>, duration: Duration) -> Self {
+        AttemptRecord {
+            status,
+            duration,
+            headers: Vec::new(),
+            body: String::new(),
+        }
+    }
+
+    /// With the response header `name`'s `value` kept.
+    #[must_use]
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers
+            .push((name.to_ascii_lowercase(), value.to_owned()));
+        self
+    }
+
+    /// With the start of the response body kept (cut to
+    /// [`BODY_BYTES`](Self::BODY_BYTES) at a character boundary).
+    #[must_use]
+    pub fn body(mut self, body: &str) -> Self {
+        let mut end = body.len().min(Self::BODY_BYTES);
+        while !body.is_char_boundary(end) {
+            end -= 1;
+        }
+        body[..end].clone_into(&mut self.body);
+        self
+    }
+}
+
+/// Which attempts a deliverer logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AttemptLog {
+    /// None.
+    Off,
+    /// Failures only (the default): what went wrong, without a row per
+    /// delivered message.
+    #[default]
+    Failures,
+    /// Every attempt.
+    All,
+}
+
+impl AttemptLog {
+    /// Whether an attempt ending in `verdict` is logged.
+    pub fn keeps(self, verdict: &Delivery) -> bool {
+        match self {
+            AttemptLog::Off => false,
+            AttemptLog::Failures => *verdict != Delivery::Delivered,
+            AttemptLog::All => true,
+        }
     }
 }
 
@@ -112,6 +201,13 @@ impl<T: Deliver + ?Sized> Deliver for std::sync::Arc<T> {
 
     fn destination(&self, message: &ClaimedMessage) -> Option<String> {
         (**self).destination(message)
+    }
+
+    fn deliver_logged<'a>(
+        &'a self,
+        message: &'a ClaimedMessage,
+    ) -> BoxFuture<'a, (Delivery, Option<AttemptRecord>)> {
+        (**self).deliver_logged(message)
     }
 }
 

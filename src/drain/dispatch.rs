@@ -253,7 +253,7 @@ pub(super) fn verdict_of(
     timeout: std::time::Duration,
 ) -> Option<Delivery> {
     match attempt {
-        Attempt::Answered(delivery) => Some(delivery),
+        Attempt::Answered(delivery, _) => Some(delivery),
         Attempt::TimedOut => {
             let error = format!("delivery timed out after {} ms", timeout.as_millis());
             Some(if blame_timeout {

@@ -110,8 +110,8 @@ impl<'a> Ledger<'a> {
     /// Records the class of a failed attempt of `message`.
     pub(super) fn record_attempt_class(&mut self, message: &ClaimedMessage, attempt: &Attempt) {
         let class = match attempt {
-            Attempt::Answered(Delivery::Delivered) => return,
-            Attempt::Answered(delivery) => delivery.class(),
+            Attempt::Answered(Delivery::Delivered, _) => return,
+            Attempt::Answered(delivery, _) => delivery.class(),
             Attempt::TimedOut => "timeout",
             Attempt::TooLate => "no_time",
         };

@@ -48,7 +48,9 @@ mod report;
 mod run;
 mod settle;
 
-pub use deliver::{BatchLimits, Deliver, DeliverBatch, DeliverFn, deliver_fn};
+pub use deliver::{
+    AttemptLog, AttemptRecord, BatchLimits, Deliver, DeliverBatch, DeliverFn, deliver_fn,
+};
 pub use destinations::DestinationLimits;
 pub use drainer::DrainerBuilder;
 pub use limits::CircuitBreaker;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use futures_util::future::{Either, select};
 
-use super::deliver::{BatchLimits, Deliver, DeliverBatch};
+use super::deliver::{AttemptRecord, BatchLimits, Deliver, DeliverBatch};
 use super::destinations::DestinationLimits;
 use super::limits::DrainLimits;
 use crate::outbox::{ClaimedMessage, Outbox};
@@ -83,7 +83,8 @@ impl Deliverer {
 
 /// How one delivery attempt ended.
 pub(super) enum Attempt {
-    Answered(Delivery),
+    /// The verdict, and what the deliverer logs of the receiver's answer.
+    Answered(Delivery, Option<Box<AttemptRecord>>),
     TimedOut,
     /// Never started: when its turn came, the lease (or the deadline) no
     /// longer left room for a timeout and a settle.
@@ -145,15 +146,27 @@ impl Parts {
         if messages.is_empty() {
             return late.collect();
         }
-        let delivery: crate::future::BoxFuture<'_, Vec<Delivery>> = match &self.deliver {
-            Deliverer::One(deliver) => {
-                Box::pin(futures_util::future::join_all(messages.iter().map(
-                    |message| spans::in_process_span(processed(message), deliver.deliver(message)),
-                )))
-            }
+        type Verdicts = Vec<(Delivery, Option<AttemptRecord>)>;
+        let delivery: crate::future::BoxFuture<'_, Verdicts> = match &self.deliver {
+            Deliverer::One(deliver) => Box::pin(futures_util::future::join_all(
+                messages.iter().map(|message| {
+                    spans::in_process_span(
+                        processed(message),
+                        deliver.deliver_logged(message),
+                        |(verdict, _)| verdict,
+                    )
+                }),
+            )),
             Deliverer::Batch(deliver) => {
                 let topics = messages.iter().map(|message| message.topic.as_str());
-                spans::in_batch_span(topics, deliver.deliver_batch(&messages))
+                let verdicts = spans::in_batch_span(topics, deliver.deliver_batch(&messages));
+                Box::pin(async move {
+                    verdicts
+                        .await
+                        .into_iter()
+                        .map(|verdict| (verdict, None))
+                        .collect()
+                })
             }
         };
         let timeout = self.timer.sleep(self.limits.delivery_timeout);
@@ -162,10 +175,12 @@ impl Parts {
                 let mut verdicts = verdicts.into_iter();
                 messages
                     .iter()
-                    .map(|_| {
-                        Attempt::Answered(verdicts.next().unwrap_or_else(|| {
-                            Delivery::retry("the batch deliverer gave no verdict for this message")
-                        }))
+                    .map(|_| match verdicts.next() {
+                        Some((verdict, record)) => Attempt::Answered(verdict, record.map(Box::new)),
+                        None => Attempt::Answered(
+                            Delivery::retry("the batch deliverer gave no verdict for this message"),
+                            None,
+                        ),
                     })
                     .collect()
             }

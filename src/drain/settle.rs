@@ -11,6 +11,7 @@
 
 use super::breaker::Settle;
 use super::limits::DrainLimits;
+use crate::database::Statement;
 use crate::outbox::{Fate, LeaseHandle};
 use crate::time::Timestamp;
 
@@ -23,6 +24,9 @@ pub(super) struct Outcomes {
     /// Settle at the next chance, whatever the timing (a suspect group's
     /// outcomes).
     at_once: bool,
+    /// Attempt log writes, sent before the next settle (never a call of
+    /// their own).
+    logged: Vec<Statement>,
 }
 
 impl Outcomes {
@@ -37,6 +41,17 @@ impl Outcomes {
         for (lease, fate) in settles {
             self.add(lease, fate, now);
         }
+    }
+
+    /// Keeps an attempt log write for the next settle.
+    pub(super) fn log(&mut self, statement: Statement) {
+        self.logged.push(statement);
+    }
+
+    /// Takes the attempt log writes, for a settle's call (before it: each
+    /// is fenced by a lease the settle may end).
+    pub(super) fn take_logged(&mut self) -> Vec<Statement> {
+        std::mem::take(&mut self.logged)
     }
 
     /// The waiting outcomes go with the next call, whenever it is.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::model::Target;
-use crate::drain::Deliver;
+use crate::drain::{AttemptLog, AttemptRecord, Deliver};
 use crate::error::Result;
 use crate::future::BoxFuture;
 use crate::http::{HttpDeliverer, To};
@@ -69,6 +69,15 @@ impl EndpointDeliverer {
         self
     }
 
+    /// Which attempts it logs in the outbox's attempt log (default:
+    /// [`AttemptLog::Failures`]); read them with
+    /// [`Endpoints::attempts`](super::Endpoints::attempts).
+    #[must_use]
+    pub fn attempt_log(mut self, log: AttemptLog) -> Self {
+        self.http = self.http.attempt_log(log);
+        self
+    }
+
     /// The clock that stamps signatures and decides which secrets sign.
     #[must_use]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
@@ -76,29 +85,22 @@ impl EndpointDeliverer {
         self
     }
 
-    async fn to_endpoint(&self, message: &ClaimedMessage) -> Delivery {
+    async fn to_endpoint(&self, message: &ClaimedMessage) -> (Delivery, Option<AttemptRecord>) {
+        let refused = |error: String| (Delivery::permanent(error), None);
         let Some(target) = &message.endpoint_target else {
-            return Delivery::permanent("its endpoint was deleted");
+            return refused("its endpoint was deleted".to_owned());
         };
         let target = match Target::from_json(target) {
             Ok(target) => target,
-            Err(error) => {
-                return Delivery::permanent(format!(
-                    "the endpoint's target does not read: {error}"
-                ));
-            }
+            Err(error) => return refused(format!("the endpoint's target does not read: {error}")),
         };
         let url = match url::Url::parse(&target.url) {
             Ok(url) => url,
-            Err(error) => {
-                return Delivery::permanent(format!("the endpoint's URL does not parse: {error}"));
-            }
+            Err(error) => return refused(format!("the endpoint's URL does not parse: {error}")),
         };
         let signer = match target.signing_at(self.http.now()).and_then(Signer::new) {
             Ok(signer) => signer,
-            Err(error) => {
-                return Delivery::permanent(format!("the endpoint's secrets do not sign: {error}"));
-            }
+            Err(error) => return refused(format!("the endpoint's secrets do not sign: {error}")),
         };
         let to = To {
             url: &url,
@@ -110,13 +112,20 @@ impl EndpointDeliverer {
 
 impl Deliver for EndpointDeliverer {
     fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
+        Box::pin(async move { self.deliver_logged(message).await.0 })
+    }
+
+    fn deliver_logged<'a>(
+        &'a self,
+        message: &'a ClaimedMessage,
+    ) -> BoxFuture<'a, (Delivery, Option<AttemptRecord>)> {
         match (&message.event_id, &self.other) {
             (Some(_), _) => Box::pin(self.to_endpoint(message)),
-            (None, Some(other)) => other.deliver(message),
+            (None, Some(other)) => other.deliver_logged(message),
             (None, None) => Box::pin(async {
-                Delivery::permanent(
-                    "not an endpoint delivery, and the deliverer has no other (`EndpointDeliverer::or`)",
-                )
+                let error = "not an endpoint delivery, and the deliverer has no other \
+                             (`EndpointDeliverer::or`)";
+                (Delivery::permanent(error), None)
             }),
         }
     }

@@ -2,6 +2,9 @@
 
 use serde::Serialize;
 
+use crate::outbox::Outbox;
+use crate::time::Timestamp;
+
 use super::store::Endpoints;
 use crate::database::Statement;
 use crate::erasure::GuardedInsert;
@@ -144,4 +147,56 @@ fn check_event_id(id: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// An event as kept (for recovery, and a subject's export).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct PublishedEvent {
+    /// Its id: the `webhook-id` its endpoints received.
+    pub id: String,
+    /// Whose it is.
+    pub owner: String,
+    /// Its type.
+    pub event_type: String,
+    /// Its payload's JSON text.
+    pub payload: String,
+    /// The subject it is about.
+    pub subject: Option<String>,
+    /// When it was published, in Unix ms.
+    #[serde(rename = "created_ms", serialize_with = "millis")]
+    pub created_at: Timestamp,
+}
+
+fn millis<S: serde::Serializer>(
+    at: &Timestamp,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.serialize_i64(at.as_unix_millis())
+}
+
+/// The events of `subject` kept by `outbox`, oldest first.
+pub(crate) async fn events_of_subject(
+    outbox: &Outbox,
+    subject: &str,
+) -> Result<Vec<PublishedEvent>> {
+    use crate::sql::endpoints::event_col;
+    let statement = endpoints::events_of_subject(outbox.table(), outbox.dialect(), subject)?;
+    let rows = outbox.database().query(&statement).await?;
+    let table = endpoints::events_table(outbox.table());
+    rows.iter()
+        .map(|row| {
+            let read = || -> Result<PublishedEvent> {
+                Ok(PublishedEvent {
+                    id: row.get(event_col::ID)?,
+                    owner: row.get(event_col::OWNER)?,
+                    event_type: row.get(event_col::EVENT_TYPE)?,
+                    payload: row.get(event_col::PAYLOAD)?,
+                    subject: row.get(event_col::SUBJECT)?,
+                    created_at: row.get(event_col::CREATED_AT)?,
+                })
+            };
+            read().map_err(|error| error.in_row(&table, None))
+        })
+        .collect()
 }

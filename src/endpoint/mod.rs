@@ -66,7 +66,8 @@ mod store;
     all(feature = "native-http", not(target_arch = "wasm32"))
 ))]
 pub use deliver::EndpointDeliverer;
-pub use event::{Event, MAX_EVENT_ID_BYTES};
+pub(crate) use event::events_of_subject;
+pub use event::{Event, MAX_EVENT_ID_BYTES, PublishedEvent};
 pub use model::{
     Endpoint, EndpointState, EndpointUpdate, MAX_EVENT_TYPE_BYTES, MAX_EVENT_TYPES,
     MAX_METADATA_BYTES, NewEndpoint,

@@ -230,7 +230,7 @@ impl Endpoints {
     /// once, except of those still pending for it. For an endpoint that
     /// missed events while it was failing or disabled, or a new one that
     /// should see the recent past. Events are kept for the outbox's
-    /// [event retention](crate::OutboxBuilder::event_retention). At most
+    /// [event retention](crate::outbox::OutboxBuilder::event_retention). At most
     /// [`RECOVERED_PER_CALL`](Self::RECOVERED_PER_CALL) events a call:
     /// [`Recovered::next_since`] says where the next call starts.
     ///
@@ -262,6 +262,21 @@ impl Endpoints {
             deliveries: written.rows_affected,
             next_since,
         })
+    }
+
+    /// The `limit` latest logged attempts of `owner`'s endpoint `id`, newest
+    /// first (see [`AttemptLog`](crate::drain::AttemptLog)).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; database errors.
+    pub async fn attempts(
+        &self,
+        owner: &str,
+        id: &str,
+        limit: u32,
+    ) -> Result<Vec<crate::outbox::LoggedAttempt>> {
+        self.get(owner, id).await?;
+        self.outbox.attempts_of_topic(id, limit).await
     }
 
     /// The most events one [`recover`](Self::recover) call goes through.

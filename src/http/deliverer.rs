@@ -11,7 +11,7 @@ use reqwest::Url;
 use worker::Url;
 
 use super::status::StatusMapping;
-use crate::drain::Deliver;
+use crate::drain::{AttemptLog, AttemptRecord, Deliver};
 use crate::error::{Error, Result};
 use crate::future::BoxFuture;
 use crate::outbox::{ClaimedMessage, Delivery};
@@ -41,6 +41,7 @@ pub struct HttpDeliverer {
     pub(super) statuses: StatusMapping,
     signer: Option<Signer>,
     clock: Arc<dyn Clock>,
+    attempt_log: AttemptLog,
     #[cfg(not(target_arch = "wasm32"))]
     pub(super) client: reqwest::Client,
 }
@@ -104,6 +105,7 @@ impl HttpDeliverer {
             statuses: StatusMapping::default(),
             signer: None,
             clock: Arc::new(SystemClock),
+            attempt_log: AttemptLog::default(),
             #[cfg(not(target_arch = "wasm32"))]
             client: native_client()?,
         })
@@ -182,6 +184,15 @@ impl HttpDeliverer {
         self
     }
 
+    /// Which attempts it logs in the outbox's attempt log (default:
+    /// [`AttemptLog::Failures`]): the status, the duration, the content
+    /// type and `Retry-After`, and the start of a failure's body.
+    #[must_use]
+    pub fn attempt_log(mut self, log: AttemptLog) -> Self {
+        self.attempt_log = log;
+        self
+    }
+
     pub(crate) fn now(&self) -> Timestamp {
         self.clock.now()
     }
@@ -254,20 +265,43 @@ impl HttpDeliverer {
     pub(super) fn verdict(
         &self,
         exchange: Option<std::result::Result<Answer, String>>,
-    ) -> Delivery {
-        match exchange {
-            Some(Ok(answer)) => self.statuses.verdict(
-                answer.status,
-                answer.retry_after.as_deref(),
-                &answer.body,
-                self.now(),
+        started: Timestamp,
+    ) -> (Delivery, Option<AttemptRecord>) {
+        let now = self.now();
+        let took = now.duration_since(started);
+        let (verdict, record) = match exchange {
+            Some(Ok(answer)) => {
+                let verdict = self.statuses.verdict(
+                    answer.status,
+                    answer.retry_after.as_deref(),
+                    &answer.body,
+                    now,
+                );
+                let mut record = AttemptRecord::new(Some(answer.status), took).body(&answer.body);
+                for (name, value) in [
+                    ("content-type", &answer.content_type),
+                    ("retry-after", &answer.retry_after),
+                ] {
+                    if let Some(value) = value {
+                        record = record.header(name, value);
+                    }
+                }
+                (verdict, record)
+            }
+            Some(Err(unreachable)) => (
+                Delivery::unavailable(unreachable, None),
+                AttemptRecord::new(None, took),
             ),
-            Some(Err(unreachable)) => Delivery::unavailable(unreachable, None),
-            None => Delivery::retry(format!(
-                "no answer within {} ms; the request was aborted",
-                self.timeout.as_millis()
-            )),
-        }
+            None => (
+                Delivery::retry(format!(
+                    "no answer within {} ms; the request was aborted",
+                    self.timeout.as_millis()
+                )),
+                AttemptRecord::new(None, took),
+            ),
+        };
+        let logged = self.attempt_log.keeps(&verdict).then_some(record);
+        (verdict, logged)
     }
 }
 
@@ -275,6 +309,7 @@ impl HttpDeliverer {
 pub(super) struct Answer {
     pub(super) status: u16,
     pub(super) retry_after: Option<String>,
+    pub(super) content_type: Option<String>,
     /// Of a failure, at most [`EXCERPT_BYTES`]; empty for a success.
     pub(super) body: String,
 }
@@ -294,7 +329,14 @@ pub(super) const EXCERPT_BYTES: usize = 4096;
 
 impl Deliver for HttpDeliverer {
     fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
-        Box::pin(self.send(message))
+        Box::pin(async move { self.send_to(&self.to(), message).await.0 })
+    }
+
+    fn deliver_logged<'a>(
+        &'a self,
+        message: &'a ClaimedMessage,
+    ) -> BoxFuture<'a, (Delivery, Option<AttemptRecord>)> {
+        Box::pin(async move { self.send_to(&self.to(), message).await })
     }
 
     /// The URL's host and port (`hooks.example:443`).

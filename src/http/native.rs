@@ -3,21 +3,29 @@
 
 use std::error::Error as _;
 
-use reqwest::header::RETRY_AFTER;
+use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
 
 use super::deliverer::{Answer, EXCERPT_BYTES, HttpDeliverer, To};
+use crate::drain::AttemptRecord;
 use crate::outbox::{ClaimedMessage, Delivery};
 
 impl HttpDeliverer {
-    pub(super) async fn send(&self, message: &ClaimedMessage) -> Delivery {
-        self.send_to(&self.to(), message).await
-    }
-
-    /// Delivers `message` as this deliverer does, to `to`.
-    pub(crate) async fn send_to(&self, to: &To<'_>, message: &ClaimedMessage) -> Delivery {
-        let headers = match self.request_headers(to.signer, message, self.now()) {
+    /// Delivers `message` as this deliverer does, to `to`: the verdict, and
+    /// the attempt's record if this deliverer logs it.
+    pub(crate) async fn send_to(
+        &self,
+        to: &To<'_>,
+        message: &ClaimedMessage,
+    ) -> (Delivery, Option<AttemptRecord>) {
+        let started = self.now();
+        let headers = match self.request_headers(to.signer, message, started) {
             Ok(headers) => headers,
-            Err(error) => return Delivery::permanent(format!("cannot build the request: {error}")),
+            Err(error) => {
+                return (
+                    Delivery::permanent(format!("cannot build the request: {error}")),
+                    None,
+                );
+            }
         };
         let mut request = self
             .client
@@ -32,11 +40,14 @@ impl HttpDeliverer {
                 .await
                 .map_err(|error| format!("receiver unreachable: {}", describe(error)))?;
             let status = response.status().as_u16();
-            let retry_after = response
-                .headers()
-                .get(RETRY_AFTER)
-                .and_then(|value| value.to_str().ok())
-                .map(str::to_owned);
+            let header = |name| {
+                response
+                    .headers()
+                    .get(name)
+                    .and_then(|value| value.to_str().ok())
+                    .map(str::to_owned)
+            };
+            let (retry_after, content_type) = (header(RETRY_AFTER), header(CONTENT_TYPE));
             let body = if response.status().is_success() {
                 String::new()
             } else {
@@ -45,10 +56,12 @@ impl HttpDeliverer {
             Ok(Answer {
                 status,
                 retry_after,
+                content_type,
                 body,
             })
         };
-        self.verdict(tokio::time::timeout(self.timeout, exchange).await.ok())
+        let answered = tokio::time::timeout(self.timeout, exchange).await.ok();
+        self.verdict(answered, started)
     }
 }
 

@@ -7,6 +7,7 @@ use worker::{
 };
 
 use super::deliverer::{Answer, EXCERPT_BYTES, HttpDeliverer, To};
+use crate::drain::AttemptRecord;
 use crate::outbox::{ClaimedMessage, Delivery};
 
 /// Aborts the request when the delivery ends, however it ends: answered,
@@ -22,18 +23,25 @@ impl Drop for AbortOnDrop {
 }
 
 impl HttpDeliverer {
-    pub(super) async fn send(&self, message: &ClaimedMessage) -> Delivery {
-        self.send_to(&self.to(), message).await
-    }
-
-    /// Delivers `message` as this deliverer does, to `to`.
-    pub(crate) async fn send_to(&self, to: &To<'_>, message: &ClaimedMessage) -> Delivery {
+    /// Delivers `message` as this deliverer does, to `to`: the verdict, and
+    /// the attempt's record if this deliverer logs it.
+    pub(crate) async fn send_to(
+        &self,
+        to: &To<'_>,
+        message: &ClaimedMessage,
+    ) -> (Delivery, Option<AttemptRecord>) {
+        let started = self.now();
         let controller = AbortController::default();
         let signal = controller.signal();
         let _abort = AbortOnDrop(Some(controller));
         let request = match self.request(to, message) {
             Ok(request) => request,
-            Err(error) => return Delivery::permanent(format!("cannot build the request: {error}")),
+            Err(error) => {
+                return (
+                    Delivery::permanent(format!("cannot build the request: {error}")),
+                    None,
+                );
+            }
         };
         let exchange = async {
             let fetch = Fetch::Request(request);
@@ -43,6 +51,7 @@ impl HttpDeliverer {
                 .map_err(|error| format!("receiver unreachable: {error}"))?;
             let status = response.status_code();
             let retry_after = response.headers().get("retry-after").ok().flatten();
+            let content_type = response.headers().get("content-type").ok().flatten();
             let body = if (200..300).contains(&status) {
                 String::new()
             } else {
@@ -51,6 +60,7 @@ impl HttpDeliverer {
             Ok(Answer {
                 status,
                 retry_after,
+                content_type,
                 body,
             })
         };
@@ -59,7 +69,7 @@ impl HttpDeliverer {
             Either::Left((answered, _)) => Some(answered),
             Either::Right(((), _)) => None,
         };
-        self.verdict(answered)
+        self.verdict(answered, started)
     }
 
     fn request(&self, to: &To<'_>, message: &ClaimedMessage) -> worker::Result<Request> {

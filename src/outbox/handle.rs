@@ -37,6 +37,8 @@ pub(super) struct Inner {
     pub(super) rollups: Option<sql::rollups::RollupWrites>,
     /// How long events published to endpoints are kept.
     pub(super) event_retention: std::time::Duration,
+    /// How long logged attempts are kept.
+    pub(super) attempt_retention: std::time::Duration,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -59,6 +61,7 @@ pub struct OutboxBuilder {
     limits: MessageLimits,
     rollups: bool,
     event_retention: std::time::Duration,
+    attempt_retention: std::time::Duration,
 }
 
 impl OutboxBuilder {
@@ -113,6 +116,14 @@ impl OutboxBuilder {
         self
     }
 
+    /// How long the attempt log keeps an attempt (default:
+    /// [`Outbox::DEFAULT_EVENT_RETENTION`], 7 days). A drain's sweep deletes
+    /// older ones, oldest first, a bounded number at a time.
+    pub fn attempt_retention(mut self, retention: std::time::Duration) -> Self {
+        self.attempt_retention = retention;
+        self
+    }
+
     /// The outbox.
     ///
     /// # Errors
@@ -137,6 +148,7 @@ impl OutboxBuilder {
                 limits: self.limits,
                 rollups,
                 event_retention: self.event_retention,
+                attempt_retention: self.attempt_retention,
             }),
         })
     }
@@ -155,6 +167,7 @@ impl Outbox {
             limits: MessageLimits::default(),
             rollups: true,
             event_retention: Self::DEFAULT_EVENT_RETENTION,
+            attempt_retention: Self::DEFAULT_EVENT_RETENTION,
         }
     }
 

@@ -41,6 +41,7 @@
 //! timeout, expired lease) is repeated. Receivers should be idempotent, e.g.
 //! with an [`Inbox`](crate::inbox::Inbox) key or the message id as idempotency key.
 
+mod attempts;
 mod browse;
 pub(crate) mod claim;
 mod dead_letters;
@@ -58,6 +59,7 @@ mod subject;
 mod topics;
 
 pub(crate) use crate::verdict::Delivery;
+pub use attempts::LoggedAttempt;
 pub(crate) use browse::check_scan;
 pub use browse::{
     BrowseCursor, BrowseFilter, BrowsePage, BrowsedMessage, CappedCount, DeadLetterGroup,

@@ -115,6 +115,26 @@ CREATE TABLE IF NOT EXISTS "{table}_events" (
 );
 CREATE INDEX IF NOT EXISTS "{table}_events_owner" ON "{table}_events" (owner, created_at);
 CREATE INDEX IF NOT EXISTS "{table}_events_created" ON "{table}_events" (created_at);
+-- The attempt log: see src/outbox/schema.sql.
+CREATE TABLE IF NOT EXISTS "{table}_attempts" (
+    message_id  TEXT   COLLATE "C" NOT NULL,
+    slot        BIGINT NOT NULL,
+    topic       TEXT   COLLATE "C" NOT NULL,
+    event_id    TEXT,
+    subject     TEXT,
+    attempt     BIGINT NOT NULL,
+    at          BIGINT NOT NULL,
+    status      BIGINT,
+    duration_ms BIGINT NOT NULL,
+    outcome     TEXT   NOT NULL,
+    error       TEXT,
+    headers     TEXT   NOT NULL,
+    body        TEXT   NOT NULL,
+    PRIMARY KEY (message_id, slot)
+);
+CREATE INDEX IF NOT EXISTS "{table}_attempts_topic" ON "{table}_attempts" (topic, at);
+CREATE INDEX IF NOT EXISTS "{table}_attempts_at" ON "{table}_attempts" (at);
+CREATE INDEX IF NOT EXISTS "{table}_attempts_subject" ON "{table}_attempts" (subject) WHERE subject IS NOT NULL;
 -- Statistics from the start: a table filled before autovacuum first analyzes it would otherwise be
 -- planned as tiny, and its claims would sort every due row instead of walking the due index.
 ANALYZE "{table}";

@@ -117,3 +117,29 @@ CREATE TABLE IF NOT EXISTS "{table}_events" (
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS "{table}_events_owner" ON "{table}_events" (owner, created_at);
 CREATE INDEX IF NOT EXISTS "{table}_events_created" ON "{table}_events" (created_at);
+-- The attempt log of "{table}": what a receiver answered to an attempt (when the deliverer logs
+-- it: failures only by default), written in the drain's settle call while the lease holds. A
+-- message keeps at most a few slots (slot = its attempts and deferrals so far, modulo their
+-- number), each replaced by a later attempt; topic is the endpoint's id for an endpoint's
+-- delivery. at and duration_ms in Unix ms / ms; status null when no answer came; headers a JSON
+-- object of the chosen response headers; body the start of the response body (4 KiB at most).
+-- Kept for the outbox's attempt retention (a drain's sweep deletes older ones).
+CREATE TABLE IF NOT EXISTS "{table}_attempts" (
+    message_id  TEXT    NOT NULL,
+    slot        INTEGER NOT NULL,
+    topic       TEXT    NOT NULL,
+    event_id    TEXT,
+    subject     TEXT,
+    attempt     INTEGER NOT NULL,
+    at          INTEGER NOT NULL,
+    status      INTEGER,
+    duration_ms INTEGER NOT NULL,
+    outcome     TEXT    NOT NULL,
+    error       TEXT,
+    headers     TEXT    NOT NULL,
+    body        TEXT    NOT NULL,
+    PRIMARY KEY (message_id, slot)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS "{table}_attempts_topic" ON "{table}_attempts" (topic, at);
+CREATE INDEX IF NOT EXISTS "{table}_attempts_at" ON "{table}_attempts" (at);
+CREATE INDEX IF NOT EXISTS "{table}_attempts_subject" ON "{table}_attempts" (subject) WHERE subject IS NOT NULL;

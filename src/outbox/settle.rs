@@ -705,8 +705,8 @@ impl Outbox {
     }
 
     /// A drain's housekeeping, sent at most once a minute per drainer with
-    /// a claim: keeps the rollups' and the events' retention (at most
-    /// [`EVENTS_PRUNED_PER_SWEEP`](Outbox::EVENTS_PRUNED_PER_SWEEP) events),
+    /// a claim: keeps the retention of the rollups, of the events and of the
+    /// attempt log (at most 500 rows of each),
     /// forgets the tombstones of
     /// subjects erased more than
     /// [`ERASURE_MEMORY`](crate::subject::ERASURE_MEMORY) ago, and on
@@ -726,6 +726,12 @@ impl Outbox {
             self.dialect(),
             now.saturating_sub(self.inner.event_retention),
             Self::EVENTS_PRUNED_PER_SWEEP,
+        )?);
+        sweep.push(sql::attempts::prune(
+            self.table(),
+            self.dialect(),
+            now.saturating_sub(self.inner.attempt_retention),
+            Self::ATTEMPTS_PRUNED_PER_SWEEP,
         )?);
         Ok(sweep)
     }

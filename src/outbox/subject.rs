@@ -62,7 +62,7 @@ impl Outbox {
     /// record the subject's tombstone, hold back the successors of its
     /// in-flight ordered messages, delete, release the rows its ordering
     /// keys held back, then delete the events of the subject published to
-    /// [endpoints](crate::endpoint).
+    /// [endpoints](crate::endpoint) and its attempt log.
     ///
     /// # Errors
     /// If a statement cannot be built.
@@ -114,6 +114,7 @@ impl Outbox {
             self.render(&delete)?,
             self.promote_all_heads()?,
             self.render(&events)?,
+            crate::sql::attempts::erase(self.table(), self.dialect(), subject)?,
         ])
     }
 }

@@ -639,3 +639,26 @@ pub(crate) fn prune_events(
         .and_where(Expr::col(event_col::ID).in_subquery(oldest));
     dialect.render(&delete)
 }
+
+/// The events of `subject`, oldest first.
+pub(crate) fn events_of_subject(
+    table: &TableName,
+    dialect: Dialect,
+    subject: &str,
+) -> Result<Statement> {
+    let mut select = Query::select();
+    select
+        .columns([
+            event_col::ID,
+            event_col::OWNER,
+            event_col::EVENT_TYPE,
+            event_col::PAYLOAD,
+            event_col::SUBJECT,
+            event_col::CREATED_AT,
+        ])
+        .from(events_table(table))
+        .and_where(Expr::col(event_col::SUBJECT).eq(subject))
+        .order_by(event_col::CREATED_AT, Order::Asc)
+        .order_by(event_col::ID, Order::Asc);
+    dialect.render(&select)
+}

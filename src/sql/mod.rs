@@ -12,6 +12,7 @@
 //! stats, dead letters, a subject's export and the topic streaks, still
 //! build their SQL in the outbox's files, in text both dialects share.)
 
+pub(crate) mod attempts;
 pub(crate) mod claim;
 pub(crate) mod claim_floor;
 pub(crate) mod dialects;

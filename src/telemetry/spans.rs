@@ -46,12 +46,13 @@ pub(crate) fn sent(topic: &str, id: &str) {
 pub(crate) fn sent(_topic: &str, _id: &str) {}
 
 /// Runs `delivery` inside its message's `process` span, and records its
-/// verdict there.
+/// verdict (read from its result by `verdict`) there.
 #[cfg(feature = "tracing")]
-pub(crate) fn in_process_span<'a>(
+pub(crate) fn in_process_span<'a, T: crate::future::MaybeSend + 'a>(
     message: Processed<'_>,
-    delivery: BoxFuture<'a, Delivery>,
-) -> BoxFuture<'a, Delivery> {
+    delivery: BoxFuture<'a, T>,
+    verdict: fn(&T) -> &Delivery,
+) -> BoxFuture<'a, T> {
     use tracing::Instrument;
     let span = tracing::info_span!(
         "process",
@@ -69,19 +70,20 @@ pub(crate) fn in_process_span<'a>(
     let recorded = span.clone();
     Box::pin(
         async move {
-            let verdict = delivery.await;
-            recorded.record("workers_outbox.outcome", verdict.class());
-            verdict
+            let answered = delivery.await;
+            recorded.record("workers_outbox.outcome", verdict(&answered).class());
+            answered
         }
         .instrument(span),
     )
 }
 
 #[cfg(not(feature = "tracing"))]
-pub(crate) fn in_process_span<'a>(
+pub(crate) fn in_process_span<'a, T>(
     _message: Processed<'_>,
-    delivery: BoxFuture<'a, Delivery>,
-) -> BoxFuture<'a, Delivery> {
+    delivery: BoxFuture<'a, T>,
+    _verdict: fn(&T) -> &Delivery,
+) -> BoxFuture<'a, T> {
     delivery
 }
 

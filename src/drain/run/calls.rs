@@ -172,6 +172,7 @@ impl<'a> Run<'a> {
         if outcomes.is_empty() {
             return Some(None);
         }
+        call.write(self.outcomes.take_logged());
         let until = outcomes.iter().map(|(lease, _)| lease.until()).min();
         let fates: Vec<(&LeaseHandle, Fate)> = outcomes
             .iter()

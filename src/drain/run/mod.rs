@@ -317,7 +317,17 @@ impl<'a> Run<'a> {
         match attempt {
             Attempt::TimedOut => self.ledger.report.timed_out += 1,
             Attempt::TooLate => self.ledger.report.too_late_to_start += 1,
-            Attempt::Answered(_) => {}
+            Attempt::Answered(..) => {}
+        }
+        if let Attempt::Answered(delivery, Some(record)) = &attempt {
+            match self
+                .drainer
+                .outbox
+                .attempt_log_statement(message.lease(), record, delivery, now)
+            {
+                Ok(statement) => self.outcomes.log(statement),
+                Err(error) => log::warn!("the attempt of {} is not logged: {error}", message.id),
+            }
         }
         let blame_timeout = !self.drainer.deliver.is_batch() || in_group;
         match verdict_of(attempt, blame_timeout, self.drainer.limits.delivery_timeout) {
