@@ -475,7 +475,13 @@ async fn endpoints_receive_one_event_under_one_webhook_id_signed_with_their_own_
         (Some(410), "endpoint removed")
     );
     assert_eq!(attempts[0].event_id.as_deref(), Some(event.id()));
-    assert!(endpoints.attempts("acme", &healthy.id, 10).await.unwrap().is_empty());
+    assert!(
+        endpoints
+            .attempts("acme", &healthy.id, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(endpoints.attempts("globex", &removed.id, 10).await.is_err());
     // A plain message of the outbox needs a deliverer of its own.
     t.outbox

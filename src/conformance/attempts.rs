@@ -98,10 +98,7 @@ pub(crate) async fn failures_are_logged_in_the_settle_call_and_bounded_per_messa
         "{}",
         first.body.len()
     );
-    ensure_eq!(
-        logged(&h, &outbox).await?,
-        1
-    );
+    ensure_eq!(logged(&h, &outbox).await?, 1);
 
     // The same drain without a log makes as many calls.
     let quiet = h.outbox_named("quiet", 30).await?;
