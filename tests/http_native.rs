@@ -500,3 +500,55 @@ async fn endpoints_receive_one_event_under_one_webhook_id_signed_with_their_own_
         .or(HttpDeliverer::new(&ok.url).unwrap());
     assert_eq!(with_other.deliver(&mail).await, Delivery::Delivered);
 }
+
+#[tokio::test]
+async fn an_endpoint_failing_past_the_policy_is_disabled_not_retried() {
+    use workers_outbox::Batch;
+    use workers_outbox::endpoint::{
+        EndpointDeliverer, EndpointState, Endpoints, Event, NewEndpoint,
+    };
+
+    // Misconfigured: it redirects, forever.
+    let (moved, _) = server(status(301, "location: https://elsewhere.example/\r\n", "")).await;
+    let t = TestOutbox::new().await.unwrap();
+    let endpoints = Endpoints::new(&t.outbox)
+        .allow_http(true)
+        .allow_private(true);
+    let endpoint = endpoints
+        .create(NewEndpoint::new("acme", &moved.url, SECRET))
+        .await
+        .unwrap();
+    let mut batch = Batch::new(t.db.clone());
+    let _ = batch
+        .publish(&endpoints, Event::raw_json("acme", "order.paid", "{}"))
+        .unwrap();
+    batch.commit().await.unwrap();
+    let drain = || async {
+        let deliver = EndpointDeliverer::new()
+            .unwrap()
+            .disable_after(Duration::from_secs(3600))
+            .clock(Arc::new(t.clock.clone()));
+        Drainer::builder(t.outbox.clone(), deliver)
+            .timer(Arc::new(t.clock.clone()))
+            .build()
+            .unwrap()
+            .drain()
+            .await
+    };
+    let report = drain().await;
+    assert_eq!((report.retried, report.paused.len()), (1, 0), "{report}");
+    assert_eq!(
+        endpoints.get("acme", &endpoint.id).await.unwrap().state,
+        EndpointState::Enabled
+    );
+    t.clock.advance(Duration::from_secs(3600));
+    let report = drain().await;
+    assert_eq!(report.paused, vec![endpoint.id.clone()], "{report}");
+    let state = endpoints.get("acme", &endpoint.id).await.unwrap().state;
+    assert!(
+        matches!(&state, EndpointState::Disabled { reason, .. } if reason.contains("failing for 1 h") && reason.contains("301")),
+        "{state:?}"
+    );
+    // Held, not dead: enabled again, it is due at once.
+    assert_eq!(t.outbox.stats().await.unwrap().pending, 1);
+}

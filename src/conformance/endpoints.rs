@@ -595,3 +595,89 @@ pub(crate) async fn an_endpoint_is_given_the_events_since_a_time(h: Harness) -> 
     ensure_eq!(h.count(&format!("{}_events", outbox.table())).await?, 0);
     Ok(())
 }
+
+/// Fails the first attempt of each delivery to `failing`, delivers the
+/// rest; records the event ids each endpoint received, in order.
+#[derive(Clone, Default)]
+struct Ordered {
+    failing: String,
+    failed: Arc<Mutex<Vec<String>>>,
+    received: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl Deliver for Ordered {
+    fn deliver<'a>(
+        &'a self,
+        message: &'a ClaimedMessage,
+    ) -> crate::future::BoxFuture<'a, Delivery> {
+        Box::pin(async move {
+            yield_now().await;
+            let event = message.event_id.clone().unwrap_or_default();
+            if message.topic == self.failing {
+                let mut failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
+                if !failed.contains(&message.id) {
+                    failed.push(message.id.clone());
+                    return Delivery::retry("receiver answered 500");
+                }
+            }
+            self.received
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((message.topic.clone(), event));
+            Delivery::Delivered
+        })
+    }
+}
+
+pub(crate) async fn an_ordering_key_orders_each_endpoints_deliveries_alone(
+    h: Harness,
+) -> CaseResult {
+    let outbox = h.outbox_named("outbox", 5).await?;
+    let endpoints = Endpoints::new(&outbox);
+    let slow = endpoints
+        .create(new("acme", "slow.example", &["*"]))
+        .await?;
+    let fast = endpoints
+        .create(new("acme", "fast.example", &["*"]))
+        .await?;
+    let mut published = Vec::new();
+    for n in 0..3 {
+        let mut batch = Batch::new(h.db());
+        let event = Event::raw_json("acme", "order.updated", format!("{{\"n\":{n}}}"))
+            .ordering_key("order-1");
+        let ticket = batch.publish(&endpoints, event)?;
+        batch.commit().await?;
+        published.push(ticket.id().to_owned());
+    }
+    let receiver = Ordered {
+        failing: slow.id.clone(),
+        ..Ordered::default()
+    };
+    for _ in 0..6 {
+        let drainer = Drainer::builder(outbox.clone(), receiver.clone())
+            .timer(Arc::new(h.clock().clone()))
+            .limits(DrainLimits {
+                concurrency: 4,
+                ..super::drain::limits()
+            })
+            .build()?;
+        drainer.drain().await;
+        h.clock().advance(Duration::from_secs(60));
+    }
+    let received = receiver
+        .received
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let of = |endpoint: &str| -> Vec<String> {
+        received
+            .iter()
+            .filter(|(topic, _)| topic == endpoint)
+            .map(|(_, event)| event.clone())
+            .collect()
+    };
+    ensure_eq!(of(&fast.id), published);
+    ensure_eq!(of(&slow.id), published);
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
+    Ok(())
+}

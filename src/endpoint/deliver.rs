@@ -29,6 +29,7 @@ use crate::webhook::Signer;
 pub struct EndpointDeliverer {
     http: HttpDeliverer,
     other: Option<Arc<dyn Deliver>>,
+    disable_after: Duration,
 }
 
 impl std::fmt::Debug for EndpointDeliverer {
@@ -50,7 +51,26 @@ impl EndpointDeliverer {
         Ok(EndpointDeliverer {
             http: HttpDeliverer::for_many()?,
             other: None,
+            disable_after: Self::DEFAULT_DISABLE_AFTER,
         })
+    }
+
+    /// How long an endpoint may fail before it is disabled by default: 5
+    /// days, as Svix.
+    pub const DEFAULT_DISABLE_AFTER: Duration = Duration::from_secs(5 * 24 * 3600);
+
+    /// Disables an endpoint whose delivery still fails `after` its event
+    /// was published (default: [`DEFAULT_DISABLE_AFTER`](Self::DEFAULT_DISABLE_AFTER)):
+    /// a receiver failing that long (down, or misconfigured: answering
+    /// `3xx`, its name not resolving, its TLS refused) is disabled with the
+    /// last error as its reason, and its deliveries are held until it is
+    /// enabled, rather than retried on or dead. Keep the outbox's
+    /// [`RetryPolicy`](crate::RetryPolicy) from spending a delivery's
+    /// attempts before then (its `defer_limit` and attempts).
+    #[must_use]
+    pub fn disable_after(mut self, after: Duration) -> Self {
+        self.disable_after = after;
+        self
     }
 
     /// Delivers the outbox's other messages (not to an endpoint) with
@@ -106,7 +126,16 @@ impl EndpointDeliverer {
             url: &url,
             signer: Some(&signer),
         };
-        self.http.send_to(&to, message).await
+        let (verdict, record) = self.http.send_to(&to, message).await;
+        let failing_for = self.http.now().duration_since(message.created_at);
+        match verdict.error() {
+            Some(error) if verdict.is_retryable() && failing_for >= self.disable_after => {
+                let hours = failing_for.as_secs() / 3600;
+                let reason = format!("disabled after failing for {hours} h; last error: {error}");
+                (Delivery::gone(reason), record)
+            }
+            _ => (verdict, record),
+        }
     }
 }
 

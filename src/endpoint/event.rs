@@ -27,6 +27,7 @@ pub struct Event {
     pub(crate) payload: String,
     pub(crate) id: Option<String>,
     pub(crate) subject: Option<String>,
+    pub(crate) ordering_key: Option<String>,
 }
 
 impl Event {
@@ -57,7 +58,17 @@ impl Event {
             payload: payload.into(),
             id: None,
             subject: None,
+            ordering_key: None,
         }
+    }
+
+    /// Each endpoint receives the events of this key one at a time, in
+    /// publish order (its deliveries wait behind its earlier ones), while
+    /// other endpoints and keys go on.
+    #[must_use]
+    pub fn ordering_key(mut self, key: impl Into<String>) -> Self {
+        self.ordering_key = Some(key.into());
+        self
     }
 
     /// Uses this id instead of a generated one (printable ASCII without
@@ -99,6 +110,7 @@ impl Endpoints {
         super::model::check_owner(&event.owner)?;
         self.rules.check_type(&event.event_type)?;
         check_key("subject", event.subject.as_deref())?;
+        check_key("ordering key", event.ordering_key.as_deref())?;
         outbox.message_limits().check_payload(&event.payload)?;
         let now = outbox.now();
         let id = match event.id {
@@ -114,6 +126,7 @@ impl Endpoints {
             event_type: &event.event_type,
             payload: &event.payload,
             subject: event.subject.as_deref(),
+            ordering_key: event.ordering_key.as_deref(),
             at: now,
         };
         let (table, dialect) = (outbox.table(), outbox.dialect());

@@ -374,8 +374,14 @@ pub(crate) struct EventRow<'a> {
     pub(crate) event_type: &'a str,
     pub(crate) payload: &'a str,
     pub(crate) subject: Option<&'a str>,
+    /// Its deliveries to one endpoint are delivered one at a time, in
+    /// publish order, with those of the same key.
+    pub(crate) ordering_key: Option<&'a str>,
     pub(crate) at: Timestamp,
 }
+
+/// The separator of a delivery's ordering key: `<endpoint id>/<key>`.
+pub(crate) const ORDERING_KEY_SEPARATOR: &str = "/";
 
 /// Keeps the event (a taken id fails on the primary key).
 pub(crate) fn insert_event(
@@ -447,9 +453,45 @@ pub(crate) fn fan_out(
         col::ATTEMPTS,
         col::CREATED_AT,
         col::EVENT_ID,
+        col::ORDERING_KEY,
+        col::SEQ,
     ];
+    // With an ordering key: each endpoint's own key, `<endpoint id>/<key>`,
+    // its next place, and waiting if an earlier row of it is present.
+    let ordered = event.ordering_key.map(|key| {
+        let per_key = Expr::col((endpoints.clone(), endpoint_col::ID))
+            .binary(
+                BinOper::Custom("||"),
+                Expr::val(ORDERING_KEY_SEPARATOR).cast_as("TEXT"),
+            )
+            .binary(BinOper::Custom("||"), Expr::val(key).cast_as("TEXT"));
+        let latest: Expr = Query::select()
+            .expr(Expr::col(("ordered", col::SEQ)).max())
+            .from_as(table.as_str().to_owned(), "ordered")
+            .and_where(Expr::col(("ordered", col::ORDERING_KEY)).eq(per_key.clone()))
+            .to_owned()
+            .into();
+        (per_key, latest)
+    });
+    let (state, ordering_key, seq) = match &ordered {
+        None => (
+            Expr::val(state::READY).cast_as("TEXT"),
+            text(None),
+            Expr::val(Option::<i64>::None).cast_as("BIGINT"),
+        ),
+        Some((per_key, latest)) => (
+            Expr::case(
+                latest.clone().is_null(),
+                Expr::val(state::READY).cast_as("TEXT"),
+            )
+            .finally(Expr::val(state::WAITING).cast_as("TEXT"))
+            .into(),
+            per_key.clone(),
+            latest.clone().if_null(0).add(1),
+        ),
+    };
     let mut values = vec![
-        Expr::val(state::READY).cast_as("TEXT"),
+        state,
         Expr::val(at).cast_as("BIGINT"),
         per_endpoint(),
         Expr::col((endpoints.clone(), endpoint_col::ID)),
@@ -460,8 +502,16 @@ pub(crate) fn fan_out(
         Expr::val(0).cast_as("BIGINT"),
         Expr::val(at).cast_as("BIGINT"),
         text(Some(event.id)),
+        ordering_key,
+        seq,
     ];
     if let Some(late) = claim_floor::late_due(dialect, table, Expr::val(at).cast_as("BIGINT")) {
+        // Only a row written ready can be late (its promotion marks a
+        // waiting one).
+        let late = match &ordered {
+            None => late,
+            Some((_, latest)) => Expr::case(latest.clone().is_null(), late).into(),
+        };
         columns.push(col::LATE_DUE);
         values.push(late);
     }
