@@ -20,6 +20,12 @@ if ! grep -q '^WEBHOOK_SECRET=' "$example/.dev.vars"; then
   printf 'WEBHOOK_SECRET=whsec_%s\n' "$(head -c 24 /dev/urandom | base64 -w 0)" >> "$example/.dev.vars"
   echo "==> added a random WEBHOOK_SECRET to $example/.dev.vars"
 fi
+# Local endpoints (http://127.0.0.1:…) may be registered in development only.
+if ! grep -q '^ENDPOINTS_ALLOW_LOCAL=' "$example/.dev.vars"; then
+  [[ -z $(tail -c 1 "$example/.dev.vars") ]] || echo >> "$example/.dev.vars"
+  echo 'ENDPOINTS_ALLOW_LOCAL=1' >> "$example/.dev.vars"
+  echo "==> added ENDPOINTS_ALLOW_LOCAL=1 to $example/.dev.vars"
+fi
 
 # RECEIVER_STATUS=500 (or any status) makes the receiving route refuse every webhook, to watch
 # retries and dead letters; the retry policy's variables shorten the wait.

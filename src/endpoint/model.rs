@@ -158,7 +158,9 @@ pub struct Endpoint {
     pub url: String,
     /// The event types it receives (`"*"`: every type).
     pub event_types: Vec<String>,
-    /// Whether it receives.
+    /// Whether it receives (as JSON, `state` and, unless enabled, `reason`
+    /// and `since_ms` beside the other fields).
+    #[serde(flatten)]
     pub state: EndpointState,
     /// The application's data about it.
     pub metadata: serde_json::Value,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use worker::{DurableObject, Env, Method, Request, Response, Result, State, durable_object};
 use workers_outbox::console::{BearerToken, Console};
+use workers_outbox::endpoint::{EndpointDeliverer, Endpoints, Event, NewEndpoint};
 use workers_outbox::http::HttpDeliverer;
 use workers_outbox::webhook::{self, Signer};
 use workers_outbox::{
@@ -37,6 +38,8 @@ const EVENTS_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS events (
 struct Parts {
     db: Arc<DurableObjectDatabase>,
     outbox: Outbox,
+    /// The endpoints the customer registered: each event fans out to them.
+    endpoints: Endpoints,
     drainer: Drainer,
     /// The console's operator token; none, no access.
     admin_token: Option<String>,
@@ -61,12 +64,20 @@ impl Parts {
             // Signed with every secret of the list: the receiver accepts any one.
             let signer = Signer::new(webhook::secrets(&secrets)?)?;
             let deliver = HttpDeliverer::new(&url)?.signed(signer);
+            // Local receivers (`ENDPOINTS_ALLOW_LOCAL=1`) for development only.
+            let local = vars("ENDPOINTS_ALLOW_LOCAL").is_some_and(|v| v == "1");
+            let endpoints = Endpoints::new(&outbox)
+                .allow_http(local)
+                .allow_private(local);
+            // Endpoint deliveries to their endpoints; the customer's own webhook to WEBHOOK_URL.
+            let deliver = EndpointDeliverer::new()?.or(deliver);
             let drainer = Drainer::builder(outbox.clone(), deliver)
                 .limits(DrainLimits::from_vars(DrainLimits::alarm(), &vars)?)
                 .build()?;
             Ok(Parts {
                 db,
                 outbox,
+                endpoints,
                 drainer,
                 admin_token: env.secret("ADMIN_TOKEN").ok().map(|t| t.to_string()),
             })
@@ -129,6 +140,21 @@ impl DurableObject for Customer {
         };
         match (request.method(), segments.as_slice()) {
             (Method::Post, ["customers", id, "events"]) => record(parts, id, body).await,
+            (Method::Post, ["customers", id, "endpoints"]) => register(parts, id, body).await,
+            (Method::Get, ["customers", id, "endpoints"]) => {
+                answer(200, parts.endpoints.list(id).await)
+            }
+            (Method::Post, ["customers", id, "endpoints", endpoint, "enable"]) => answer(
+                200,
+                parts
+                    .endpoints
+                    .enable(id, endpoint)
+                    .await
+                    .map(|()| "enabled"),
+            ),
+            (Method::Get, ["customers", id, "endpoints", endpoint, "attempts"]) => {
+                answer(200, parts.endpoints.attempts(id, endpoint, 50).await)
+            }
             (Method::Get, ["customers", _, "events"]) => events(parts).await,
             (_, ["customers", _, "events"]) => json_error(405, "use GET or POST"),
             _ => json_error(404, "no such route"),
@@ -184,6 +210,12 @@ async fn record(parts: &Parts, customer: &str, body: Body) -> Result<Response> {
         // One ordering key per customer: its webhooks arrive in order.
         let message = Message::of(&hook)?.subject(customer).ordering_key(customer);
         let ticket = batch.enqueue(&parts.outbox, message)?;
+        // And to every endpoint the customer registered for its type, in order.
+        let published = Event::new(customer, event.kind.as_str(), &hook)?
+            .id(format!("evt_{}", ticket.id()))
+            .subject(customer)
+            .ordering_key("events");
+        let fanned = batch.publish(&parts.endpoints, published)?;
         // The event's id is its webhook's id (its `webhook-id`, the receiver's inbox key).
         batch.push(Statement::new(
             "INSERT INTO events (id, type, data, at) VALUES (?, ?, ?, ?)",
@@ -194,12 +226,50 @@ async fn record(parts: &Parts, customer: &str, body: Body) -> Result<Response> {
                 at.into(),
             ],
         ));
-        batch.commit().await?;
-        Ok::<_, workers_outbox::Error>(ticket.id().to_owned())
+        let committed = batch.commit().await?;
+        let endpoints = committed.published(&fanned)?;
+        Ok::<_, workers_outbox::Error>((ticket.id().to_owned(), fanned.id().to_owned(), endpoints))
     }
     .await;
     match result {
-        Ok(id) => json(201, &serde_json::json!({ "event_id": id })),
+        Ok((id, published, endpoints)) => json(
+            201,
+            &serde_json::json!({ "event_id": id, "published_as": published, "endpoints": endpoints }),
+        ),
+        Err(error) => error_response(&error),
+    }
+}
+
+/// `POST /customers/<id>/endpoints {"url", "secret", "event_types"?}`: the
+/// customer registers where its events go.
+async fn register(parts: &Parts, customer: &str, body: Body) -> Result<Response> {
+    let Body::Within(body) = body else {
+        return json_error(413, "the body is over 16 KiB");
+    };
+    #[derive(Deserialize)]
+    struct Registered {
+        url: String,
+        secret: String,
+        #[serde(default)]
+        event_types: Option<Vec<String>>,
+    }
+    let Ok(registered) = serde_json::from_slice::<Registered>(&body) else {
+        return json_error(
+            400,
+            "the body must be JSON: {\"url\": string, \"secret\": string, \"event_types\"?: [string]}",
+        );
+    };
+    let mut new = NewEndpoint::new(customer, registered.url, registered.secret);
+    if let Some(types) = registered.event_types {
+        new = new.event_types(types);
+    }
+    answer(201, parts.endpoints.create(new).await)
+}
+
+/// A library call's result as JSON with `status`, or its error.
+fn answer<T: Serialize>(status: u16, result: workers_outbox::Result<T>) -> Result<Response> {
+    match result {
+        Ok(value) => json(status, &value),
         Err(error) => error_response(&error),
     }
 }

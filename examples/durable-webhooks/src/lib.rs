@@ -6,6 +6,13 @@
 //!   HTTP deliverer, signed with `WEBHOOK_SECRET` (Standard Webhooks), in
 //!   order per customer, with retries and dead letters.
 //! - `GET /customers/<id>/events`: the customer's events.
+//! - `POST /customers/<id>/endpoints {"url", "secret", "event_types"?}`: the
+//!   customer registers an endpoint; every event it records afterwards is
+//!   also published to its endpoints subscribed to its type, in the same
+//!   atomic write, delivered signed with the endpoint's own secret, in order
+//!   per endpoint; a `410` disables that endpoint alone. `GET …/endpoints`
+//!   lists them (their state), `POST …/endpoints/<ep>/enable` enables one
+//!   again, `GET …/endpoints/<ep>/attempts` shows what its receiver answered.
 //! - `POST /hooks`: the receiving side, here for the demo: it verifies each
 //!   webhook's signature (401 if it does not verify) and applies it once,
 //!   whatever the redeliveries, with an inbox keyed by its `webhook-id`;
@@ -43,6 +50,12 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
     let path = request.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (request.method(), segments.as_slice()) {
+        (_, ["customers", id, "endpoints", ..]) => {
+            if declared_over(&request, customer::EVENT_BODY_LIMIT)? {
+                return json_error(413, "the body is over 16 KiB");
+            }
+            forward(&env, "CUSTOMERS", id, request).await
+        }
         (_, ["customers", id, "events"]) => {
             if declared_over(&request, customer::EVENT_BODY_LIMIT)? {
                 return json_error(413, "the body is over 16 KiB");
