@@ -681,3 +681,146 @@ pub(crate) async fn an_ordering_key_orders_each_endpoints_deliveries_alone(
     ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
     Ok(())
 }
+
+/// Answers by endpoint: `Gone` for those in `gone`, `Permanent` for those
+/// in `refusing`, delivered for the rest; records what each received.
+#[derive(Clone, Default)]
+struct Operators {
+    gone: Vec<String>,
+    refusing: Vec<String>,
+    received: Arc<Mutex<Vec<(String, serde_json::Value)>>>,
+}
+
+impl Operators {
+    fn received_by(&self, endpoint: &str) -> Vec<serde_json::Value> {
+        self.received
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(to, _)| to == endpoint)
+            .map(|(_, payload)| payload.clone())
+            .collect()
+    }
+}
+
+impl Deliver for Operators {
+    fn deliver<'a>(
+        &'a self,
+        message: &'a ClaimedMessage,
+    ) -> crate::future::BoxFuture<'a, Delivery> {
+        Box::pin(async move {
+            yield_now().await;
+            if self.gone.contains(&message.topic) {
+                return Delivery::gone("receiver answered 410");
+            }
+            if self.refusing.contains(&message.topic) {
+                return Delivery::permanent("receiver answered 400: bad payload");
+            }
+            let payload = serde_json::from_str(&message.payload).unwrap_or_default();
+            self.received
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((message.topic.clone(), payload));
+            Delivery::Delivered
+        })
+    }
+}
+
+pub(crate) async fn operational_events_reach_the_operators_endpoints(h: Harness) -> CaseResult {
+    use crate::outbox::operational::{ENDPOINT_DISABLED, ENDPOINT_ENABLED, MESSAGE_DEAD};
+    let outbox = h
+        .outbox_builder(h.db(), &h.table("outbox"))
+        .operational_events("ops")
+        .build()?;
+    outbox.create_schema().await?;
+    let endpoints = Endpoints::new(&outbox);
+    let ops = endpoints
+        .create(new(
+            "ops",
+            "ops.example",
+            &[ENDPOINT_DISABLED, ENDPOINT_ENABLED, MESSAGE_DEAD],
+        ))
+        .await?;
+    let broken_ops = endpoints
+        .create(new("ops", "broken.example", &[MESSAGE_DEAD]))
+        .await?;
+    let gone = endpoints
+        .create(new("acme", "gone.example", &["*"]))
+        .await?;
+    let refusing = endpoints
+        .create(new("acme", "refusing.example", &["*"]))
+        .await?;
+    publish(&h, &endpoints, "acme", "order.paid").await?;
+    let receiver = Operators {
+        gone: vec![gone.id.clone()],
+        refusing: vec![refusing.id.clone(), broken_ops.id.clone()],
+        ..Operators::default()
+    };
+    let drainer = Drainer::builder(outbox.clone(), receiver.clone())
+        .timer(Arc::new(h.clock().clone()))
+        .limits(DrainLimits {
+            concurrency: 1,
+            ..super::drain::limits()
+        })
+        .build()?;
+    drainer.drain().await;
+    drainer.drain().await;
+    let told = receiver.received_by(&ops.id);
+    let types: Vec<&str> = told.iter().filter_map(|e| e["type"].as_str()).collect();
+    ensure!(
+        types.contains(&ENDPOINT_DISABLED) && types.contains(&MESSAGE_DEAD),
+        "{told:?}"
+    );
+    let disabled = told
+        .iter()
+        .find(|e| e["type"] == ENDPOINT_DISABLED)
+        .cloned()
+        .unwrap_or_default();
+    ensure_eq!(disabled["endpoint_id"].as_str(), Some(gone.id.as_str()));
+    let dead = told
+        .iter()
+        .find(|e| e["type"] == MESSAGE_DEAD)
+        .cloned()
+        .unwrap_or_default();
+    ensure_eq!(dead["topic"].as_str(), Some(refusing.id.as_str()));
+    // The broken operator endpoint's own dead report is not reported again.
+    let reports = h.count(&format!("{}_events", outbox.table())).await?;
+    drainer.drain().await;
+    drainer.drain().await;
+    ensure_eq!(
+        h.count(&format!("{}_events", outbox.table())).await?,
+        reports
+    );
+
+    // An operator's change is told too, in its own batch.
+    endpoints.enable("acme", &gone.id).await?;
+    endpoints
+        .disable("acme", &refusing.id, "customer asked")
+        .await?;
+    drainer.drain().await;
+    let told = receiver.received_by(&ops.id);
+    ensure!(
+        told.iter()
+            .any(|e| e["type"] == ENDPOINT_ENABLED && e["endpoint_id"] == gone.id.as_str()),
+        "{told:?}"
+    );
+    ensure!(
+        told.iter()
+            .any(|e| e["type"] == ENDPOINT_DISABLED && e["reason"] == "customer asked"),
+        "{told:?}"
+    );
+    // The reserved types are the outbox's own.
+    let mut batch = Batch::new(h.db());
+    let reserved = batch.publish(&endpoints, Event::raw_json("acme", MESSAGE_DEAD, "{}"));
+    ensure!(
+        matches!(
+            reserved,
+            Err(Error::InvalidInput {
+                what: "event type",
+                ..
+            })
+        ),
+        "published a reserved type"
+    );
+    Ok(())
+}

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::outbox::check_key;
+use crate::outbox::operational::RESERVED_PREFIX;
 use crate::sql::endpoints::EVERY_TYPE;
 use crate::time::Timestamp;
 use crate::webhook::Secret;
@@ -340,7 +341,10 @@ impl Rules {
             ));
         }
         for event_type in types.iter().filter(|t| *t != EVERY_TYPE) {
-            self.check_type(event_type)?;
+            // The operational events' reserved types may be subscribed to.
+            if !event_type.starts_with(RESERVED_PREFIX) {
+                self.check_type(event_type)?;
+            }
         }
         Ok(())
     }
@@ -365,6 +369,14 @@ impl Rules {
             return Err(Error::invalid(
                 "event type",
                 format!("{event_type:?} contains {bad:?}; types are printable ASCII"),
+            ));
+        }
+        if event_type.starts_with(RESERVED_PREFIX) {
+            return Err(Error::invalid(
+                "event type",
+                format!(
+                    "{event_type:?}: types starting with {RESERVED_PREFIX:?} are the outbox's own"
+                ),
             ));
         }
         if let Some(known) = &self.known_types

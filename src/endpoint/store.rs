@@ -10,7 +10,7 @@ use super::model::{
 };
 use crate::database::{Row, Statement};
 use crate::error::{Error, Result};
-use crate::outbox::{Outbox, check_key};
+use crate::outbox::{Outbox, check_key, operational};
 use crate::sql::claim_floor;
 use crate::sql::endpoints::{
     self, EndpointRow, endpoint_col, endpoint_state, endpoints_table, subscription_col,
@@ -319,6 +319,14 @@ impl Endpoints {
             crate::sql::settle::release_held_topic(table, dialect, id, now)?,
         ];
         statements.extend(claim_floor::resume(dialect, table, id));
+        let payload = serde_json::json!({
+            "type": operational::ENDPOINT_ENABLED,
+            "endpoint_id": id, "owner": owner, "at_ms": now.as_unix_millis(),
+        });
+        statements.extend(
+            self.outbox
+                .report(operational::ENDPOINT_ENABLED, &payload, now)?,
+        );
         self.write(id, &statements, 0).await
     }
 
@@ -347,10 +355,20 @@ impl Endpoints {
             self.outbox.dialect(),
             self.outbox.now(),
         );
-        let statements = [
+        let mut statements = vec![
             endpoints::set_state(table, dialect, owner, id, state, now)?,
             endpoints::hold(table, dialect, owner, id, reason, now)?,
         ];
+        if state == endpoint_state::DISABLED {
+            let payload = serde_json::json!({
+                "type": operational::ENDPOINT_DISABLED,
+                "endpoint_id": id, "owner": owner, "reason": reason, "at_ms": now.as_unix_millis(),
+            });
+            statements.extend(
+                self.outbox
+                    .report(operational::ENDPOINT_DISABLED, &payload, now)?,
+            );
+        }
         self.write(id, &statements, 0).await
     }
 

@@ -39,6 +39,8 @@ pub(super) struct Inner {
     pub(super) event_retention: std::time::Duration,
     /// How long logged attempts are kept.
     pub(super) attempt_retention: std::time::Duration,
+    /// Whose endpoints receive the operational events.
+    pub(super) operational_owner: Option<String>,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -62,6 +64,7 @@ pub struct OutboxBuilder {
     rollups: bool,
     event_retention: std::time::Duration,
     attempt_retention: std::time::Duration,
+    operational_owner: Option<String>,
 }
 
 impl OutboxBuilder {
@@ -124,6 +127,16 @@ impl OutboxBuilder {
         self
     }
 
+    /// Publishes the outbox's operational events ([`operational`](super::operational):
+    /// an endpoint disabled or enabled, a message dead) to the endpoints of
+    /// `owner` subscribed to them, in the same atomic call as what they
+    /// report (default: none). Register the operator's endpoints under
+    /// `owner`, subscribed to the reserved types.
+    pub fn operational_events(mut self, owner: &str) -> Self {
+        self.operational_owner = Some(owner.to_owned());
+        self
+    }
+
     /// The outbox.
     ///
     /// # Errors
@@ -131,6 +144,9 @@ impl OutboxBuilder {
     /// is not a plain identifier (see [`TableName`]).
     pub fn build(self) -> Result<Outbox> {
         let table = TableName::new(&self.table)?;
+        if let Some(owner) = &self.operational_owner {
+            super::check_key("operational events' owner", Some(owner))?;
+        }
         let rollups = self
             .rollups
             .then(|| sql::rollups::RollupWrites::new(&table, self.db.dialect()));
@@ -149,6 +165,7 @@ impl OutboxBuilder {
                 rollups,
                 event_retention: self.event_retention,
                 attempt_retention: self.attempt_retention,
+                operational_owner: self.operational_owner,
             }),
         })
     }
@@ -168,6 +185,7 @@ impl Outbox {
             rollups: true,
             event_retention: Self::DEFAULT_EVENT_RETENTION,
             attempt_retention: Self::DEFAULT_EVENT_RETENTION,
+            operational_owner: None,
         }
     }
 

@@ -50,6 +50,7 @@ pub(crate) mod handle;
 pub(crate) mod message;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod next_due;
+pub mod operational;
 mod pause;
 mod records;
 mod rollups;

@@ -441,6 +441,7 @@ impl Outbox {
         let mut counted = Vec::new();
         let mut delivered: Vec<(usize, &LeaseHandle)> = Vec::new();
         let mut listed = HashSet::with_capacity(fates.len());
+        let mut paused_here = HashSet::new();
         for (lease, fate) in fates {
             let fence = lease.fence();
             if !listed.insert((fence.id, fence.token, fence.until)) {
@@ -471,10 +472,24 @@ impl Outbox {
                     let failure = (error.as_str(), *not_before, *charged);
                     self.reschedule_statement(lease, failure, held_for.as_deref(), now)?
                 }
-                Fate::Bury { error } => (
-                    Effect::Dead(DeathCause::Buried),
-                    self.bury_statement(lease, &clip(error), now)?,
-                ),
+                Fate::Bury { error } => {
+                    // Before the bury, while the lease still holds.
+                    let payload = serde_json::json!({
+                        "type": super::operational::MESSAGE_DEAD,
+                        "message_id": lease.id, "topic": lease.topic, "error": clip(error), "at_ms": now.as_unix_millis(),
+                    });
+                    prepared.statements.extend(self.report_settle(
+                        lease,
+                        super::operational::MESSAGE_DEAD,
+                        &payload,
+                        |owner| sql::endpoints::About::NotADeliveryOf(owner),
+                        now,
+                    )?);
+                    (
+                        Effect::Dead(DeathCause::Buried),
+                        self.bury_statement(lease, &clip(error), now)?,
+                    )
+                }
                 Fate::Release { due } => {
                     let held_for = held_for(lease).filter(|_| *due > now);
                     let statement = self.release_statement(lease, *due, held_for.as_deref())?;
@@ -489,6 +504,20 @@ impl Outbox {
                         &clip(reason),
                         now,
                     )?);
+                    // Once per endpoint a settle disables.
+                    if paused_here.insert(lease.topic.as_str()) {
+                        let payload = serde_json::json!({
+                            "type": super::operational::ENDPOINT_DISABLED,
+                            "endpoint_id": lease.topic, "reason": clip(reason), "at_ms": now.as_unix_millis(),
+                        });
+                        prepared.statements.extend(self.report_settle(
+                            lease,
+                            super::operational::ENDPOINT_DISABLED,
+                            &payload,
+                            |_| sql::endpoints::About::AnEndpointsDelivery,
+                            now,
+                        )?);
+                    }
                     (Effect::Paused, self.release_statement(lease, now, None)?)
                 }
             };

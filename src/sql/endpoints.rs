@@ -426,6 +426,25 @@ pub(crate) fn fan_out(
     dialect: Dialect,
     event: &EventRow<'_>,
 ) -> Result<Statement> {
+    fan_out_where(table, dialect, event, false)
+}
+
+/// [`fan_out`], if the event was kept (by [`keep_if_held`] earlier in the
+/// same batch).
+pub(crate) fn fan_out_if_kept(
+    table: &TableName,
+    dialect: Dialect,
+    event: &EventRow<'_>,
+) -> Result<Statement> {
+    fan_out_where(table, dialect, event, true)
+}
+
+fn fan_out_where(
+    table: &TableName,
+    dialect: Dialect,
+    event: &EventRow<'_>,
+    if_kept: bool,
+) -> Result<Statement> {
     let endpoints = endpoints_table(table);
     let at = event.at.as_unix_millis();
     let text = |value: Option<&str>| Expr::val(value.map(str::to_owned)).cast_as("TEXT");
@@ -532,6 +551,13 @@ pub(crate) fn fan_out(
         .and_where(Expr::col((endpoints.clone(), endpoint_col::OWNER)).eq(event.owner))
         .and_where(takes_events)
         .and_where(Expr::col((endpoints, endpoint_col::ID)).in_subquery(subscribed));
+    if if_kept {
+        let mut kept = Query::select();
+        kept.expr(Expr::cust("1"))
+            .from(events_table(table))
+            .and_where(Expr::col(event_col::ID).eq(event.id));
+        select.and_where(Expr::exists(kept));
+    }
     let mut insert = Query::insert();
     insert
         .into_table(table.as_str().to_owned())
@@ -711,4 +737,65 @@ pub(crate) fn events_of_subject(
         .order_by(event_col::CREATED_AT, Order::Asc)
         .order_by(event_col::ID, Order::Asc);
     dialect.render(&select)
+}
+
+/// Which rows an operational event is about.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum About<'a> {
+    /// A delivery to an endpoint (its topic is an endpoint's id).
+    AnEndpointsDelivery,
+    /// Any row but a delivery to an endpoint of `owner` (the operator's
+    /// own: a failing operator endpoint must not report its own reports).
+    NotADeliveryOf(&'a str),
+}
+
+/// Keeps `event` if the row `lease` holds is still held and is what
+/// `about` says: an operational event about a settle, written by it.
+pub(crate) fn keep_if_held(
+    table: &TableName,
+    dialect: Dialect,
+    lease: &super::Fence<'_>,
+    event: &EventRow<'_>,
+    about: About<'_>,
+) -> Result<Statement> {
+    let text = |value: Option<&str>| Expr::val(value.map(str::to_owned)).cast_as("TEXT");
+    let mut endpoint_ids = Query::select();
+    endpoint_ids
+        .column(endpoint_col::ID)
+        .from(endpoints_table(table));
+    let mut select = Query::select();
+    select
+        .exprs([
+            text(Some(event.id)),
+            text(Some(event.owner)),
+            text(Some(event.event_type)),
+            text(Some(event.payload)),
+            text(event.subject),
+            Expr::val(event.at.as_unix_millis()).cast_as("BIGINT"),
+        ])
+        .from(table.as_str().to_owned())
+        .and_where(lease.holds());
+    match about {
+        About::AnEndpointsDelivery => {
+            select.and_where(Expr::col(col::TOPIC).in_subquery(endpoint_ids));
+        }
+        About::NotADeliveryOf(owner) => {
+            endpoint_ids.and_where(Expr::col(endpoint_col::OWNER).eq(owner));
+            select.and_where(Expr::col(col::TOPIC).not_in_subquery(endpoint_ids));
+        }
+    }
+    let mut insert = Query::insert();
+    insert
+        .into_table(events_table(table))
+        .columns([
+            event_col::ID,
+            event_col::OWNER,
+            event_col::EVENT_TYPE,
+            event_col::PAYLOAD,
+            event_col::SUBJECT,
+            event_col::CREATED_AT,
+        ])
+        .select_from(select)
+        .map_err(query_error)?;
+    dialect.render(&insert)
 }

@@ -62,6 +62,7 @@ const mf = await start("examples/durable-webhooks", {
     WEBHOOK_URL: `${hooks.base}/plain`,
     WEBHOOK_SECRET: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
     ENDPOINTS_ALLOW_LOCAL: "1",
+    ADMIN_TOKEN: "test-admin-token",
     BACKOFF_BASE_MS: "100",
     BACKOFF_CAP_MS: "300",
     BREAKER_COOLDOWN_MS: "300",
@@ -100,6 +101,21 @@ describe("durable-webhooks example: endpoints", () => {
         endpoints.set(where, body.id);
       }
     }
+    // The operator's endpoint in each customer's object, told of what goes wrong there.
+    for (const customer of CUSTOMERS) {
+      const where = `/ops/${customer}`;
+      const secret = `whsec_${randomBytes(32).toString("base64")}`;
+      hooks.secrets.set(where, secret);
+      const body = JSON.stringify({ url: `${hooks.base}${where}`, secret, event_types: ["outbox.endpoint.disabled"] });
+      const anonymous = await call(`/admin/customers/${customer}/endpoints`, { method: "POST", body });
+      assert.equal(anonymous.status, 401);
+      const { status } = await call(`/admin/customers/${customer}/endpoints`, {
+        method: "POST",
+        headers: { authorization: "Bearer test-admin-token" },
+        body,
+      });
+      assert.equal(status, 201);
+    }
     // Another customer's endpoint is not found, nor enabled, through this one.
     const theirs = endpoints.get(`/ok/${CUSTOMERS[1]}`);
     assert.equal((await post(`/customers/${CUSTOMERS[0]}/endpoints/${theirs}/enable`, {})).status, 404);
@@ -134,6 +150,16 @@ describe("durable-webhooks example: endpoints", () => {
       assert.match(state("gone").reason, /410/);
       assert.equal(state("ok").state, "enabled");
       assert.equal(hooks.calls.get(`/gone/${customer}`), 1, "one call: the first 410 disabled it");
+    }
+    // Each object told its operator, once, which endpoint its 410 disabled.
+    await eventually(() => CUSTOMERS.every((c) => (hooks.received.get(`/ops/${c}`) ?? []).length >= 1));
+    for (const customer of CUSTOMERS) {
+      const told = hooks.received.get(`/ops/${customer}`);
+      assert.equal(told.length, 1, JSON.stringify(told));
+      assert.ok(told[0].verified);
+      assert.equal(told[0].body.type, "outbox.endpoint.disabled");
+      assert.equal(told[0].body.endpoint_id, endpoints.get(`/gone/${customer}`));
+      assert.match(told[0].body.reason, /410/);
     }
     const attempts = await call(`/customers/${CUSTOMERS[0]}/endpoints/${endpoints.get(`/gone/${CUSTOMERS[0]}`)}/attempts`);
     assert.equal(attempts.status, 200);

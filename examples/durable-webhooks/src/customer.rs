@@ -60,6 +60,8 @@ impl Parts {
                 .shared();
             let outbox = Outbox::builder(db.clone(), "outbox")
                 .retry_policy(RetryPolicy::from_vars(&vars)?)
+                // An endpoint disabled, a message dead: told to the operator's endpoints.
+                .operational_events(OPERATOR)
                 .build()?;
             // Signed with every secret of the list: the receiver accepts any one.
             let signer = Signer::new(webhook::secrets(&secrets)?)?;
@@ -83,6 +85,15 @@ impl Parts {
             })
         };
         parts().map_err(|error| error.to_string())
+    }
+
+    /// Whether the request carries the operator's bearer token.
+    fn is_operator(&self, request: &Request) -> Result<bool> {
+        let given = request.headers().get("authorization")?;
+        Ok(
+            matches!((&self.admin_token, given), (Some(token), Some(given))
+            if given.strip_prefix("Bearer ") == Some(token.as_str())),
+        )
     }
 
     /// The customer's own console, over its object's outbox, at
@@ -155,6 +166,14 @@ impl DurableObject for Customer {
             (Method::Get, ["customers", id, "endpoints", endpoint, "attempts"]) => {
                 answer(200, parts.endpoints.attempts(id, endpoint, 50).await)
             }
+            // The operator's own endpoints in this customer's object, for its
+            // operational events (bearer ADMIN_TOKEN).
+            (Method::Post, ["admin", "customers", _, "endpoints"]) => {
+                if !parts.is_operator(&request)? {
+                    return json_error(401, "an operator's bearer token is required");
+                }
+                register(parts, OPERATOR, body).await
+            }
             (Method::Get, ["customers", _, "events"]) => events(parts).await,
             (_, ["customers", _, "events"]) => json_error(405, "use GET or POST"),
             _ => json_error(404, "no such route"),
@@ -172,6 +191,9 @@ impl DurableObject for Customer {
         Response::ok(report.to_string())
     }
 }
+
+/// The owner of the operator's endpoints, which receive the operational events.
+const OPERATOR: &str = "operator";
 
 /// The largest event body an object takes.
 pub(crate) const EVENT_BODY_LIMIT: usize = 16 * 1024;

@@ -13,6 +13,9 @@
 //!   per endpoint; a `410` disables that endpoint alone. `GET …/endpoints`
 //!   lists them (their state), `POST …/endpoints/<ep>/enable` enables one
 //!   again, `GET …/endpoints/<ep>/attempts` shows what its receiver answered.
+//! - `POST /admin/customers/<id>/endpoints` (bearer `ADMIN_TOKEN`): the
+//!   operator's endpoint in that customer's object, for its operational
+//!   events (`outbox.endpoint.disabled`, `outbox.message.dead`, …).
 //! - `POST /hooks`: the receiving side, here for the demo: it verifies each
 //!   webhook's signature (401 if it does not verify) and applies it once,
 //!   whatever the redeliveries, with an inbox keyed by its `webhook-id`;
@@ -50,7 +53,7 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
     let path = request.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (request.method(), segments.as_slice()) {
-        (_, ["customers", id, "endpoints", ..]) => {
+        (_, ["customers", id, "endpoints", ..] | ["admin", "customers", id, "endpoints"]) => {
             if declared_over(&request, customer::EVENT_BODY_LIMIT)? {
                 return json_error(413, "the body is over 16 KiB");
             }

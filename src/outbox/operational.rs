@@ -1,0 +1,96 @@
+//! Operational events: what the outbox tells its operator, published as
+//! events of reserved types to the endpoints of the operator's owner (see
+//! [`OutboxBuilder::operational_events`](super::OutboxBuilder::operational_events)),
+//! in the same atomic call as the change they report.
+
+use super::Outbox;
+use super::claim::LeaseHandle;
+use crate::database::Statement;
+use crate::error::Result;
+use crate::sql::endpoints::{self, About, EventRow};
+use crate::time::Timestamp;
+
+/// An endpoint was disabled: by its receiver (a `410 Gone`), by failing
+/// past [`EndpointDeliverer::disable_after`](crate::endpoint::EndpointDeliverer),
+/// or through [`Endpoints::disable`](crate::endpoint::Endpoints::disable).
+pub const ENDPOINT_DISABLED: &str = "outbox.endpoint.disabled";
+/// An endpoint was enabled again ([`Endpoints::enable`](crate::endpoint::Endpoints::enable)).
+pub const ENDPOINT_ENABLED: &str = "outbox.endpoint.enabled";
+/// A message died of a permanent failure.
+pub const MESSAGE_DEAD: &str = "outbox.message.dead";
+/// The prefix of the reserved types: an application publishes none of them.
+pub const RESERVED_PREFIX: &str = "outbox.";
+
+impl Outbox {
+    /// The owner whose endpoints receive the operational events, if any.
+    pub(crate) fn operational_owner(&self) -> Option<&str> {
+        self.inner.operational_owner.as_deref()
+    }
+
+    /// Publishes `event_type` with `payload` about the row `lease` holds,
+    /// while it holds (and is what `about` says); nothing without an
+    /// operator owner.
+    pub(crate) fn report_settle(
+        &self,
+        lease: &LeaseHandle,
+        event_type: &'static str,
+        payload: &serde_json::Value,
+        about: impl FnOnce(&str) -> About<'_>,
+        now: Timestamp,
+    ) -> Result<Vec<Statement>> {
+        let Some(owner) = self.operational_owner() else {
+            return Ok(Vec::new());
+        };
+        let id = format!("evt_{}", self.new_ulid(now));
+        let payload = crate::sql::json_text(payload, "operational event")?;
+        let event = operational(&id, owner, event_type, &payload, now);
+        Ok(vec![
+            endpoints::keep_if_held(
+                self.table(),
+                self.dialect(),
+                &lease.fence(),
+                &event,
+                about(owner),
+            )?,
+            endpoints::fan_out_if_kept(self.table(), self.dialect(), &event)?,
+        ])
+    }
+
+    /// Publishes `event_type` with `payload` (an operator's change through
+    /// the API); nothing without an operator owner.
+    pub(crate) fn report(
+        &self,
+        event_type: &'static str,
+        payload: &serde_json::Value,
+        now: Timestamp,
+    ) -> Result<Vec<Statement>> {
+        let Some(owner) = self.operational_owner() else {
+            return Ok(Vec::new());
+        };
+        let id = format!("evt_{}", self.new_ulid(now));
+        let payload = crate::sql::json_text(payload, "operational event")?;
+        let event = operational(&id, owner, event_type, &payload, now);
+        Ok(vec![
+            endpoints::insert_event(self.table(), self.dialect(), &event)?,
+            endpoints::fan_out(self.table(), self.dialect(), &event)?,
+        ])
+    }
+}
+
+fn operational<'a>(
+    id: &'a str,
+    owner: &'a str,
+    event_type: &'a str,
+    payload: &'a str,
+    at: Timestamp,
+) -> EventRow<'a> {
+    EventRow {
+        id,
+        owner,
+        event_type,
+        payload,
+        subject: None,
+        ordering_key: None,
+        at,
+    }
+}
