@@ -14,6 +14,12 @@ if [[ ! -f .dev.vars ]]; then
   echo 'ADMIN_TOKEN=dev-admin-token' > .dev.vars
   echo "==> wrote .dev.vars (ADMIN_TOKEN=dev-admin-token)"
 fi
+# Local endpoints (the mail sink's /hooks) may be registered in development only.
+if ! grep -q '^ENDPOINTS_ALLOW_LOCAL=' .dev.vars; then
+  [[ -z $(tail -c 1 .dev.vars) ]] || echo >> .dev.vars
+  echo 'ENDPOINTS_ALLOW_LOCAL=1' >> .dev.vars
+  echo "==> added ENDPOINTS_ALLOW_LOCAL=1 to .dev.vars"
+fi
 
 npx wrangler d1 migrations apply DB --local
 

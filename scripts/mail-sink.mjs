@@ -1,5 +1,7 @@
 // A stand-in mail API for local runs: prints every mail it receives.
 //   POST /send  {"to", "subject", "text"}, Idempotency-Key: <outbox id>  ->  202
+// and, as a stand-in integration, every webhook an endpoint sends it:
+//   POST /hooks  (webhook-id, webhook-signature)  ->  204
 // MAIL_SINK_STATUS=503 (or any status) makes it refuse mail, to watch
 // retries and dead letters.
 import { createServer } from "node:http";
@@ -12,6 +14,12 @@ createServer((request, response) => {
   let body = "";
   request.on("data", (chunk) => (body += chunk));
   request.on("end", () => {
+    if (request.method === "POST" && request.url === "/hooks") {
+      const id = request.headers["webhook-id"];
+      console.log(`🔔 webhook ${id} (signed: ${Boolean(request.headers["webhook-signature"])}): ${body}`);
+      response.writeHead(204).end();
+      return;
+    }
     if (request.method !== "POST" || request.url !== "/send") {
       response.writeHead(404).end();
       return;

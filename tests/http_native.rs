@@ -535,13 +535,21 @@ async fn an_endpoint_failing_past_the_policy_is_disabled_not_retried() {
             .drain()
             .await
     };
+    // Old, but failing for the first time: a backlog released at once.
+    t.clock.advance(Duration::from_secs(3600));
     let report = drain().await;
     assert_eq!((report.retried, report.paused.len()), (1, 0), "{report}");
+    // Failing on and on, old enough: disabled.
+    for _ in 0..2 {
+        t.clock.advance(Duration::from_secs(600));
+        let report = drain().await;
+        assert_eq!(report.paused.len(), 0, "{report}");
+    }
     assert_eq!(
         endpoints.get("acme", &endpoint.id).await.unwrap().state,
         EndpointState::Enabled
     );
-    t.clock.advance(Duration::from_secs(3600));
+    t.clock.advance(Duration::from_secs(600));
     let report = drain().await;
     assert_eq!(report.paused, vec![endpoint.id.clone()], "{report}");
     let state = endpoints.get("acme", &endpoint.id).await.unwrap().state;
@@ -551,4 +559,40 @@ async fn an_endpoint_failing_past_the_policy_is_disabled_not_retried() {
     );
     // Held, not dead: enabled again, it is due at once.
     assert_eq!(t.outbox.stats().await.unwrap().pending, 1);
+}
+
+#[tokio::test]
+async fn a_name_resolving_to_a_private_address_is_unreachable_unless_allowed() {
+    use workers_outbox::Batch;
+    use workers_outbox::endpoint::{EndpointDeliverer, Endpoints, Event, NewEndpoint};
+
+    let (ok, _) = server(status(204, "", "")).await;
+    // The same server by name: "localhost" resolves to a loopback address.
+    let by_name = ok.url.replace("127.0.0.1", "localhost");
+    let t = TestOutbox::new().await.unwrap();
+    let endpoints = Endpoints::new(&t.outbox)
+        .allow_http(true)
+        .allow_private(true);
+    endpoints
+        .create(NewEndpoint::new("acme", &by_name, SECRET))
+        .await
+        .unwrap();
+    let mut batch = Batch::new(t.db.clone());
+    let _ = batch
+        .publish(&endpoints, Event::raw_json("acme", "order.paid", "{}"))
+        .unwrap();
+    batch.commit().await.unwrap();
+    let mut claim = t.outbox.claim(1, Duration::from_secs(60)).await.unwrap();
+    let message = claim.messages.remove(0);
+    let refused = EndpointDeliverer::new().unwrap().deliver(&message).await;
+    assert!(
+        matches!(&refused, Delivery::Unavailable { error, .. } if error.contains("no public address")),
+        "{refused:?}"
+    );
+    assert!(ok.seen.lock().unwrap().is_empty());
+    let allowed = EndpointDeliverer::new()
+        .unwrap()
+        .allow_private(true)
+        .unwrap();
+    assert_eq!(allowed.deliver(&message).await, Delivery::Delivered);
 }

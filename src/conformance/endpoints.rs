@@ -93,11 +93,14 @@ impl Receivers {
     }
 
     fn record(&self, message: &ClaimedMessage) -> Result<Seen, String> {
+        if format!("{message:?}").contains("whsec_") {
+            return Err("the claimed message shows its endpoint's secret".into());
+        }
         let target = message
             .endpoint_target
-            .as_deref()
+            .as_ref()
             .ok_or("no endpoint target came with the claim")?;
-        let target = Target::from_json(target).map_err(|e| e.to_string())?;
+        let target = Target::from_json(&target.0).map_err(|e| e.to_string())?;
         let now = crate::time::Clock::now(&self.h_clock);
         let signer = Signer::new(target.signing_at(now).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
@@ -588,6 +591,28 @@ pub(crate) async fn an_endpoint_is_given_the_events_since_a_time(h: Harness) -> 
             .deliveries,
         0
     );
+
+    // A delivery that died is written anew.
+    let refused = Operators {
+        refusing: vec![first.id.clone()],
+        ..Operators::default()
+    };
+    let since = h.later(Duration::ZERO)?;
+    publish(&h, &endpoints, "acme", "order.paid").await?;
+    Drainer::builder(outbox.clone(), refused)
+        .timer(Arc::new(h.clock().clone()))
+        .build()?
+        .drain()
+        .await;
+    ensure_eq!(outbox.stats().await?.dead, 1);
+    ensure_eq!(
+        endpoints
+            .recover("acme", &first.id, since)
+            .await?
+            .deliveries,
+        1
+    );
+    ensure_eq!(outbox.stats().await?.dead, 0);
 
     // Past the retention, a drain's sweep forgets them.
     h.clock().advance(Duration::from_secs(25 * 3600));

@@ -42,25 +42,38 @@ impl std::fmt::Debug for EndpointDeliverer {
 }
 
 impl EndpointDeliverer {
-    /// A deliverer of endpoint deliveries only.
+    /// A deliverer of endpoint deliveries only. Natively, a name that
+    /// resolves to a loopback, private or link-local address is
+    /// unreachable (an endpoint's literal address was checked when it was
+    /// registered; see [`Endpoints::allow_private`](super::Endpoints::allow_private)
+    /// and [`allow_private`](Self::allow_private)).
     ///
     /// # Errors
     /// Natively, [`Error::Internal`](crate::Error::Internal) if the HTTP
     /// client cannot be set up.
     pub fn new() -> Result<Self> {
+        let http = HttpDeliverer::for_many()?;
+        #[cfg(not(target_arch = "wasm32"))]
+        let http = http.public_names_only()?;
         Ok(EndpointDeliverer {
-            http: HttpDeliverer::for_many()?,
+            http,
             other: None,
             disable_after: Self::DEFAULT_DISABLE_AFTER,
         })
     }
+
+    /// How many failed attempts (attempts spent and deferrals) a delivery
+    /// needs behind it before [`disable_after`](Self::disable_after) can
+    /// disable its endpoint.
+    pub const FAILURES_BEFORE_DISABLING: u32 = 3;
 
     /// How long an endpoint may fail before it is disabled by default: 5
     /// days, as Svix.
     pub const DEFAULT_DISABLE_AFTER: Duration = Duration::from_secs(5 * 24 * 3600);
 
     /// Disables an endpoint whose delivery still fails `after` its event
-    /// was published (default: [`DEFAULT_DISABLE_AFTER`](Self::DEFAULT_DISABLE_AFTER)):
+    /// was published, having failed [`FAILURES_BEFORE_DISABLING`](Self::FAILURES_BEFORE_DISABLING)
+    /// times before (default: [`DEFAULT_DISABLE_AFTER`](Self::DEFAULT_DISABLE_AFTER)):
     /// a receiver failing that long (down, or misconfigured: answering
     /// `3xx`, its name not resolving, its TLS refused) is disabled with the
     /// last error as its reason, and its deliveries are held until it is
@@ -71,6 +84,27 @@ impl EndpointDeliverer {
     pub fn disable_after(mut self, after: Duration) -> Self {
         self.disable_after = after;
         self
+    }
+
+    /// Resolves names to any address, private ones included (natively; for
+    /// development against local receivers).
+    ///
+    /// # Errors
+    /// Natively, [`Error::Internal`](crate::Error::Internal) if the HTTP
+    /// client cannot be set up.
+    pub fn allow_private(self, allow: bool) -> Result<Self> {
+        #[cfg(not(target_arch = "wasm32"))]
+        let http = if allow {
+            self.http.any_names()?
+        } else {
+            self.http.public_names_only()?
+        };
+        #[cfg(target_arch = "wasm32")]
+        let http = {
+            let _ = allow;
+            self.http
+        };
+        Ok(EndpointDeliverer { http, ..self })
     }
 
     /// Delivers the outbox's other messages (not to an endpoint) with
@@ -110,7 +144,7 @@ impl EndpointDeliverer {
         let Some(target) = &message.endpoint_target else {
             return refused("its endpoint was deleted".to_owned());
         };
-        let target = match Target::from_json(target) {
+        let target = match Target::from_json(&target.0) {
             Ok(target) => target,
             Err(error) => return refused(format!("the endpoint's target does not read: {error}")),
         };
@@ -127,9 +161,16 @@ impl EndpointDeliverer {
             signer: Some(&signer),
         };
         let (verdict, record) = self.http.send_to(&to, message).await;
+        // Old, and failed before: not a backlog released at once that meets
+        // one busy answer, nor a delivery that waited behind its key's head.
         let failing_for = self.http.now().duration_since(message.created_at);
+        let failed_before = message.attempt().saturating_sub(1) + message.lease().deferrals;
         match verdict.error() {
-            Some(error) if verdict.is_retryable() && failing_for >= self.disable_after => {
+            Some(error)
+                if verdict.is_retryable()
+                    && failing_for >= self.disable_after
+                    && failed_before >= Self::FAILURES_BEFORE_DISABLING =>
+            {
                 let hours = failing_for.as_secs() / 3600;
                 let reason = format!("disabled after failing for {hours} h; last error: {error}");
                 (Delivery::gone(reason), record)
@@ -167,7 +208,7 @@ impl Deliver for EndpointDeliverer {
                 .as_ref()
                 .and_then(|other| other.destination(message));
         }
-        let target = Target::from_json(message.endpoint_target.as_deref()?).ok()?;
+        let target = Target::from_json(&message.endpoint_target.as_ref()?.0).ok()?;
         let url = url::Url::parse(&target.url).ok()?;
         let host = url.host_str()?;
         Some(match url.port_or_known_default() {

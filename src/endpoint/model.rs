@@ -2,11 +2,12 @@
 //! back, and the checks that keep a bad one out.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::http::is_private;
 use crate::outbox::check_key;
 use crate::outbox::operational::RESERVED_PREFIX;
 use crate::sql::endpoints::EVERY_TYPE;
@@ -77,7 +78,7 @@ impl NewEndpoint {
 }
 
 /// What changes in an endpoint (what is `None` stays).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct EndpointUpdate {
     /// A new URL.
@@ -86,6 +87,15 @@ pub struct EndpointUpdate {
     pub event_types: Option<Vec<String>>,
     /// New metadata.
     pub metadata: Option<serde_json::Value>,
+}
+
+impl fmt::Debug for EndpointUpdate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EndpointUpdate")
+            .field("url", &self.url.as_deref().map(shown_url))
+            .field("event_types", &self.event_types)
+            .finish_non_exhaustive()
+    }
 }
 
 impl EndpointUpdate {
@@ -147,8 +157,10 @@ fn millis<S: serde::Serializer>(
 }
 
 /// An endpoint as stored. Its secrets are never shown: only when the
-/// previous one (during a rotation) stops signing.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// previous one (during a rotation) stops signing. `Debug` shows its URL's
+/// origin only (a path or query may hold a token); its JSON, for its owner,
+/// the whole URL.
+#[derive(Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct Endpoint {
     /// Its id (`ep_…`): the topic of its deliveries.
@@ -174,6 +186,18 @@ pub struct Endpoint {
     /// When it last changed.
     #[serde(rename = "updated_ms", serialize_with = "millis")]
     pub updated_at: Timestamp,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("id", &self.id)
+            .field("owner", &self.owner)
+            .field("url", &shown_url(&self.url))
+            .field("event_types", &self.event_types)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
 }
 
 fn maybe_millis<S: serde::Serializer>(
@@ -419,38 +443,6 @@ pub(crate) fn metadata_text(metadata: &serde_json::Value) -> Result<String> {
     Ok(text)
 }
 
-/// Loopback, private, link-local, shared, unspecified or broadcast: an
-/// address no public receiver has.
-fn is_private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(ip) => is_private_v4(ip),
-        IpAddr::V6(ip) => match ip.to_ipv4_mapped() {
-            Some(v4) => is_private_v4(v4),
-            None => is_private_v6(ip),
-        },
-    }
-}
-
-fn is_private_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, ..] = ip.octets();
-    ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local()
-        || ip.is_unspecified()
-        || ip.is_broadcast()
-        // 100.64.0.0/10, carrier-grade NAT.
-        || (a == 100 && (64..128).contains(&b))
-}
-
-fn is_private_v6(ip: Ipv6Addr) -> bool {
-    let first = ip.segments()[0];
-    ip.is_loopback()
-        || ip.is_unspecified()
-        // fc00::/7, unique local; fe80::/10, link-local.
-        || (first & 0xfe00) == 0xfc00
-        || (first & 0xffc0) == 0xfe80
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -490,6 +482,9 @@ mod tests {
             "https://[fd00::1]/",
             "https://[fe80::1]/",
             "https://[::ffff:127.0.0.1]/",
+            "https://[64:ff9b::a00:1]/",
+            "https://[2002:c0a8:101::1]/",
+            "https://[::127.0.0.1]/",
         ] {
             assert!(refused(&rules, private).contains("loopback"), "{private}");
         }

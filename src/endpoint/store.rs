@@ -102,6 +102,7 @@ impl Endpoints {
                 metadata: &metadata,
                 state: endpoint_state::ENABLED,
                 at: now,
+                most: Self::MAX_PER_OWNER,
             },
         )?];
         for event_type in &new.event_types {
@@ -109,7 +110,20 @@ impl Endpoints {
                 table, dialect, &new.owner, &id, event_type,
             )?);
         }
-        self.outbox.database().batch_atomic(&statements).await?;
+        let outcomes = self.outbox.database().batch_atomic(&statements).await?;
+        if outcomes
+            .first()
+            .is_none_or(|written| written.rows_affected == 0)
+        {
+            return Err(Error::invalid(
+                "endpoint owner",
+                format!(
+                    "{:?} has {} endpoints already, the most one owner may have",
+                    new.owner,
+                    Self::MAX_PER_OWNER
+                ),
+            ));
+        }
         self.get(&new.owner, &id).await
     }
 
@@ -245,11 +259,12 @@ impl Endpoints {
         );
         let limit = Self::RECOVERED_PER_CALL;
         let statements = [
+            endpoints::forget_dead_deliveries(table, dialect, owner, id, since)?,
             endpoints::recover(table, dialect, owner, id, since, now, limit)?,
             endpoints::recover_next(table, dialect, owner, id, since, limit)?,
         ];
         let outcomes = self.outbox.database().run_atomic(&statements).await?;
-        let (Some(written), Some(next)) = (outcomes.first(), outcomes.get(1)) else {
+        let (Some(written), Some(next)) = (outcomes.get(1), outcomes.get(2)) else {
             return Err(Error::database(
                 "the database returned fewer outcomes than statements",
             ));
@@ -276,8 +291,16 @@ impl Endpoints {
         limit: u32,
     ) -> Result<Vec<crate::outbox::LoggedAttempt>> {
         self.get(owner, id).await?;
-        self.outbox.attempts_of_topic(id, limit).await
+        self.outbox
+            .attempts_of_topic(id, limit.min(Self::MOST_ATTEMPTS_READ))
+            .await
     }
+
+    /// The most attempts one [`attempts`](Self::attempts) call reads.
+    pub const MOST_ATTEMPTS_READ: u32 = 500;
+
+    /// The most endpoints one owner may have.
+    pub const MAX_PER_OWNER: u32 = 100;
 
     /// The most events one [`recover`](Self::recover) call goes through.
     pub const RECOVERED_PER_CALL: u32 = 1000;
@@ -323,10 +346,12 @@ impl Endpoints {
             "type": operational::ENDPOINT_ENABLED,
             "endpoint_id": id, "owner": owner, "at_ms": now.as_unix_millis(),
         });
-        statements.extend(
-            self.outbox
-                .report(operational::ENDPOINT_ENABLED, &payload, now)?,
-        );
+        statements.extend(self.outbox.report_endpoint(
+            (owner, id),
+            operational::ENDPOINT_ENABLED,
+            &payload,
+            now,
+        )?);
         self.write(id, &statements, 0).await
     }
 
@@ -364,10 +389,12 @@ impl Endpoints {
                 "type": operational::ENDPOINT_DISABLED,
                 "endpoint_id": id, "owner": owner, "reason": reason, "at_ms": now.as_unix_millis(),
             });
-            statements.extend(
-                self.outbox
-                    .report(operational::ENDPOINT_DISABLED, &payload, now)?,
-            );
+            statements.extend(self.outbox.report_endpoint(
+                (owner, id),
+                operational::ENDPOINT_DISABLED,
+                &payload,
+                now,
+            )?);
         }
         self.write(id, &statements, 0).await
     }
@@ -491,5 +518,61 @@ fn not_found(id: &str) -> Error {
     Error::NotFound {
         what: "endpoint",
         id: id.to_owned(),
+    }
+}
+
+#[cfg(all(test, feature = "sqlite", not(target_arch = "wasm32")))]
+mod tests {
+    use std::sync::Arc;
+
+    use futures_util::FutureExt;
+
+    use super::*;
+    use crate::database::sqlite::SqliteDatabase;
+
+    #[test]
+    fn an_owner_has_at_most_its_share_of_endpoints() {
+        let db = Arc::new(SqliteDatabase::open_in_memory().expect("SQLite"));
+        let outbox = Outbox::new(db, "outbox").expect("outbox");
+        let endpoints = Endpoints::new(&outbox);
+        let run = |future: crate::future::BoxFuture<'_, Result<Endpoint>>| {
+            future
+                .now_or_never()
+                .expect("SQLite futures complete at once")
+        };
+        outbox
+            .create_schema()
+            .now_or_never()
+            .expect("sync")
+            .expect("schema");
+        let new = |owner: &str| {
+            NewEndpoint::new(
+                owner,
+                "https://hooks.example/in",
+                "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            )
+        };
+        for _ in 0..Endpoints::MAX_PER_OWNER {
+            assert!(run(Box::pin(endpoints.create(new("acme")))).is_ok());
+        }
+        let refused = run(Box::pin(endpoints.create(new("acme")))).unwrap_err();
+        assert!(
+            refused.to_string().contains("endpoints already"),
+            "{refused}"
+        );
+        assert!(
+            run(Box::pin(endpoints.create(new("globex")))).is_ok(),
+            "another owner's share"
+        );
+        let listed = endpoints
+            .list("acme")
+            .now_or_never()
+            .expect("sync")
+            .expect("list");
+        assert_eq!(listed.len(), Endpoints::MAX_PER_OWNER as usize);
+        assert!(
+            !format!("{:?}", listed[0]).contains("/in"),
+            "Debug shows the origin only"
+        );
     }
 }

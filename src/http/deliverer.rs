@@ -215,6 +215,29 @@ impl HttpDeliverer {
         Self::new("https://targets.invalid/")
     }
 
+    /// Natively, resolves names to any address (the default client's).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn any_names(mut self) -> Result<Self> {
+        self.client = native_client()?;
+        Ok(self)
+    }
+
+    /// Natively, resolves names to public addresses only: a name that
+    /// resolves to a loopback, private or link-local address (see
+    /// [`is_private`](super::is_private)) is unreachable, as a receiver's.
+    /// (On Workers, `fetch` reaches no private network.)
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn public_names_only(mut self) -> Result<Self> {
+        self.client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(super::native::PublicNames))
+            .build()
+            .map_err(|error| {
+                Error::internal(format!("the HTTP client cannot be set up: {error}"))
+            })?;
+        Ok(self)
+    }
+
     /// Every header of the request for `message`, at `now`: the content
     /// type, the idempotency key, the caller's, the message's trace
     /// context, and the signature's.

@@ -26,6 +26,7 @@
 //! natively reqwest on tokio with rustls (feature `native-http`; no
 //! OpenSSL). The status mapping is plain Rust on every target.
 
+mod addresses;
 #[cfg(any(
     all(feature = "workers", target_arch = "wasm32"),
     all(feature = "native-http", not(target_arch = "wasm32"))
@@ -37,6 +38,7 @@ mod status;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod workers;
 
+pub use addresses::is_private;
 #[cfg(any(
     all(feature = "workers", target_arch = "wasm32"),
     all(feature = "native-http", not(target_arch = "wasm32"))

@@ -65,6 +65,25 @@ impl HttpDeliverer {
     }
 }
 
+/// Resolves a name through the system, keeping its public addresses only.
+pub(super) struct PublicNames;
+
+impl reqwest::dns::Resolve for PublicNames {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        Box::pin(async move {
+            let all = tokio::net::lookup_host((name.as_str(), 0)).await?;
+            let public: Vec<std::net::SocketAddr> = all
+                .filter(|address| !super::is_private(address.ip()))
+                .collect();
+            if public.is_empty() {
+                let refused = format!("{} resolves to no public address", name.as_str());
+                return Err(refused.into());
+            }
+            Ok(Box::new(public.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
 /// A transport error and its causes, without the URL (whose query may hold
 /// a secret).
 fn describe(error: reqwest::Error) -> String {

@@ -86,7 +86,7 @@ pub struct ClaimedMessage {
     pub event_id: Option<String>,
     /// The endpoint's delivery target as the claim read it (JSON), for a
     /// delivery to an endpoint that still exists.
-    pub(crate) endpoint_target: Option<String>,
+    pub(crate) endpoint_target: Option<Secretive>,
     /// How many leases in a row expired without a settle before this one.
     pub(crate) unsettled_leases: u32,
     pub(crate) lease: LeaseHandle,
@@ -129,6 +129,17 @@ impl ClaimedMessage {
             column: col::PAYLOAD.into(),
             reason: error.to_string(),
         })
+    }
+}
+
+/// Text that holds secrets (an endpoint's target: its URL and signing
+/// keys): `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Secretive(pub(crate) String);
+
+impl std::fmt::Debug for Secretive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secretive(…)")
     }
 }
 
@@ -283,7 +294,9 @@ impl ClaimStatement {
                 ),
                 created_at,
                 event_id: row.get(col::EVENT_ID)?,
-                endpoint_target: row.get(crate::sql::endpoints::RETURNED_TARGET)?,
+                endpoint_target: row
+                    .get::<Option<String>>(crate::sql::endpoints::RETURNED_TARGET)?
+                    .map(Secretive),
                 unsettled_leases,
                 lease: lease(
                     topic,

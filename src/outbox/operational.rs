@@ -56,23 +56,26 @@ impl Outbox {
         ])
     }
 
-    /// Publishes `event_type` with `payload` (an operator's change through
-    /// the API); nothing without an operator owner.
-    pub(crate) fn report(
+    /// Publishes `event_type` with `payload` about `owner`'s endpoint
+    /// `endpoint` (changed through the API), if it exists; nothing without
+    /// an operator owner.
+    pub(crate) fn report_endpoint(
         &self,
+        (owner, endpoint): (&str, &str),
         event_type: &'static str,
         payload: &serde_json::Value,
         now: Timestamp,
     ) -> Result<Vec<Statement>> {
-        let Some(owner) = self.operational_owner() else {
+        let Some(operator) = self.operational_owner() else {
             return Ok(Vec::new());
         };
         let id = format!("evt_{}", self.new_ulid(now));
         let payload = crate::sql::json_text(payload, "operational event")?;
-        let event = operational(&id, owner, event_type, &payload, now);
+        let event = operational(&id, operator, event_type, &payload, now);
+        let (table, dialect) = (self.table(), self.dialect());
         Ok(vec![
-            endpoints::insert_event(self.table(), self.dialect(), &event)?,
-            endpoints::fan_out(self.table(), self.dialect(), &event)?,
+            endpoints::keep_if_endpoint(table, dialect, owner, endpoint, &event)?,
+            endpoints::fan_out_if_kept(table, dialect, &event)?,
         ])
     }
 }

@@ -95,9 +95,12 @@ pub(crate) struct EndpointRow<'a> {
     pub(crate) metadata: &'a str,
     pub(crate) state: &'static str,
     pub(crate) at: Timestamp,
+    /// Written only while its owner has fewer endpoints than this.
+    pub(crate) most: u32,
 }
 
-/// Inserts a new endpoint (a taken id fails on the primary key).
+/// Inserts a new endpoint while its owner has fewer than `row.most` (a
+/// taken id fails on the primary key).
 pub(crate) fn insert(
     table: &TableName,
     dialect: Dialect,
@@ -115,15 +118,29 @@ pub(crate) fn insert(
             endpoint_col::CREATED_AT,
             endpoint_col::UPDATED_AT,
         ])
-        .values([
-            row.id.into(),
-            row.owner.into(),
-            row.target.into(),
-            row.metadata.into(),
-            row.state.into(),
-            row.at.as_unix_millis().into(),
-            row.at.as_unix_millis().into(),
-        ])
+        .select_from(
+            Query::select()
+                .exprs([
+                    Expr::val(row.id).cast_as("TEXT"),
+                    Expr::val(row.owner).cast_as("TEXT"),
+                    Expr::val(row.target).cast_as("TEXT"),
+                    Expr::val(row.metadata).cast_as("TEXT"),
+                    Expr::val(row.state).cast_as("TEXT"),
+                    Expr::val(row.at.as_unix_millis()).cast_as("BIGINT"),
+                    Expr::val(row.at.as_unix_millis()).cast_as("BIGINT"),
+                ])
+                .and_where(
+                    Expr::expr(
+                        Query::select()
+                            .expr(Expr::col(endpoint_col::ID).count())
+                            .from(endpoints_table(table))
+                            .and_where(Expr::col(endpoint_col::OWNER).eq(row.owner))
+                            .to_owned(),
+                    )
+                    .lt(i64::from(row.most)),
+                )
+                .to_owned(),
+        )
         .map_err(query_error)?;
     dialect.render(&insert)
 }
@@ -784,6 +801,67 @@ pub(crate) fn keep_if_held(
             select.and_where(Expr::col(col::TOPIC).not_in_subquery(endpoint_ids));
         }
     }
+    let mut insert = Query::insert();
+    insert
+        .into_table(events_table(table))
+        .columns([
+            event_col::ID,
+            event_col::OWNER,
+            event_col::EVENT_TYPE,
+            event_col::PAYLOAD,
+            event_col::SUBJECT,
+            event_col::CREATED_AT,
+        ])
+        .select_from(select)
+        .map_err(query_error)?;
+    dialect.render(&insert)
+}
+
+/// Deletes the dead deliveries to `owner`'s endpoint `id` of its events
+/// since `since`: a recovery writes them anew (their dedup keys would
+/// otherwise keep it from doing so).
+pub(crate) fn forget_dead_deliveries(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+    since: Timestamp,
+) -> Result<Statement> {
+    let mut events = Query::select();
+    events
+        .column(event_col::ID)
+        .from(events_table(table))
+        .and_where(Expr::col(event_col::OWNER).eq(owner))
+        .and_where(Expr::col(event_col::CREATED_AT).gte(since.as_unix_millis()));
+    let mut delete = Query::delete();
+    delete
+        .from_table(table.as_str().to_owned())
+        .and_where(super::state_is(state::DEAD))
+        .and_where(Expr::col(col::TOPIC).in_subquery(owned(table, owner, id)))
+        .and_where(Expr::col(col::EVENT_ID).in_subquery(events));
+    dialect.render(&delete)
+}
+
+/// Keeps `event` if `owner`'s endpoint `id` exists: an operational event
+/// about a change of it through the API, written with the change.
+pub(crate) fn keep_if_endpoint(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+    event: &EventRow<'_>,
+) -> Result<Statement> {
+    let text = |value: Option<&str>| Expr::val(value.map(str::to_owned)).cast_as("TEXT");
+    let mut select = owned(table, owner, id);
+    select.clear_selects();
+    select.exprs([
+        text(Some(event.id)),
+        text(Some(event.owner)),
+        text(Some(event.event_type)),
+        text(Some(event.payload)),
+        text(event.subject),
+        Expr::val(event.at.as_unix_millis()).cast_as("BIGINT"),
+    ]);
     let mut insert = Query::insert();
     insert
         .into_table(events_table(table))

@@ -13,9 +13,12 @@ use crate::outbox::{ClaimedMessage, Delivery};
 /// One topic's delivery: `Send + Sync` natively, unbounded on `wasm32` (see
 /// [`crate::future`]).
 #[cfg(not(target_arch = "wasm32"))]
-type Route = Box<dyn for<'a> Fn(&'a ClaimedMessage) -> BoxFuture<'a, Delivery> + Send + Sync>;
+type Route = Box<dyn for<'a> Fn(&'a ClaimedMessage) -> BoxFuture<'a, Logged> + Send + Sync>;
 #[cfg(target_arch = "wasm32")]
-type Route = Box<dyn for<'a> Fn(&'a ClaimedMessage) -> BoxFuture<'a, Delivery>>;
+type Route = Box<dyn for<'a> Fn(&'a ClaimedMessage) -> BoxFuture<'a, Logged>>;
+
+/// A verdict, and the deliverer's record of the attempt.
+type Logged = (Delivery, Option<crate::drain::AttemptRecord>);
 
 /// A [`Deliver`] that sends each message to the route of its topic, with its
 /// payload decoded. A payload that does not decode fails permanently (it
@@ -71,13 +74,16 @@ impl Router {
         self.claim_topic(T::NAME);
         self.routes.insert(
             T::NAME,
-            Box::new(move |message: &ClaimedMessage| -> BoxFuture<'_, Delivery> {
+            Box::new(move |message: &ClaimedMessage| -> BoxFuture<'_, Logged> {
                 match message.payload_as::<T>() {
-                    Ok(payload) => Box::pin(handler(payload, message.clone())),
-                    Err(error) => Box::pin(std::future::ready(Delivery::permanent(format!(
-                        "the payload is not a {}: {error}",
-                        T::NAME
-                    )))),
+                    Ok(payload) => {
+                        let handled = handler(payload, message.clone());
+                        Box::pin(async move { (handled.await, None) })
+                    }
+                    Err(error) => Box::pin(std::future::ready((
+                        Delivery::permanent(format!("the payload is not a {}: {error}", T::NAME)),
+                        None,
+                    ))),
                 }
             }),
         );
@@ -101,15 +107,15 @@ impl Router {
         self.delivers.insert(T::NAME, deliver.clone());
         self.routes.insert(
             T::NAME,
-            Box::new(move |message: &ClaimedMessage| -> BoxFuture<'_, Delivery> {
+            Box::new(move |message: &ClaimedMessage| -> BoxFuture<'_, Logged> {
                 if let Err(error) = message.payload_as::<T>() {
-                    return Box::pin(std::future::ready(Delivery::permanent(format!(
-                        "the payload is not a {}: {error}",
-                        T::NAME
-                    ))));
+                    return Box::pin(std::future::ready((
+                        Delivery::permanent(format!("the payload is not a {}: {error}", T::NAME)),
+                        None,
+                    )));
                 }
                 let deliver = deliver.clone();
-                Box::pin(async move { deliver.deliver(message).await })
+                Box::pin(async move { deliver.deliver_logged(message).await })
             }),
         );
         self
@@ -127,10 +133,18 @@ impl Router {
 
 impl Deliver for Router {
     fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
+        Box::pin(async move { self.deliver_logged(message).await.0 })
+    }
+
+    /// The routed deliverer's record of the attempt (a handler logs none).
+    fn deliver_logged<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Logged> {
         match self.routes.get(message.topic.as_str()) {
             Some(route) => route(message),
-            None => Box::pin(std::future::ready(Delivery::unavailable(
-                format!("no route for topic {:?} in this deployment", message.topic),
+            None => Box::pin(std::future::ready((
+                Delivery::unavailable(
+                    format!("no route for topic {:?} in this deployment", message.topic),
+                    None,
+                ),
                 None,
             ))),
         }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use worker::Env;
 use workers_outbox::console::{BearerToken, Console};
 use workers_outbox::drain::DrainerBuilder;
+use workers_outbox::endpoint::{EndpointDeliverer, Endpoints};
 use workers_outbox::http::HttpDeliverer;
 use workers_outbox::queue::{FanOut, QueueDeliverer};
 use workers_outbox::telemetry::{AnalyticsEngineTelemetry, Telemetry};
@@ -35,6 +36,8 @@ pub(crate) fn relay_limits() -> DrainLimits {
 pub(crate) struct App {
     pub(crate) db: Arc<dyn Database>,
     pub(crate) outbox: Outbox,
+    /// The application's integrations (owner `"app"`), beside the mail.
+    pub(crate) endpoints: Endpoints,
     /// `account.created` events, relayed into the `ACCOUNT_EVENTS` Queue.
     pub(crate) events: Outbox,
     events_queue: Option<worker::Queue>,
@@ -84,7 +87,14 @@ impl App {
         let outbox = Outbox::builder(db.clone(), "outbox")
             .retry_policy(retry)
             .build()?;
+        // Local receivers (`ENDPOINTS_ALLOW_LOCAL=1`) for development only.
+        let local = vars("ENDPOINTS_ALLOW_LOCAL").is_some_and(|v| v == "1");
+        let endpoints = Endpoints::new(&outbox)
+            .event_types([crate::signup::ACCOUNT_CREATED])
+            .allow_http(local)
+            .allow_private(local);
         Ok(App {
+            endpoints,
             mail_api,
             telemetry,
             events: Outbox::new(db.clone(), "account_events")?,
@@ -137,11 +147,23 @@ impl App {
             .build()?)
     }
 
-    /// A drainer sending confirmation mails to the mail API.
+    /// Whether the request carries the operator's bearer token.
+    pub(crate) fn is_operator(&self, request: &worker::Request) -> worker::Result<bool> {
+        let given = request.headers().get("authorization")?;
+        Ok(!self.admin_token.is_empty()
+            && given.as_deref().and_then(|g| g.strip_prefix("Bearer "))
+                == Some(self.admin_token.as_str()))
+    }
+
+    /// A drainer sending confirmation mails to the mail API, and
+    /// `account.created` to the integrations' endpoints.
     pub(crate) fn drainer(&self, limits: DrainLimits) -> Result<Drainer> {
         let mail_api = HttpDeliverer::new(&self.mail_api)?.timeout(limits.delivery_timeout);
         let router = Router::new().route::<Mail, _>(mail_api);
-        self.observed(Drainer::builder(self.outbox.clone(), router))
+        let deliver = EndpointDeliverer::new()?
+            .timeout(limits.delivery_timeout)
+            .or(router);
+        self.observed(Drainer::builder(self.outbox.clone(), deliver))
             .limits(limits)
             .build()
     }

@@ -10,6 +10,9 @@
 //! - A cron trigger drains whatever those attempts missed; with a large mail
 //!   backlog it fans the mail drains out through the `drain-requests`
 //!   Queue, one drain per consumer invocation.
+//! - The same batch publishes `account.created` to the application's
+//!   integrations: endpoints an operator registers at `/admin/endpoints`
+//!   (bearer `ADMIN_TOKEN`), delivered signed by the cron drain.
 //! - `/console/` is the library's operator console over both outboxes and
 //!   the inbox, and over an account's rows for its export and erasure
 //!   (bearer token `ADMIN_TOKEN`).
@@ -17,6 +20,7 @@
 mod access;
 mod accounts;
 mod app;
+mod integrations;
 mod signup;
 mod welcome;
 
@@ -45,6 +49,7 @@ async fn fetch(request: Request, env: Env, ctx: Context) -> Result<Response> {
         (Method::Post, ["signup"]) => signup::handle(request, &app, &ctx).await,
         (_, ["signup"]) => json_error(405, "use POST"),
         (_, ["console", ..]) => app.console(&env)?.handle_worker(request).await,
+        (_, ["admin", "endpoints"]) => integrations::handle(request, &app).await,
         _ => json_error(404, "no such route"),
     }
 }

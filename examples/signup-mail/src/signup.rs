@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use worker::{Context, Request, Response};
 use workers_outbox::defer::WaitUntil;
+use workers_outbox::endpoint::Event;
 use workers_outbox::trace::TraceContext;
 use workers_outbox::{
     Batch, Clock, Error, FastRandom, Message, RandomSource, Result, Statement, SystemClock,
@@ -33,8 +34,11 @@ pub(crate) struct AccountCreated {
 }
 
 impl Topic for AccountCreated {
-    const NAME: &'static str = "account.created";
+    const NAME: &'static str = ACCOUNT_CREATED;
 }
+
+/// The type of the event, in the Queue and to the integrations' endpoints.
+pub(crate) const ACCOUNT_CREATED: &str = "account.created";
 
 pub(crate) async fn handle(
     mut request: Request,
@@ -97,11 +101,14 @@ async fn signup(
         vec![id.into(), email.into(), now.into()],
     ));
     let mut message = Message::of(&mail)?.subject(id).dedup_key(email);
-    let mut event = Message::of(&AccountCreated {
+    let created = AccountCreated {
         account_id: id.into(),
         created_at: now.as_unix_millis(),
-    })?
-    .subject(id);
+    };
+    // To the integrations' endpoints too, in this batch (the cron drain sends them).
+    let published = Event::new(crate::integrations::OWNER, ACCOUNT_CREATED, &created)?.subject(id);
+    let _ = batch.publish(&app.endpoints, published)?;
+    let mut event = Message::of(&created)?.subject(id);
     if let Some(trace) = trace {
         message = message.trace(trace.clone());
         event = event.trace(trace);
