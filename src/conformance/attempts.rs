@@ -2,12 +2,12 @@
 //! own), fenced by the lease, bounded per message, kept for its retention,
 //! and reached by a subject's export and erasure.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::{CaseResult, Failure, Harness, enqueue_message, ensure, ensure_eq, yield_now};
-use crate::drain::drainer::Drainer;
-use crate::drain::{AttemptLog, AttemptRecord, Deliver, DrainLimits, DrainReport};
+use super::{
+    CaseResult, Failure, Harness, drainer_through, enqueue_message, ensure, ensure_eq, yield_now,
+};
+use crate::drain::{AttemptLog, AttemptRecord, Deliver, DrainReport};
 use crate::outbox::{ClaimedMessage, Delivery, Message, Outbox};
 
 /// Answers 500 with a body to topic `bad`, delivers the rest; logs as
@@ -48,14 +48,7 @@ impl Deliver for Flaky {
 }
 
 async fn drain(h: &Harness, outbox: &Outbox, log: AttemptLog) -> Result<DrainReport, Failure> {
-    let drainer = Drainer::builder(outbox.clone(), Flaky { log })
-        .timer(Arc::new(h.clock().clone()))
-        .limits(DrainLimits {
-            concurrency: 1,
-            ..super::drain::limits()
-        })
-        .build()?;
-    Ok(drainer.drain().await)
+    Ok(drainer_through(h, outbox, Flaky { log }, 1)?.drain().await)
 }
 
 async fn logged(h: &Harness, outbox: &Outbox) -> Result<i64, Failure> {

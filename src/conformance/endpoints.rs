@@ -5,10 +5,9 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::{CaseResult, Failure, Harness, ensure, ensure_eq, yield_now};
+use super::{CaseResult, Failure, Harness, drainer_through, ensure, ensure_eq, yield_now};
 use crate::batch::Batch;
-use crate::drain::drainer::Drainer;
-use crate::drain::{Deliver, DrainLimits, DrainReport};
+use crate::drain::{Deliver, DrainReport};
 use crate::endpoint::model::Target;
 use crate::endpoint::{EndpointState, EndpointUpdate, Endpoints, Event, NewEndpoint};
 use crate::error::Error;
@@ -146,14 +145,9 @@ async fn drain(
     outbox: &Outbox,
     receivers: &Receivers,
 ) -> Result<DrainReport, Failure> {
-    let drainer = Drainer::builder(outbox.clone(), receivers.clone())
-        .timer(Arc::new(h.clock().clone()))
-        .limits(DrainLimits {
-            concurrency: 1,
-            ..super::drain::limits()
-        })
-        .build()?;
-    Ok(drainer.drain().await)
+    Ok(drainer_through(h, outbox, receivers.clone(), 1)?
+        .drain()
+        .await)
 }
 
 fn new(owner: &str, host: &str, types: &[&str]) -> NewEndpoint {
@@ -599,11 +593,7 @@ pub(crate) async fn an_endpoint_is_given_the_events_since_a_time(h: Harness) -> 
     };
     let since = h.later(Duration::ZERO)?;
     publish(&h, &endpoints, "acme", "order.paid").await?;
-    Drainer::builder(outbox.clone(), refused)
-        .timer(Arc::new(h.clock().clone()))
-        .build()?
-        .drain()
-        .await;
+    drainer_through(&h, &outbox, refused, 1)?.drain().await;
     ensure_eq!(outbox.stats().await?.dead, 1);
     ensure_eq!(
         endpoints
@@ -679,14 +669,9 @@ pub(crate) async fn an_ordering_key_orders_each_endpoints_deliveries_alone(
         ..Ordered::default()
     };
     for _ in 0..6 {
-        let drainer = Drainer::builder(outbox.clone(), receiver.clone())
-            .timer(Arc::new(h.clock().clone()))
-            .limits(DrainLimits {
-                concurrency: 4,
-                ..super::drain::limits()
-            })
-            .build()?;
-        drainer.drain().await;
+        drainer_through(&h, &outbox, receiver.clone(), 4)?
+            .drain()
+            .await;
         h.clock().advance(Duration::from_secs(60));
     }
     let received = receiver
@@ -781,13 +766,7 @@ pub(crate) async fn operational_events_reach_the_operators_endpoints(h: Harness)
         refusing: vec![refusing.id.clone(), broken_ops.id.clone()],
         ..Operators::default()
     };
-    let drainer = Drainer::builder(outbox.clone(), receiver.clone())
-        .timer(Arc::new(h.clock().clone()))
-        .limits(DrainLimits {
-            concurrency: 1,
-            ..super::drain::limits()
-        })
-        .build()?;
+    let drainer = drainer_through(&h, &outbox, receiver.clone(), 1)?;
     drainer.drain().await;
     drainer.drain().await;
     let told = receiver.received_by(&ops.id);

@@ -546,6 +546,25 @@ pub async fn yield_now() {
 }
 
 /// The ids of a claim's messages, in claim order.
+/// A drainer of `outbox` through `deliver` on the case's clock, with the
+/// drain cases' limits and `concurrency` deliveries at once.
+pub(crate) fn drainer_through(
+    h: &Harness,
+    outbox: &Outbox,
+    deliver: impl crate::drain::Deliver + 'static,
+    concurrency: usize,
+) -> Result<crate::drain::drainer::Drainer, Failure> {
+    Ok(
+        crate::drain::drainer::Drainer::builder(outbox.clone(), deliver)
+            .timer(Arc::new(h.clock().clone()))
+            .limits(crate::drain::DrainLimits {
+                concurrency,
+                ..drain::limits()
+            })
+            .build()?,
+    )
+}
+
 pub(crate) fn ids(claim: &crate::outbox::Claim) -> Vec<String> {
     claim.messages.iter().map(|m| m.id.clone()).collect()
 }

@@ -10,7 +10,7 @@ use crate::database::Statement;
 use crate::erasure::GuardedInsert;
 use crate::error::{Error, Result};
 use crate::outbox::{MessageLimits, check_key};
-use crate::sql::endpoints::{self, DELIVERY_ID_SEPARATOR, EventRow};
+use crate::sql::events::{self, DELIVERY_ID_SEPARATOR, EventRow};
 
 /// The most bytes of an event id of the caller's: with the separator and
 /// an endpoint's id (`ep_` and a ULID), a delivery's id stays within
@@ -133,8 +133,8 @@ impl Endpoints {
         let guarded =
             |insert: Statement| GuardedInsert::new(outbox.tombstones(), row.subject, now, insert);
         Ok(Publish {
-            kept: guarded(endpoints::insert_event(table, dialect, &row)?)?,
-            fan_out: guarded(endpoints::fan_out(table, dialect, &row)?)?,
+            kept: guarded(events::insert_event(table, dialect, &row)?)?,
+            fan_out: guarded(events::fan_out(table, dialect, &row)?)?,
             id,
         })
     }
@@ -194,9 +194,9 @@ pub(crate) async fn events_of_subject(
     subject: &str,
 ) -> Result<Vec<PublishedEvent>> {
     use crate::sql::endpoints::event_col;
-    let statement = endpoints::events_of_subject(outbox.table(), outbox.dialect(), subject)?;
+    let statement = events::events_of_subject(outbox.table(), outbox.dialect(), subject)?;
     let rows = outbox.database().query(&statement).await?;
-    let table = endpoints::events_table(outbox.table());
+    let table = crate::sql::endpoints::events_table(outbox.table());
     rows.iter()
         .map(|row| {
             let read = || -> Result<PublishedEvent> {

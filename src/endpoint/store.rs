@@ -167,11 +167,7 @@ impl Endpoints {
             self.rules.check_subscriptions(types)?;
         }
         let metadata = metadata_text(update.metadata.as_ref().unwrap_or(&current.metadata))?;
-        let (table, dialect, now) = (
-            self.outbox.table(),
-            self.outbox.dialect(),
-            self.outbox.now(),
-        );
+        let (table, dialect, now) = self.at_now();
         let mut statements = vec![endpoints::update(
             table,
             dialect,
@@ -252,16 +248,12 @@ impl Endpoints {
     /// [`Error::NotFound`]; database errors.
     pub async fn recover(&self, owner: &str, id: &str, since: Timestamp) -> Result<Recovered> {
         self.get(owner, id).await?;
-        let (table, dialect, now) = (
-            self.outbox.table(),
-            self.outbox.dialect(),
-            self.outbox.now(),
-        );
+        let (table, dialect, now) = self.at_now();
         let limit = Self::RECOVERED_PER_CALL;
         let statements = [
-            endpoints::forget_dead_deliveries(table, dialect, owner, id, since)?,
-            endpoints::recover(table, dialect, owner, id, since, now, limit)?,
-            endpoints::recover_next(table, dialect, owner, id, since, limit)?,
+            crate::sql::events::forget_dead_deliveries(table, dialect, owner, id, since)?,
+            crate::sql::events::recover(table, dialect, owner, id, since, now, limit)?,
+            crate::sql::events::recover_next(table, dialect, owner, id, since, limit)?,
         ];
         let outcomes = self.outbox.database().run_atomic(&statements).await?;
         let (Some(written), Some(next)) = (outcomes.get(1), outcomes.get(2)) else {
@@ -331,11 +323,7 @@ impl Endpoints {
     /// [`Error::NotFound`]; database errors.
     pub async fn enable(&self, owner: &str, id: &str) -> Result<()> {
         self.get(owner, id).await?;
-        let (table, dialect, now) = (
-            self.outbox.table(),
-            self.outbox.dialect(),
-            self.outbox.now(),
-        );
+        let (table, dialect, now) = self.at_now();
         let mut statements = vec![
             endpoints::set_state(table, dialect, owner, id, endpoint_state::ENABLED, now)?,
             endpoints::unhold(table, dialect, owner, id)?,
@@ -375,11 +363,7 @@ impl Endpoints {
     async fn hold(&self, owner: &str, id: &str, state: &'static str, reason: &str) -> Result<()> {
         check_key("reason", Some(reason))?;
         self.get(owner, id).await?;
-        let (table, dialect, now) = (
-            self.outbox.table(),
-            self.outbox.dialect(),
-            self.outbox.now(),
-        );
+        let (table, dialect, now) = self.at_now();
         let mut statements = vec![
             endpoints::set_state(table, dialect, owner, id, state, now)?,
             endpoints::hold(table, dialect, owner, id, reason, now)?,
@@ -397,6 +381,21 @@ impl Endpoints {
             )?);
         }
         self.write(id, &statements, 0).await
+    }
+
+    /// The outbox's table and dialect, and the time now.
+    fn at_now(
+        &self,
+    ) -> (
+        &crate::identifier::TableName,
+        crate::database::Dialect,
+        Timestamp,
+    ) {
+        (
+            self.outbox.table(),
+            self.outbox.dialect(),
+            self.outbox.now(),
+        )
     }
 
     /// Runs `statements`, of which the one at `naming` writes the endpoint's

@@ -7,7 +7,7 @@ use super::Outbox;
 use super::claim::LeaseHandle;
 use crate::database::Statement;
 use crate::error::Result;
-use crate::sql::endpoints::{self, About, EventRow};
+use crate::sql::events::{self, About, EventRow};
 use crate::time::Timestamp;
 
 /// An endpoint was disabled: by its receiver (a `410 Gone`), by failing
@@ -27,6 +27,24 @@ impl Outbox {
         self.inner.operational_owner.as_deref()
     }
 
+    /// The operator owner, a new event id and `payload` as text; `None`
+    /// without an operator owner.
+    fn operational_parts(
+        &self,
+        payload: &serde_json::Value,
+        now: Timestamp,
+    ) -> Result<Option<(&str, String, String)>> {
+        let Some(owner) = self.operational_owner() else {
+            return Ok(None);
+        };
+        let payload = crate::sql::json_text(payload, "operational event")?;
+        Ok(Some((
+            owner,
+            format!("evt_{}", self.new_ulid(now)),
+            payload,
+        )))
+    }
+
     /// Publishes `event_type` with `payload` about the row `lease` holds,
     /// while it holds (and is what `about` says); nothing without an
     /// operator owner.
@@ -38,21 +56,19 @@ impl Outbox {
         about: impl FnOnce(&str) -> About<'_>,
         now: Timestamp,
     ) -> Result<Vec<Statement>> {
-        let Some(owner) = self.operational_owner() else {
+        let Some((owner, id, payload)) = self.operational_parts(payload, now)? else {
             return Ok(Vec::new());
         };
-        let id = format!("evt_{}", self.new_ulid(now));
-        let payload = crate::sql::json_text(payload, "operational event")?;
         let event = operational(&id, owner, event_type, &payload, now);
         Ok(vec![
-            endpoints::keep_if_held(
+            events::keep_if_held(
                 self.table(),
                 self.dialect(),
                 &lease.fence(),
                 &event,
                 about(owner),
             )?,
-            endpoints::fan_out_if_kept(self.table(), self.dialect(), &event)?,
+            events::fan_out_if_kept(self.table(), self.dialect(), &event)?,
         ])
     }
 
@@ -66,16 +82,14 @@ impl Outbox {
         payload: &serde_json::Value,
         now: Timestamp,
     ) -> Result<Vec<Statement>> {
-        let Some(operator) = self.operational_owner() else {
+        let Some((operator, id, payload)) = self.operational_parts(payload, now)? else {
             return Ok(Vec::new());
         };
-        let id = format!("evt_{}", self.new_ulid(now));
-        let payload = crate::sql::json_text(payload, "operational event")?;
         let event = operational(&id, operator, event_type, &payload, now);
         let (table, dialect) = (self.table(), self.dialect());
         Ok(vec![
-            endpoints::keep_if_endpoint(table, dialect, owner, endpoint, &event)?,
-            endpoints::fan_out_if_kept(table, dialect, &event)?,
+            events::keep_if_endpoint(table, dialect, owner, endpoint, &event)?,
+            events::fan_out_if_kept(table, dialect, &event)?,
         ])
     }
 }

@@ -482,7 +482,7 @@ impl Outbox {
                         lease,
                         super::operational::MESSAGE_DEAD,
                         &payload,
-                        |owner| sql::endpoints::About::NotADeliveryOf(owner),
+                        |owner| sql::events::About::NotADeliveryOf(owner),
                         now,
                     )?);
                     (
@@ -514,7 +514,7 @@ impl Outbox {
                             lease,
                             super::operational::ENDPOINT_DISABLED,
                             &payload,
-                            |_| sql::endpoints::About::AnEndpointsDelivery,
+                            |_| sql::events::About::AnEndpointsDelivery,
                             now,
                         )?);
                     }
@@ -750,7 +750,7 @@ impl Outbox {
         if self.counts_rollups() {
             sweep.extend(sql::rollups::retention(self.table(), self.dialect(), now));
         }
-        sweep.push(sql::endpoints::prune_events(
+        sweep.push(sql::events::prune_events(
             self.table(),
             self.dialect(),
             now.saturating_sub(self.inner.event_retention),

@@ -1,0 +1,512 @@
+//! Events published to endpoints (`<table>_events`) and the delivery rows
+//! they make: the fan-out inside the publishing batch, a recovery since a
+//! time, the retention, and operational events written with the change
+//! they report. The endpoints themselves are in [`endpoints`](super::endpoints).
+
+use sea_query::{BinOper, Expr, ExprTrait, OnConflict, Order, Query, SelectStatement};
+
+use super::endpoints::{
+    EVERY_TYPE, endpoint_col, endpoint_state, endpoints_table, event_col, events_table, owned,
+    subscription_col, subscriptions_table,
+};
+use super::paused::paused_topics;
+use super::{claim_floor, col, state};
+use crate::database::{Dialect, Statement, query_error};
+use crate::error::Result;
+use crate::identifier::TableName;
+use crate::time::Timestamp;
+
+/// An event as published.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EventRow<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) event_type: &'a str,
+    pub(crate) payload: &'a str,
+    pub(crate) subject: Option<&'a str>,
+    /// Its deliveries to one endpoint are delivered one at a time, in
+    /// publish order, with those of the same key.
+    pub(crate) ordering_key: Option<&'a str>,
+    pub(crate) at: Timestamp,
+}
+
+/// The separator of a delivery's ordering key: `<endpoint id>/<key>`.
+pub(crate) const ORDERING_KEY_SEPARATOR: &str = "/";
+
+/// Keeps the event (a taken id fails on the primary key).
+pub(crate) fn insert_event(
+    table: &TableName,
+    dialect: Dialect,
+    event: &EventRow<'_>,
+) -> Result<Statement> {
+    let mut insert = Query::insert();
+    insert
+        .into_table(events_table(table))
+        .columns([
+            event_col::ID,
+            event_col::OWNER,
+            event_col::EVENT_TYPE,
+            event_col::PAYLOAD,
+            event_col::SUBJECT,
+            event_col::CREATED_AT,
+        ])
+        .values([
+            event.id.into(),
+            event.owner.into(),
+            event.event_type.into(),
+            event.payload.into(),
+            event.subject.map(str::to_owned).into(),
+            event.at.as_unix_millis().into(),
+        ])
+        .map_err(query_error)?;
+    dialect.render(&insert)
+}
+
+/// The separator of a delivery's id: `<event id>:<endpoint id>`.
+pub(crate) const DELIVERY_ID_SEPARATOR: &str = ":";
+
+/// One delivery row of `event` per endpoint of its owner that takes new
+/// events (enabled and not held, or paused by an operator: its deliveries
+/// wait) and subscribes to its type (or to every type), due at once. A
+/// delivery's id and dedup key are `<event id>:<endpoint id>`, so the same
+/// event is never pending twice for one endpoint; its topic is the
+/// endpoint's id. Reads the owner's endpoints through their index.
+pub(crate) fn fan_out(
+    table: &TableName,
+    dialect: Dialect,
+    event: &EventRow<'_>,
+) -> Result<Statement> {
+    fan_out_where(table, dialect, event, false)
+}
+
+/// [`fan_out`], if the event was kept (by [`keep_if_held`] earlier in the
+/// same batch).
+pub(crate) fn fan_out_if_kept(
+    table: &TableName,
+    dialect: Dialect,
+    event: &EventRow<'_>,
+) -> Result<Statement> {
+    fan_out_where(table, dialect, event, true)
+}
+
+fn fan_out_where(
+    table: &TableName,
+    dialect: Dialect,
+    event: &EventRow<'_>,
+    if_kept: bool,
+) -> Result<Statement> {
+    let endpoints = endpoints_table(table);
+    let at = event.at.as_unix_millis();
+    let text = |value: Option<&str>| Expr::val(value.map(str::to_owned)).cast_as("TEXT");
+    let per_endpoint = || -> Expr {
+        Expr::val(event.id)
+            .cast_as("TEXT")
+            .binary(
+                BinOper::Custom("||"),
+                Expr::val(DELIVERY_ID_SEPARATOR).cast_as("TEXT"),
+            )
+            .binary(
+                BinOper::Custom("||"),
+                Expr::col((endpoints.clone(), endpoint_col::ID)),
+            )
+    };
+    let mut columns = vec![
+        col::STATE,
+        col::DUE_AT,
+        col::ID,
+        col::TOPIC,
+        col::PAYLOAD,
+        col::SUBJECT,
+        col::DEDUP_KEY,
+        col::ID_GIVEN,
+        col::ATTEMPTS,
+        col::CREATED_AT,
+        col::EVENT_ID,
+        col::ORDERING_KEY,
+        col::SEQ,
+    ];
+    // With an ordering key: each endpoint's own key, `<endpoint id>/<key>`,
+    // its next place, and waiting if an earlier row of it is present.
+    let ordered = event.ordering_key.map(|key| {
+        let per_key = Expr::col((endpoints.clone(), endpoint_col::ID))
+            .binary(
+                BinOper::Custom("||"),
+                Expr::val(ORDERING_KEY_SEPARATOR).cast_as("TEXT"),
+            )
+            .binary(BinOper::Custom("||"), Expr::val(key).cast_as("TEXT"));
+        let latest: Expr = Query::select()
+            .expr(Expr::col(("ordered", col::SEQ)).max())
+            .from_as(table.as_str().to_owned(), "ordered")
+            .and_where(Expr::col(("ordered", col::ORDERING_KEY)).eq(per_key.clone()))
+            .to_owned()
+            .into();
+        (per_key, latest)
+    });
+    let (state, ordering_key, seq) = match &ordered {
+        None => (
+            Expr::val(state::READY).cast_as("TEXT"),
+            text(None),
+            Expr::val(Option::<i64>::None).cast_as("BIGINT"),
+        ),
+        Some((per_key, latest)) => (
+            Expr::case(
+                latest.clone().is_null(),
+                Expr::val(state::READY).cast_as("TEXT"),
+            )
+            .finally(Expr::val(state::WAITING).cast_as("TEXT"))
+            .into(),
+            per_key.clone(),
+            latest.clone().if_null(0).add(1),
+        ),
+    };
+    let mut values = vec![
+        state,
+        Expr::val(at).cast_as("BIGINT"),
+        per_endpoint(),
+        Expr::col((endpoints.clone(), endpoint_col::ID)),
+        text(Some(event.payload)),
+        text(event.subject),
+        per_endpoint(),
+        Expr::val(0).cast_as("BIGINT"),
+        Expr::val(0).cast_as("BIGINT"),
+        Expr::val(at).cast_as("BIGINT"),
+        text(Some(event.id)),
+        ordering_key,
+        seq,
+    ];
+    if let Some(late) = claim_floor::late_due(dialect, table, Expr::val(at).cast_as("BIGINT")) {
+        // Only a row written ready can be late (its promotion marks a
+        // waiting one).
+        let late = match &ordered {
+            None => late,
+            Some((_, latest)) => Expr::case(latest.clone().is_null(), late).into(),
+        };
+        columns.push(col::LATE_DUE);
+        values.push(late);
+    }
+    let mut subscribed = Query::select();
+    subscribed
+        .column(subscription_col::ENDPOINT)
+        .from(subscriptions_table(table))
+        .and_where(Expr::col(subscription_col::EVENT_TYPE).is_in([event.event_type, EVERY_TYPE]));
+    let state_is =
+        |value: &'static str| Expr::col((endpoints.clone(), endpoint_col::STATE)).eq(value);
+    let takes_events = state_is(endpoint_state::PAUSED).or(state_is(endpoint_state::ENABLED).and(
+        Expr::col((endpoints.clone(), endpoint_col::ID)).not_in_subquery(paused_topics(table)),
+    ));
+    let mut select = Query::select();
+    select
+        .exprs(values)
+        .from(endpoints.clone())
+        .and_where(Expr::col((endpoints.clone(), endpoint_col::OWNER)).eq(event.owner))
+        .and_where(takes_events)
+        .and_where(Expr::col((endpoints, endpoint_col::ID)).in_subquery(subscribed));
+    if if_kept {
+        let mut kept = Query::select();
+        kept.expr(Expr::cust("1"))
+            .from(events_table(table))
+            .and_where(Expr::col(event_col::ID).eq(event.id));
+        select.and_where(Expr::exists(kept));
+    }
+    let mut insert = Query::insert();
+    insert
+        .into_table(table.as_str().to_owned())
+        .columns(columns)
+        .select_from(select)
+        .map_err(query_error)?
+        .on_conflict(
+            OnConflict::column(col::DEDUP_KEY)
+                .target_and_where(Expr::col(col::DEDUP_KEY).is_not_null())
+                .do_nothing()
+                .to_owned(),
+        );
+    dialect.render(&insert)
+}
+
+/// The events of `owner` since `since` that its endpoint `id` subscribes to,
+/// oldest first: what [`recover`] writes deliveries of.
+fn recoverable(table: &TableName, owner: &str, id: &str, since: Timestamp) -> SelectStatement {
+    let events = events_table(table);
+    let mut subscribed = Query::select();
+    subscribed
+        .expr(Expr::cust("1"))
+        .from(subscriptions_table(table))
+        .and_where(Expr::col((subscriptions_table(table), subscription_col::ENDPOINT)).eq(id))
+        .and_where(
+            Expr::col((subscriptions_table(table), subscription_col::EVENT_TYPE))
+                .equals((events.clone(), event_col::EVENT_TYPE))
+                .or(
+                    Expr::col((subscriptions_table(table), subscription_col::EVENT_TYPE))
+                        .eq(EVERY_TYPE),
+                ),
+        );
+    let mut select = Query::select();
+    select
+        .from(events.clone())
+        .and_where(Expr::col((events.clone(), event_col::OWNER)).eq(owner))
+        .and_where(Expr::col((events.clone(), event_col::CREATED_AT)).gte(since.as_unix_millis()))
+        .and_where(Expr::exists(subscribed))
+        .order_by((events.clone(), event_col::CREATED_AT), Order::Asc)
+        .order_by((events, event_col::ID), Order::Asc);
+    select
+}
+
+/// Writes, due at once, a delivery to `owner`'s endpoint `id` of each of
+/// the first `limit` events since `since` it subscribes to (an event still
+/// pending for it is not written twice). Nothing for an endpoint of
+/// another owner.
+pub(crate) fn recover(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+    since: Timestamp,
+    now: Timestamp,
+    limit: u32,
+) -> Result<Statement> {
+    let events = events_table(table);
+    let delivery_id = || -> Expr {
+        Expr::col((events.clone(), event_col::ID))
+            .binary(
+                BinOper::Custom("||"),
+                Expr::val(DELIVERY_ID_SEPARATOR).cast_as("TEXT"),
+            )
+            .binary(BinOper::Custom("||"), Expr::val(id).cast_as("TEXT"))
+    };
+    let at = now.as_unix_millis();
+    let mut columns = vec![
+        col::STATE,
+        col::DUE_AT,
+        col::ID,
+        col::TOPIC,
+        col::PAYLOAD,
+        col::SUBJECT,
+        col::DEDUP_KEY,
+        col::ID_GIVEN,
+        col::ATTEMPTS,
+        col::CREATED_AT,
+        col::EVENT_ID,
+    ];
+    let mut values = vec![
+        Expr::val(state::READY).cast_as("TEXT"),
+        Expr::val(at).cast_as("BIGINT"),
+        delivery_id(),
+        Expr::val(id).cast_as("TEXT"),
+        Expr::col((events.clone(), event_col::PAYLOAD)),
+        Expr::col((events.clone(), event_col::SUBJECT)),
+        delivery_id(),
+        Expr::val(0).cast_as("BIGINT"),
+        Expr::val(0).cast_as("BIGINT"),
+        Expr::val(at).cast_as("BIGINT"),
+        Expr::col((events.clone(), event_col::ID)),
+    ];
+    if let Some(late) = claim_floor::late_due(dialect, table, Expr::val(at).cast_as("BIGINT")) {
+        columns.push(col::LATE_DUE);
+        values.push(late);
+    }
+    let mut select = recoverable(table, owner, id, since);
+    select
+        .exprs(values)
+        .and_where(Expr::exists(owned(table, owner, id)))
+        .limit(u64::from(limit));
+    let mut insert = Query::insert();
+    insert
+        .into_table(table.as_str().to_owned())
+        .columns(columns)
+        .select_from(select)
+        .map_err(query_error)?
+        .on_conflict(
+            OnConflict::column(col::DEDUP_KEY)
+                .target_and_where(Expr::col(col::DEDUP_KEY).is_not_null())
+                .do_nothing()
+                .to_owned(),
+        );
+    dialect.render(&insert)
+}
+
+/// The time of the event [`recover`] with the same arguments would reach
+/// next (the `limit + 1`-th), if there is one.
+pub(crate) fn recover_next(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+    since: Timestamp,
+    limit: u32,
+) -> Result<Statement> {
+    let mut select = recoverable(table, owner, id, since);
+    select
+        .expr_as(
+            Expr::col((events_table(table), event_col::CREATED_AT)),
+            event_col::CREATED_AT,
+        )
+        .limit(1)
+        .offset(u64::from(limit));
+    dialect.render(&select)
+}
+
+/// Deletes up to `limit` of the oldest events published before `before`.
+pub(crate) fn prune_events(
+    table: &TableName,
+    dialect: Dialect,
+    before: Timestamp,
+    limit: u32,
+) -> Result<Statement> {
+    let mut oldest = Query::select();
+    oldest
+        .column(event_col::ID)
+        .from(events_table(table))
+        .and_where(Expr::col(event_col::CREATED_AT).lt(before.as_unix_millis()))
+        .order_by(event_col::CREATED_AT, Order::Asc)
+        .limit(u64::from(limit));
+    let mut delete = Query::delete();
+    delete
+        .from_table(events_table(table))
+        .and_where(Expr::col(event_col::ID).in_subquery(oldest));
+    dialect.render(&delete)
+}
+
+/// The events of `subject`, oldest first.
+pub(crate) fn events_of_subject(
+    table: &TableName,
+    dialect: Dialect,
+    subject: &str,
+) -> Result<Statement> {
+    let mut select = Query::select();
+    select
+        .columns([
+            event_col::ID,
+            event_col::OWNER,
+            event_col::EVENT_TYPE,
+            event_col::PAYLOAD,
+            event_col::SUBJECT,
+            event_col::CREATED_AT,
+        ])
+        .from(events_table(table))
+        .and_where(Expr::col(event_col::SUBJECT).eq(subject))
+        .order_by(event_col::CREATED_AT, Order::Asc)
+        .order_by(event_col::ID, Order::Asc);
+    dialect.render(&select)
+}
+
+/// Which rows an operational event is about.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum About<'a> {
+    /// A delivery to an endpoint (its topic is an endpoint's id).
+    AnEndpointsDelivery,
+    /// Any row but a delivery to an endpoint of `owner` (the operator's
+    /// own: a failing operator endpoint must not report its own reports).
+    NotADeliveryOf(&'a str),
+}
+
+/// Keeps `event` if the row `lease` holds is still held and is what
+/// `about` says: an operational event about a settle, written by it.
+pub(crate) fn keep_if_held(
+    table: &TableName,
+    dialect: Dialect,
+    lease: &super::Fence<'_>,
+    event: &EventRow<'_>,
+    about: About<'_>,
+) -> Result<Statement> {
+    let text = |value: Option<&str>| Expr::val(value.map(str::to_owned)).cast_as("TEXT");
+    let mut endpoint_ids = Query::select();
+    endpoint_ids
+        .column(endpoint_col::ID)
+        .from(endpoints_table(table));
+    let mut select = Query::select();
+    select
+        .exprs([
+            text(Some(event.id)),
+            text(Some(event.owner)),
+            text(Some(event.event_type)),
+            text(Some(event.payload)),
+            text(event.subject),
+            Expr::val(event.at.as_unix_millis()).cast_as("BIGINT"),
+        ])
+        .from(table.as_str().to_owned())
+        .and_where(lease.holds());
+    match about {
+        About::AnEndpointsDelivery => {
+            select.and_where(Expr::col(col::TOPIC).in_subquery(endpoint_ids));
+        }
+        About::NotADeliveryOf(owner) => {
+            endpoint_ids.and_where(Expr::col(endpoint_col::OWNER).eq(owner));
+            select.and_where(Expr::col(col::TOPIC).not_in_subquery(endpoint_ids));
+        }
+    }
+    let mut insert = Query::insert();
+    insert
+        .into_table(events_table(table))
+        .columns([
+            event_col::ID,
+            event_col::OWNER,
+            event_col::EVENT_TYPE,
+            event_col::PAYLOAD,
+            event_col::SUBJECT,
+            event_col::CREATED_AT,
+        ])
+        .select_from(select)
+        .map_err(query_error)?;
+    dialect.render(&insert)
+}
+
+/// Deletes the dead deliveries to `owner`'s endpoint `id` of its events
+/// since `since`: a recovery writes them anew (their dedup keys would
+/// otherwise keep it from doing so).
+pub(crate) fn forget_dead_deliveries(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+    since: Timestamp,
+) -> Result<Statement> {
+    let mut events = Query::select();
+    events
+        .column(event_col::ID)
+        .from(events_table(table))
+        .and_where(Expr::col(event_col::OWNER).eq(owner))
+        .and_where(Expr::col(event_col::CREATED_AT).gte(since.as_unix_millis()));
+    let mut delete = Query::delete();
+    delete
+        .from_table(table.as_str().to_owned())
+        .and_where(super::state_is(state::DEAD))
+        .and_where(Expr::col(col::TOPIC).in_subquery(owned(table, owner, id)))
+        .and_where(Expr::col(col::EVENT_ID).in_subquery(events));
+    dialect.render(&delete)
+}
+
+/// Keeps `event` if `owner`'s endpoint `id` exists: an operational event
+/// about a change of it through the API, written with the change.
+pub(crate) fn keep_if_endpoint(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+    event: &EventRow<'_>,
+) -> Result<Statement> {
+    let text = |value: Option<&str>| Expr::val(value.map(str::to_owned)).cast_as("TEXT");
+    let mut select = owned(table, owner, id);
+    select.clear_selects();
+    select.exprs([
+        text(Some(event.id)),
+        text(Some(event.owner)),
+        text(Some(event.event_type)),
+        text(Some(event.payload)),
+        text(event.subject),
+        Expr::val(event.at.as_unix_millis()).cast_as("BIGINT"),
+    ]);
+    let mut insert = Query::insert();
+    insert
+        .into_table(events_table(table))
+        .columns([
+            event_col::ID,
+            event_col::OWNER,
+            event_col::EVENT_TYPE,
+            event_col::PAYLOAD,
+            event_col::SUBJECT,
+            event_col::CREATED_AT,
+        ])
+        .select_from(select)
+        .map_err(query_error)?;
+    dialect.render(&insert)
+}
