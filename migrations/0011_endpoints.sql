@@ -8,6 +8,8 @@ CREATE TABLE IF NOT EXISTS "outbox_endpoints" (
     target     TEXT    NOT NULL,
     metadata   TEXT    NOT NULL,
     state      TEXT    NOT NULL,
+    filter_field TEXT,
+    filter_value TEXT,
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
@@ -35,6 +37,8 @@ CREATE TABLE IF NOT EXISTS "account_events_endpoints" (
     target     TEXT    NOT NULL,
     metadata   TEXT    NOT NULL,
     state      TEXT    NOT NULL,
+    filter_field TEXT,
+    filter_value TEXT,
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;

@@ -9,6 +9,8 @@ CREATE TABLE IF NOT EXISTS "outbox_endpoints" (
     target     TEXT   NOT NULL,
     metadata   TEXT   NOT NULL,
     state      TEXT   NOT NULL,
+    filter_field TEXT,
+    filter_value TEXT,
     created_at BIGINT NOT NULL,
     updated_at BIGINT NOT NULL
 );

@@ -828,3 +828,79 @@ pub(crate) async fn operational_events_reach_the_operators_endpoints(h: Harness)
     );
     Ok(())
 }
+
+pub(crate) async fn a_filter_lets_through_only_the_events_it_matches(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let endpoints = Endpoints::new(&outbox);
+    let eu = endpoints
+        .create(new("acme", "eu.example", &["*"]).filter("customer.region", "eu"))
+        .await?;
+    let big = endpoints
+        .create(new("acme", "big.example", &["*"]).filter("total", "42"))
+        .await?;
+    let every = endpoints.create(new("acme", "all.example", &["*"])).await?;
+    ensure_eq!(
+        eu.filter
+            .as_ref()
+            .map(|f| (f.field.as_str(), f.equals.as_str())),
+        Some(("customer.region", "eu"))
+    );
+    let publish_payload = |payload: &'static str| {
+        let h = &h;
+        let endpoints = &endpoints;
+        async move {
+            let mut batch = Batch::new(h.db());
+            let ticket =
+                batch.publish(endpoints, Event::raw_json("acme", "order.paid", payload))?;
+            let committed = batch.commit().await?;
+            Ok::<u64, Failure>(committed.published(&ticket)?)
+        }
+    };
+    ensure_eq!(
+        publish_payload(r#"{"customer":{"region":"eu"},"total":7}"#).await?,
+        2
+    );
+    ensure_eq!(
+        publish_payload(r#"{"customer":{"region":"us"},"total":42}"#).await?,
+        2
+    );
+    ensure_eq!(publish_payload(r#"{"note":"no fields"}"#).await?, 1);
+    ensure_eq!(rows_of(&h, &outbox, &eu.id).await?.0, 1);
+    ensure_eq!(rows_of(&h, &outbox, &big.id).await?.0, 1);
+    ensure_eq!(rows_of(&h, &outbox, &every.id).await?.0, 3);
+
+    // Changed, it applies to what is published next; a recovery keeps to it.
+    endpoints
+        .update(
+            "acme",
+            &eu.id,
+            EndpointUpdate::default().filter("customer.region", "us"),
+        )
+        .await?;
+    ensure_eq!(publish_payload(r#"{"customer":{"region":"us"}}"#).await?, 2);
+    let receivers = Receivers::new(&h);
+    drain(&h, &outbox, &receivers).await?;
+    let since = crate::time::Timestamp::EPOCH;
+    ensure_eq!(
+        endpoints.recover("acme", &eu.id, since).await?.deliveries,
+        2
+    );
+    endpoints
+        .update("acme", &eu.id, EndpointUpdate::default().without_filter())
+        .await?;
+    ensure_eq!(endpoints.get("acme", &eu.id).await?.filter, None);
+    let bad = endpoints
+        .create(new("acme", "bad.example", &["*"]).filter("a..b", "x"))
+        .await;
+    ensure!(
+        matches!(
+            bad,
+            Err(Error::InvalidInput {
+                what: "endpoint filter",
+                ..
+            })
+        ),
+        "a bad path passed"
+    );
+    Ok(())
+}

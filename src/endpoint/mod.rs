@@ -69,7 +69,7 @@ pub use deliver::EndpointDeliverer;
 pub(crate) use event::events_of_subject;
 pub use event::{Event, MAX_EVENT_ID_BYTES, PublishedEvent};
 pub use model::{
-    Endpoint, EndpointState, EndpointUpdate, MAX_EVENT_TYPE_BYTES, MAX_EVENT_TYPES,
-    MAX_METADATA_BYTES, NewEndpoint,
+    Endpoint, EndpointFilter, EndpointState, EndpointUpdate, MAX_EVENT_TYPE_BYTES, MAX_EVENT_TYPES,
+    MAX_FILTER_BYTES, MAX_METADATA_BYTES, NewEndpoint,
 };
 pub use store::{Endpoints, Recovered};

@@ -30,6 +30,7 @@ pub struct NewEndpoint {
     pub(crate) secret: String,
     pub(crate) event_types: Vec<String>,
     pub(crate) metadata: serde_json::Value,
+    pub(crate) filter: Option<(String, String)>,
 }
 
 impl fmt::Debug for NewEndpoint {
@@ -58,7 +59,17 @@ impl NewEndpoint {
             secret: secret.into(),
             event_types: vec![EVERY_TYPE.to_owned()],
             metadata: serde_json::Value::Object(serde_json::Map::new()),
+            filter: None,
         }
+    }
+
+    /// Lets through only events whose payload holds `equals` at `field` (a
+    /// dot-separated path, `customer.region`): a string as it is, a number
+    /// as it is written.
+    #[must_use]
+    pub fn filter(mut self, field: impl Into<String>, equals: impl Into<String>) -> Self {
+        self.filter = Some((field.into(), equals.into()));
+        self
     }
 
     /// The event types it receives (`"*"`: every type).
@@ -87,6 +98,8 @@ pub struct EndpointUpdate {
     pub event_types: Option<Vec<String>>,
     /// New metadata.
     pub metadata: Option<serde_json::Value>,
+    /// A new filter (`Some(None)`: none any more).
+    pub filter: Option<Option<(String, String)>>,
 }
 
 impl fmt::Debug for EndpointUpdate {
@@ -119,6 +132,61 @@ impl EndpointUpdate {
         self.metadata = Some(metadata);
         self
     }
+
+    /// A new filter (see [`NewEndpoint::filter`]).
+    #[must_use]
+    pub fn filter(mut self, field: impl Into<String>, equals: impl Into<String>) -> Self {
+        self.filter = Some(Some((field.into(), equals.into())));
+        self
+    }
+
+    /// No filter any more: every event of its types.
+    #[must_use]
+    pub fn without_filter(mut self) -> Self {
+        self.filter = Some(None);
+        self
+    }
+}
+
+/// An endpoint's filter: only events whose payload holds `equals` at
+/// `field`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct EndpointFilter {
+    /// A dot-separated path into the payload.
+    pub field: String,
+    /// The text it must hold.
+    pub equals: String,
+}
+
+/// The most bytes of a filter's field path or value.
+pub const MAX_FILTER_BYTES: usize = 256;
+
+/// A filter's field is a dot-separated path of names of letters, digits,
+/// `_` and `-`; its value at most [`MAX_FILTER_BYTES`].
+pub(crate) fn check_filter(field: &str, equals: &str) -> Result<()> {
+    let named = |part: &str| {
+        !part.is_empty()
+            && part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
+    if field.len() > MAX_FILTER_BYTES || !field.split('.').all(named) {
+        return Err(Error::invalid(
+            "endpoint filter",
+            format!("field {field:?}: a dot-separated path of names (letters, digits, _ and -)"),
+        ));
+    }
+    if equals.len() > MAX_FILTER_BYTES {
+        return Err(Error::invalid(
+            "endpoint filter",
+            format!(
+                "its value is {} bytes; at most {MAX_FILTER_BYTES}",
+                equals.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Whether an endpoint receives.
@@ -171,6 +239,8 @@ pub struct Endpoint {
     pub url: String,
     /// The event types it receives (`"*"`: every type).
     pub event_types: Vec<String>,
+    /// Only events whose payload matches it, if set.
+    pub filter: Option<EndpointFilter>,
     /// Whether it receives (as JSON, `state` and, unless enabled, `reason`
     /// and `since_ms` beside the other fields).
     #[serde(flatten)]

@@ -5,15 +5,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::model::{
-    Endpoint, EndpointState, EndpointUpdate, NewEndpoint, Rules, StoredSecret, Target, check_owner,
-    check_secret, metadata_text,
+    Endpoint, EndpointFilter, EndpointState, EndpointUpdate, NewEndpoint, Rules, StoredSecret,
+    Target, check_filter, check_owner, check_secret, metadata_text,
 };
 use crate::database::{Row, Statement};
 use crate::error::{Error, Result};
 use crate::outbox::{Outbox, check_key, operational};
 use crate::sql::claim_floor;
 use crate::sql::endpoints::{
-    self, EndpointRow, endpoint_col, endpoint_state, endpoints_table, subscription_col,
+    self, EndpointRow, Rewrite, endpoint_col, endpoint_state, endpoints_table, subscription_col,
 };
 use crate::time::Timestamp;
 
@@ -81,6 +81,9 @@ impl Endpoints {
         check_secret(&new.secret)?;
         self.rules.check_subscriptions(&new.event_types)?;
         let metadata = metadata_text(&new.metadata)?;
+        if let Some((field, equals)) = &new.filter {
+            check_filter(field, equals)?;
+        }
         let now = self.outbox.now();
         let id = format!("ep_{}", self.outbox.new_ulid(now));
         let target = Target {
@@ -101,6 +104,7 @@ impl Endpoints {
                 target: &target,
                 metadata: &metadata,
                 state: endpoint_state::ENABLED,
+                filter: new.filter.as_ref().map(|(f, v)| (f.as_str(), v.as_str())),
                 at: now,
                 most: Self::MAX_PER_OWNER,
             },
@@ -168,13 +172,28 @@ impl Endpoints {
         }
         let metadata = metadata_text(update.metadata.as_ref().unwrap_or(&current.metadata))?;
         let (table, dialect, now) = self.at_now();
+        let filter = match &update.filter {
+            Some(Some((field, equals))) => {
+                check_filter(field, equals)?;
+                Some((field.as_str(), equals.as_str()))
+            }
+            Some(None) => None,
+            None => current
+                .filter
+                .as_ref()
+                .map(|f| (f.field.as_str(), f.equals.as_str())),
+        };
+        let target = target.to_json()?;
+        let rewrite = Rewrite {
+            target: &target,
+            metadata: &metadata,
+            filter,
+        };
         let mut statements = vec![endpoints::update(
             table,
             dialect,
-            owner,
-            id,
-            &target.to_json()?,
-            &metadata,
+            (owner, id),
+            &rewrite,
             now,
         )?];
         if let Some(types) = &update.event_types {
@@ -222,13 +241,20 @@ impl Endpoints {
         })
         .collect();
         let metadata = metadata_text(&current.metadata)?;
+        let target = target.to_json()?;
+        let rewrite = Rewrite {
+            target: &target,
+            metadata: &metadata,
+            filter: current
+                .filter
+                .as_ref()
+                .map(|f| (f.field.as_str(), f.equals.as_str())),
+        };
         let statement = endpoints::update(
             self.outbox.table(),
             self.outbox.dialect(),
-            owner,
-            id,
-            &target.to_json()?,
-            &metadata,
+            (owner, id),
+            &rewrite,
             now,
         )?;
         self.write(id, &[statement], 0).await?;
@@ -489,7 +515,15 @@ fn decode(row: &Row<'_>, event_types: Vec<String>, now: Timestamp) -> Result<End
         },
         _ => EndpointState::Enabled,
     };
+    let filter = match (
+        row.get::<Option<String>>(endpoint_col::FILTER_FIELD)?,
+        row.get::<Option<String>>(endpoint_col::FILTER_VALUE)?,
+    ) {
+        (Some(field), Some(equals)) => Some(EndpointFilter { field, equals }),
+        _ => None,
+    };
     Ok(Endpoint {
+        filter,
         id: row.get(endpoint_col::ID)?,
         owner: row.get(endpoint_col::OWNER)?,
         previous_secret_expires: target.previous_expires(now),

@@ -82,7 +82,9 @@ CREATE TABLE IF NOT EXISTS "{table}_rollups" (
 -- Endpoints of "{table}" (receivers as data, src/endpoint/): an endpoint's deliveries are rows of
 -- "{table}" whose topic is its id, so its breaker, streak and pause are its own. owner is the tenant
 -- the application names; target is the JSON a delivery reads at each attempt (URL and secrets),
--- which a claim returns with each of its rows; metadata is the application's JSON. state is
+-- which a claim returns with each of its rows; metadata is the application's JSON; filter_field
+-- (a dot-separated path) and filter_value, when set, let through only events whose payload holds
+-- that value there. state is
 -- 'enabled', 'disabled' or 'paused'; a disabled or paused endpoint has a row in "{table}_paused"
 -- too (as has one a 410 disabled while its state still says 'enabled'), so no drain leases its
 -- deliveries; a disabled one is given no new events. Times are Unix ms.
@@ -92,6 +94,8 @@ CREATE TABLE IF NOT EXISTS "{table}_endpoints" (
     target     TEXT    NOT NULL,
     metadata   TEXT    NOT NULL,
     state      TEXT    NOT NULL,
+    filter_field TEXT,
+    filter_value TEXT,
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;

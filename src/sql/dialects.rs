@@ -179,6 +179,24 @@ pub(crate) fn latest_of_key(dialect: Dialect, table: &TableName, key: &str) -> S
     latest
 }
 
+/// Whether `payload` (JSON text) matches an endpoint's filter: its field
+/// `field` (a dot-separated path) read as text equals `value`; true without
+/// a filter (`field` null). Strings compare as they are, numbers as they
+/// are written.
+pub(crate) fn filter_matches(dialect: Dialect, payload: Expr, field: Expr, value: Expr) -> Expr {
+    let read = match dialect {
+        Dialect::Sqlite => Expr::cust_with_exprs(
+            "CAST(json_extract(?, '$.' || ?) AS TEXT)",
+            [payload, field.clone()],
+        ),
+        Dialect::Postgres => Expr::cust_with_exprs(
+            "(CAST($1 AS jsonb) #>> string_to_array($2, '.'))",
+            [payload, field.clone()],
+        ),
+    };
+    field.is_null().or(read.eq(value))
+}
+
 /// Whether a drain's sweep must make ready the head of every ordering key
 /// left waiting. Under Postgres's read committed, a completion and an
 /// erasure (or purge) of one key's rows committing at once can each miss

@@ -22,6 +22,10 @@ pub(crate) mod endpoint_col {
     pub(crate) const TARGET: &str = "target";
     pub(crate) const METADATA: &str = "metadata";
     pub(crate) const STATE: &str = "state";
+    /// The payload field (a dot-separated path) a filter reads, if any.
+    pub(crate) const FILTER_FIELD: &str = "filter_field";
+    /// The text that field must hold.
+    pub(crate) const FILTER_VALUE: &str = "filter_value";
     pub(crate) const CREATED_AT: &str = "created_at";
     pub(crate) const UPDATED_AT: &str = "updated_at";
     /// Of a read: why the endpoint is held (its pause's reason), if it is.
@@ -94,6 +98,8 @@ pub(crate) struct EndpointRow<'a> {
     pub(crate) target: &'a str,
     pub(crate) metadata: &'a str,
     pub(crate) state: &'static str,
+    /// Its filter: a payload field and the text it must hold.
+    pub(crate) filter: Option<(&'a str, &'a str)>,
     pub(crate) at: Timestamp,
     /// Written only while its owner has fewer endpoints than this.
     pub(crate) most: u32,
@@ -115,6 +121,8 @@ pub(crate) fn insert(
             endpoint_col::TARGET,
             endpoint_col::METADATA,
             endpoint_col::STATE,
+            endpoint_col::FILTER_FIELD,
+            endpoint_col::FILTER_VALUE,
             endpoint_col::CREATED_AT,
             endpoint_col::UPDATED_AT,
         ])
@@ -126,6 +134,8 @@ pub(crate) fn insert(
                     Expr::val(row.target).cast_as("TEXT"),
                     Expr::val(row.metadata).cast_as("TEXT"),
                     Expr::val(row.state).cast_as("TEXT"),
+                    Expr::val(row.filter.map(|(field, _)| field.to_owned())).cast_as("TEXT"),
+                    Expr::val(row.filter.map(|(_, value)| value.to_owned())).cast_as("TEXT"),
                     Expr::val(row.at.as_unix_millis()).cast_as("BIGINT"),
                     Expr::val(row.at.as_unix_millis()).cast_as("BIGINT"),
                 ])
@@ -156,21 +166,35 @@ pub(super) fn owned(table: &TableName, owner: &str, id: &str) -> SelectStatement
     select
 }
 
-/// Rewrites the target and metadata of `owner`'s endpoint `id`.
+/// What an update writes of an endpoint.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rewrite<'a> {
+    pub(crate) target: &'a str,
+    pub(crate) metadata: &'a str,
+    pub(crate) filter: Option<(&'a str, &'a str)>,
+}
+
+/// Rewrites the target, metadata and filter of `owner`'s endpoint `id`.
 pub(crate) fn update(
     table: &TableName,
     dialect: Dialect,
-    owner: &str,
-    id: &str,
-    target: &str,
-    metadata: &str,
+    (owner, id): (&str, &str),
+    rewrite: &Rewrite<'_>,
     at: Timestamp,
 ) -> Result<Statement> {
     let mut update = Query::update();
     update
         .table(endpoints_table(table))
-        .value(endpoint_col::TARGET, target)
-        .value(endpoint_col::METADATA, metadata)
+        .value(endpoint_col::TARGET, rewrite.target)
+        .value(endpoint_col::METADATA, rewrite.metadata)
+        .value(
+            endpoint_col::FILTER_FIELD,
+            rewrite.filter.map(|(field, _)| field.to_owned()),
+        )
+        .value(
+            endpoint_col::FILTER_VALUE,
+            rewrite.filter.map(|(_, value)| value.to_owned()),
+        )
         .value(endpoint_col::UPDATED_AT, at.as_unix_millis())
         .and_where(Expr::col(endpoint_col::ID).eq(id))
         .and_where(Expr::col(endpoint_col::OWNER).eq(owner));
@@ -332,6 +356,8 @@ pub(crate) fn select(
                 endpoint_col::TARGET,
                 endpoint_col::METADATA,
                 endpoint_col::STATE,
+                endpoint_col::FILTER_FIELD,
+                endpoint_col::FILTER_VALUE,
                 endpoint_col::CREATED_AT,
                 endpoint_col::UPDATED_AT,
             ]

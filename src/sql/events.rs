@@ -194,12 +194,19 @@ fn fan_out_where(
     let takes_events = state_is(endpoint_state::PAUSED).or(state_is(endpoint_state::ENABLED).and(
         Expr::col((endpoints.clone(), endpoint_col::ID)).not_in_subquery(paused_topics(table)),
     ));
+    let filtered = super::dialects::filter_matches(
+        dialect,
+        Expr::val(event.payload).cast_as("TEXT"),
+        Expr::col((endpoints.clone(), endpoint_col::FILTER_FIELD)),
+        Expr::col((endpoints.clone(), endpoint_col::FILTER_VALUE)),
+    );
     let mut select = Query::select();
     select
         .exprs(values)
         .from(endpoints.clone())
         .and_where(Expr::col((endpoints.clone(), endpoint_col::OWNER)).eq(event.owner))
         .and_where(takes_events)
+        .and_where(filtered)
         .and_where(Expr::col((endpoints, endpoint_col::ID)).in_subquery(subscribed));
     if if_kept {
         let mut kept = Query::select();
@@ -225,8 +232,26 @@ fn fan_out_where(
 
 /// The events of `owner` since `since` that its endpoint `id` subscribes to,
 /// oldest first: what [`recover`] writes deliveries of.
-fn recoverable(table: &TableName, owner: &str, id: &str, since: Timestamp) -> SelectStatement {
+fn recoverable(
+    table: &TableName,
+    dialect: Dialect,
+    owner: &str,
+    id: &str,
+    since: Timestamp,
+) -> SelectStatement {
     let events = events_table(table);
+    // The endpoint's filter lets the event through.
+    let mut filtered = Query::select();
+    filtered
+        .expr(Expr::cust("1"))
+        .from(endpoints_table(table))
+        .and_where(Expr::col((endpoints_table(table), endpoint_col::ID)).eq(id))
+        .and_where(super::dialects::filter_matches(
+            dialect,
+            Expr::col((events.clone(), event_col::PAYLOAD)),
+            Expr::col((endpoints_table(table), endpoint_col::FILTER_FIELD)),
+            Expr::col((endpoints_table(table), endpoint_col::FILTER_VALUE)),
+        ));
     let mut subscribed = Query::select();
     subscribed
         .expr(Expr::cust("1"))
@@ -246,6 +271,7 @@ fn recoverable(table: &TableName, owner: &str, id: &str, since: Timestamp) -> Se
         .and_where(Expr::col((events.clone(), event_col::OWNER)).eq(owner))
         .and_where(Expr::col((events.clone(), event_col::CREATED_AT)).gte(since.as_unix_millis()))
         .and_where(Expr::exists(subscribed))
+        .and_where(Expr::exists(filtered))
         .order_by((events.clone(), event_col::CREATED_AT), Order::Asc)
         .order_by((events, event_col::ID), Order::Asc);
     select
@@ -304,7 +330,7 @@ pub(crate) fn recover(
         columns.push(col::LATE_DUE);
         values.push(late);
     }
-    let mut select = recoverable(table, owner, id, since);
+    let mut select = recoverable(table, dialect, owner, id, since);
     select
         .exprs(values)
         .and_where(Expr::exists(owned(table, owner, id)))
@@ -334,7 +360,7 @@ pub(crate) fn recover_next(
     since: Timestamp,
     limit: u32,
 ) -> Result<Statement> {
-    let mut select = recoverable(table, owner, id, since);
+    let mut select = recoverable(table, dialect, owner, id, since);
     select
         .expr_as(
             Expr::col((events_table(table), event_col::CREATED_AT)),
