@@ -698,6 +698,8 @@ pub(crate) async fn an_ordering_key_orders_each_endpoints_deliveries_alone(
 struct Operators {
     gone: Vec<String>,
     refusing: Vec<String>,
+    /// Topics whose every delivery fails, retryably.
+    failing: Vec<String>,
     received: Arc<Mutex<Vec<(String, serde_json::Value)>>>,
 }
 
@@ -726,6 +728,9 @@ impl Deliver for Operators {
             if self.refusing.contains(&message.topic) {
                 return Delivery::permanent("receiver answered 400: bad payload");
             }
+            if self.failing.contains(&message.topic) {
+                return Delivery::retry("receiver answered 500");
+            }
             let payload = serde_json::from_str(&message.payload).unwrap_or_default();
             self.received
                 .lock()
@@ -738,9 +743,14 @@ impl Deliver for Operators {
 
 pub(crate) async fn operational_events_reach_the_operators_endpoints(h: Harness) -> CaseResult {
     use crate::outbox::operational::{ENDPOINT_DISABLED, ENDPOINT_ENABLED, MESSAGE_DEAD};
+    let backoff = crate::retry::ExponentialBackoff {
+        base: Duration::from_secs(1),
+        cap: Duration::from_secs(1),
+    };
     let outbox = h
         .outbox_builder(h.db(), &h.table("outbox"))
         .operational_events("ops")
+        .retry_policy(crate::retry::RetryPolicy::new(2, backoff)?)
         .build()?;
     outbox.create_schema().await?;
     let endpoints = Endpoints::new(&outbox);
@@ -764,6 +774,7 @@ pub(crate) async fn operational_events_reach_the_operators_endpoints(h: Harness)
     let receiver = Operators {
         gone: vec![gone.id.clone()],
         refusing: vec![refusing.id.clone(), broken_ops.id.clone()],
+        failing: vec!["mail".to_owned()],
         ..Operators::default()
     };
     let drainer = drainer_through(&h, &outbox, receiver.clone(), 1)?;
@@ -811,6 +822,23 @@ pub(crate) async fn operational_events_reach_the_operators_endpoints(h: Harness)
     ensure!(
         told.iter()
             .any(|e| e["type"] == ENDPOINT_DISABLED && e["reason"] == "customer asked"),
+        "{told:?}"
+    );
+    // A plain message dead after its last attempt is told too.
+    let mail = super::enqueue(&outbox, "mail").await?;
+    for _ in 0..3 {
+        drainer.drain().await;
+        h.clock().advance(Duration::from_secs(2));
+    }
+    drainer.drain().await;
+    let told = receiver.received_by(&ops.id);
+    let exhausted = told
+        .iter()
+        .find(|e| e["type"] == MESSAGE_DEAD && e["message_id"] == mail.as_str());
+    ensure!(
+        exhausted.is_some_and(|e| e["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("attempts exhausted"))),
         "{told:?}"
     );
     // The reserved types are the outbox's own.

@@ -16,7 +16,7 @@ use crate::time::Timestamp;
 pub const ENDPOINT_DISABLED: &str = "outbox.endpoint.disabled";
 /// An endpoint was enabled again ([`Endpoints::enable`](crate::endpoint::Endpoints::enable)).
 pub const ENDPOINT_ENABLED: &str = "outbox.endpoint.enabled";
-/// A message died of a permanent failure.
+/// A message died: of a permanent failure, or its last attempt failed.
 pub const MESSAGE_DEAD: &str = "outbox.message.dead";
 /// The prefix of the reserved types: an application publishes none of them.
 pub const RESERVED_PREFIX: &str = "outbox.";

@@ -470,21 +470,22 @@ impl Outbox {
                 } => {
                     let held_for = held_for(lease);
                     let failure = (error.as_str(), *not_before, *charged);
-                    self.reschedule_statement(lease, failure, held_for.as_deref(), now)?
+                    let (effect, statement) =
+                        self.reschedule_statement(lease, failure, held_for.as_deref(), now)?;
+                    if effect == Effect::Dead(DeathCause::AttemptsExhausted) {
+                        // Before the bury, while the lease still holds.
+                        let error = format!("attempts exhausted; last error: {error}");
+                        prepared
+                            .statements
+                            .extend(self.report_death(lease, &error, now)?);
+                    }
+                    (effect, statement)
                 }
                 Fate::Bury { error } => {
                     // Before the bury, while the lease still holds.
-                    let payload = serde_json::json!({
-                        "type": super::operational::MESSAGE_DEAD,
-                        "message_id": lease.id, "topic": lease.topic, "error": clip(error), "at_ms": now.as_unix_millis(),
-                    });
-                    prepared.statements.extend(self.report_settle(
-                        lease,
-                        super::operational::MESSAGE_DEAD,
-                        &payload,
-                        |owner| sql::events::About::NotADeliveryOf(owner),
-                        now,
-                    )?);
+                    prepared
+                        .statements
+                        .extend(self.report_death(lease, error, now)?);
                     (
                         Effect::Dead(DeathCause::Buried),
                         self.bury_statement(lease, &clip(error), now)?,
@@ -642,6 +643,27 @@ impl Outbox {
     /// attempt spent parks the row as dead.
     /// `failure` is its error, the wait the receiver asked for, and
     /// whether it is charged; an uncharged one is held for `held_for`.
+    /// The operational event of the death of the row `lease` holds, with
+    /// `error` (nothing without an operator owner).
+    fn report_death(
+        &self,
+        lease: &LeaseHandle,
+        error: &str,
+        now: Timestamp,
+    ) -> Result<Vec<Statement>> {
+        let payload = serde_json::json!({
+            "type": super::operational::MESSAGE_DEAD,
+            "message_id": lease.id, "topic": lease.topic, "error": clip(error), "at_ms": now.as_unix_millis(),
+        });
+        self.report_settle(
+            lease,
+            super::operational::MESSAGE_DEAD,
+            &payload,
+            |owner| sql::events::About::NotADeliveryOf(owner),
+            now,
+        )
+    }
+
     fn reschedule_statement(
         &self,
         lease: &LeaseHandle,
