@@ -407,19 +407,12 @@ async fn a_messages_trace_context_is_sent_as_traceparent_and_tracestate() {
 
 #[tokio::test]
 async fn endpoints_receive_one_event_under_one_webhook_id_signed_with_their_own_secret() {
-    use workers_outbox::Batch;
-    use workers_outbox::endpoint::{
-        EndpointDeliverer, EndpointState, Endpoints, Event, NewEndpoint,
-    };
+    use workers_outbox::endpoint::{EndpointDeliverer, EndpointState, NewEndpoint};
 
     const OTHER: &str = "whsec_bmV3LXNlY3JldC1rZXktb2YtMjQtYnl0ZXM=";
     let (ok, _) = server(status(204, "", "")).await;
     let (gone, _) = server(status(410, "", "endpoint removed")).await;
-    let t = TestOutbox::new().await.unwrap();
-    // Loopback receivers: allowed here, refused by default.
-    let endpoints = Endpoints::new(&t.outbox)
-        .allow_http(true)
-        .allow_private(true);
+    let (t, endpoints) = local_endpoints().await;
     let healthy = endpoints
         .create(NewEndpoint::new("acme", &ok.url, SECRET))
         .await
@@ -428,14 +421,8 @@ async fn endpoints_receive_one_event_under_one_webhook_id_signed_with_their_own_
         .create(NewEndpoint::new("acme", &gone.url, OTHER))
         .await
         .unwrap();
-    let mut batch = Batch::new(t.db.clone());
-    let event = batch
-        .publish(
-            &endpoints,
-            Event::raw_json("acme", "order.paid", r#"{"order":7}"#),
-        )
-        .unwrap();
-    assert_eq!(batch.commit().await.unwrap().published(&event).unwrap(), 2);
+    let (event, published) = publish_to(&t, &endpoints, r#"{"order":7}"#).await;
+    assert_eq!(published, 2);
 
     let deliver = EndpointDeliverer::new()
         .unwrap()
@@ -449,8 +436,11 @@ async fn endpoints_receive_one_event_under_one_webhook_id_signed_with_their_own_
 
     for (server, secret) in [(&ok, SECRET), (&gone, OTHER)] {
         let seen = server.seen.lock().unwrap()[0].clone();
-        assert_eq!(seen.header("webhook-id").as_deref(), Some(event.id()));
-        assert_eq!(seen.header("idempotency-key").as_deref(), Some(event.id()));
+        assert_eq!(seen.header("webhook-id").as_deref(), Some(event.as_str()));
+        assert_eq!(
+            seen.header("idempotency-key").as_deref(),
+            Some(event.as_str())
+        );
         assert_eq!(seen.body, r#"{"order":7}"#);
         let verifier = Verifier::new(webhook::secrets(secret).unwrap()).unwrap();
         let headers = |name: &str| seen.header(name);
@@ -474,7 +464,7 @@ async fn endpoints_receive_one_event_under_one_webhook_id_signed_with_their_own_
         (attempts[0].status, attempts[0].body.as_str()),
         (Some(410), "endpoint removed")
     );
-    assert_eq!(attempts[0].event_id.as_deref(), Some(event.id()));
+    assert_eq!(attempts[0].event_id.as_deref(), Some(event.as_str()));
     assert!(
         endpoints
             .attempts("acme", &healthy.id, 10)
@@ -503,26 +493,16 @@ async fn endpoints_receive_one_event_under_one_webhook_id_signed_with_their_own_
 
 #[tokio::test]
 async fn an_endpoint_failing_past_the_policy_is_disabled_not_retried() {
-    use workers_outbox::Batch;
-    use workers_outbox::endpoint::{
-        EndpointDeliverer, EndpointState, Endpoints, Event, NewEndpoint,
-    };
+    use workers_outbox::endpoint::{EndpointDeliverer, EndpointState, NewEndpoint};
 
     // Misconfigured: it redirects, forever.
     let (moved, _) = server(status(301, "location: https://elsewhere.example/\r\n", "")).await;
-    let t = TestOutbox::new().await.unwrap();
-    let endpoints = Endpoints::new(&t.outbox)
-        .allow_http(true)
-        .allow_private(true);
+    let (t, endpoints) = local_endpoints().await;
     let endpoint = endpoints
         .create(NewEndpoint::new("acme", &moved.url, SECRET))
         .await
         .unwrap();
-    let mut batch = Batch::new(t.db.clone());
-    let _ = batch
-        .publish(&endpoints, Event::raw_json("acme", "order.paid", "{}"))
-        .unwrap();
-    batch.commit().await.unwrap();
+    publish_to(&t, &endpoints, "{}").await;
     let drain = || async {
         let deliver = EndpointDeliverer::new()
             .unwrap()
@@ -563,25 +543,17 @@ async fn an_endpoint_failing_past_the_policy_is_disabled_not_retried() {
 
 #[tokio::test]
 async fn a_name_resolving_to_a_private_address_is_unreachable_unless_allowed() {
-    use workers_outbox::Batch;
-    use workers_outbox::endpoint::{EndpointDeliverer, Endpoints, Event, NewEndpoint};
+    use workers_outbox::endpoint::{EndpointDeliverer, NewEndpoint};
 
     let (ok, _) = server(status(204, "", "")).await;
     // The same server by name: "localhost" resolves to a loopback address.
     let by_name = ok.url.replace("127.0.0.1", "localhost");
-    let t = TestOutbox::new().await.unwrap();
-    let endpoints = Endpoints::new(&t.outbox)
-        .allow_http(true)
-        .allow_private(true);
+    let (t, endpoints) = local_endpoints().await;
     endpoints
         .create(NewEndpoint::new("acme", &by_name, SECRET))
         .await
         .unwrap();
-    let mut batch = Batch::new(t.db.clone());
-    let _ = batch
-        .publish(&endpoints, Event::raw_json("acme", "order.paid", "{}"))
-        .unwrap();
-    batch.commit().await.unwrap();
+    publish_to(&t, &endpoints, "{}").await;
     let mut claim = t.outbox.claim(1, Duration::from_secs(60)).await.unwrap();
     let message = claim.messages.remove(0);
     let refused = EndpointDeliverer::new().unwrap().deliver(&message).await;
@@ -595,4 +567,28 @@ async fn a_name_resolving_to_a_private_address_is_unreachable_unless_allowed() {
         .allow_private(true)
         .unwrap();
     assert_eq!(allowed.deliver(&message).await, Delivery::Delivered);
+}
+
+/// An outbox in memory whose endpoints may be loopback receivers (allowed
+/// here, refused by default).
+async fn local_endpoints() -> (TestOutbox, workers_outbox::endpoint::Endpoints) {
+    let t = TestOutbox::new().await.unwrap();
+    let endpoints = workers_outbox::endpoint::Endpoints::new(&t.outbox)
+        .allow_http(true)
+        .allow_private(true);
+    (t, endpoints)
+}
+
+/// Publishes an `order.paid` of `acme` with `payload`: its id, and how many
+/// endpoints it reached.
+async fn publish_to(
+    t: &TestOutbox,
+    endpoints: &workers_outbox::endpoint::Endpoints,
+    payload: &str,
+) -> (String, u64) {
+    let mut batch = workers_outbox::Batch::new(t.db.clone());
+    let event = workers_outbox::endpoint::Event::raw_json("acme", "order.paid", payload);
+    let ticket = batch.publish(endpoints, event).unwrap();
+    let published = batch.commit().await.unwrap().published(&ticket).unwrap();
+    (ticket.id().to_owned(), published)
 }

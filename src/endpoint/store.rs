@@ -136,12 +136,7 @@ impl Endpoints {
     /// # Errors
     /// [`Error::NotFound`] if `owner` has no endpoint `id`; database errors.
     pub async fn get(&self, owner: &str, id: &str) -> Result<Endpoint> {
-        check_owner(owner)?;
-        check_key("endpoint id", Some(id))?;
-        self.read(owner, Some(id))
-            .await?
-            .pop()
-            .ok_or_else(|| not_found(id))
+        Ok(self.read_one(owner, id).await?.0)
     }
 
     /// `owner`'s endpoints, in id order.
@@ -151,7 +146,11 @@ impl Endpoints {
     /// decode.
     pub async fn list(&self, owner: &str) -> Result<Vec<Endpoint>> {
         check_owner(owner)?;
-        self.read(owner, None).await
+        let endpoints = self.read(owner, None).await?;
+        Ok(endpoints
+            .into_iter()
+            .map(|(endpoint, _)| endpoint)
+            .collect())
     }
 
     /// Changes the URL, event types or metadata of `owner`'s endpoint `id`.
@@ -161,8 +160,7 @@ impl Endpoints {
     /// As [`create`](Self::create) for the fields changed;
     /// [`Error::NotFound`].
     pub async fn update(&self, owner: &str, id: &str, update: EndpointUpdate) -> Result<Endpoint> {
-        let current = self.get(owner, id).await?;
-        let mut target = self.target_of(owner, id).await?;
+        let (current, mut target) = self.read_one(owner, id).await?;
         if let Some(url) = update.url {
             self.rules.check_url(&url)?;
             target.url = url;
@@ -221,8 +219,7 @@ impl Endpoints {
         overlap: Duration,
     ) -> Result<Endpoint> {
         check_secret(secret)?;
-        let current = self.get(owner, id).await?;
-        let mut target = self.target_of(owner, id).await?;
+        let (current, mut target) = self.read_one(owner, id).await?;
         let now = self.outbox.now();
         let until = now.checked_add(overlap)?.as_unix_millis();
         let previous = target.secrets.first().cloned();
@@ -435,20 +432,19 @@ impl Endpoints {
         }
     }
 
-    /// The stored target of `owner`'s endpoint `id`.
-    async fn target_of(&self, owner: &str, id: &str) -> Result<Target> {
-        let statement =
-            endpoints::select(self.outbox.table(), self.outbox.dialect(), owner, Some(id))?;
-        let rows = self.outbox.database().query(&statement).await?;
-        let row = rows.first().ok_or_else(|| not_found(id))?;
-        let table = endpoints_table(self.outbox.table());
-        Target::from_json(&row.get::<String>(endpoint_col::TARGET)?)
-            .map_err(|error| error.in_row(&table, Some(id)))
+    /// `owner`'s endpoint `id`, and its stored target.
+    async fn read_one(&self, owner: &str, id: &str) -> Result<(Endpoint, Target)> {
+        check_owner(owner)?;
+        check_key("endpoint id", Some(id))?;
+        self.read(owner, Some(id))
+            .await?
+            .pop()
+            .ok_or_else(|| not_found(id))
     }
 
-    /// `owner`'s endpoints (`id` alone if given), with their subscriptions,
-    /// in one call.
-    async fn read(&self, owner: &str, id: Option<&str>) -> Result<Vec<Endpoint>> {
+    /// `owner`'s endpoints (`id` alone if given), with their subscriptions
+    /// and stored targets, in one call.
+    async fn read(&self, owner: &str, id: Option<&str>) -> Result<Vec<(Endpoint, Target)>> {
         let (table, dialect) = (self.outbox.table(), self.outbox.dialect());
         let statements = [
             endpoints::select(table, dialect, owner, id)?,
@@ -482,8 +478,8 @@ impl Endpoints {
     }
 }
 
-/// One endpoint's row, its hold and its subscriptions.
-fn decode(row: &Row<'_>, event_types: Vec<String>, now: Timestamp) -> Result<Endpoint> {
+/// One endpoint's row, its hold and its subscriptions; and its target.
+fn decode(row: &Row<'_>, event_types: Vec<String>, now: Timestamp) -> Result<(Endpoint, Target)> {
     let target = Target::from_json(&row.get::<String>(endpoint_col::TARGET)?)?;
     let metadata =
         serde_json::from_str(&row.get::<String>(endpoint_col::METADATA)?).map_err(|error| {
@@ -522,18 +518,19 @@ fn decode(row: &Row<'_>, event_types: Vec<String>, now: Timestamp) -> Result<End
         (Some(field), Some(equals)) => Some(EndpointFilter { field, equals }),
         _ => None,
     };
-    Ok(Endpoint {
+    let endpoint = Endpoint {
         filter,
         id: row.get(endpoint_col::ID)?,
         owner: row.get(endpoint_col::OWNER)?,
         previous_secret_expires: target.previous_expires(now),
-        url: target.url,
+        url: target.url.clone(),
         event_types,
         state,
         metadata,
         created_at: row.get(endpoint_col::CREATED_AT)?,
         updated_at,
-    })
+    };
+    Ok((endpoint, target))
 }
 
 /// What a [`recover`](Endpoints::recover) call wrote.

@@ -42,14 +42,7 @@ pub(crate) fn insert_event(
     let mut insert = Query::insert();
     insert
         .into_table(events_table(table))
-        .columns([
-            event_col::ID,
-            event_col::OWNER,
-            event_col::EVENT_TYPE,
-            event_col::PAYLOAD,
-            event_col::SUBJECT,
-            event_col::CREATED_AT,
-        ])
+        .columns(EVENT_COLUMNS)
         .values([
             event.id.into(),
             event.owner.into(),
@@ -58,6 +51,44 @@ pub(crate) fn insert_event(
             event.subject.map(str::to_owned).into(),
             event.at.as_unix_millis().into(),
         ])
+        .map_err(query_error)?;
+    dialect.render(&insert)
+}
+
+/// The events table's columns, in the order an insert writes them.
+const EVENT_COLUMNS: [&str; 6] = [
+    event_col::ID,
+    event_col::OWNER,
+    event_col::EVENT_TYPE,
+    event_col::PAYLOAD,
+    event_col::SUBJECT,
+    event_col::CREATED_AT,
+];
+
+/// `event`'s values for [`EVENT_COLUMNS`], typed for a select list.
+fn event_exprs(event: &EventRow<'_>) -> [Expr; 6] {
+    let text = |value: Option<&str>| Expr::val(value.map(str::to_owned)).cast_as("TEXT");
+    [
+        text(Some(event.id)),
+        text(Some(event.owner)),
+        text(Some(event.event_type)),
+        text(Some(event.payload)),
+        text(event.subject),
+        Expr::val(event.at.as_unix_millis()).cast_as("BIGINT"),
+    ]
+}
+
+/// Keeps the event `select` yields (the events it selects, one or none).
+fn keep_selected(
+    table: &TableName,
+    dialect: Dialect,
+    select: SelectStatement,
+) -> Result<Statement> {
+    let mut insert = Query::insert();
+    insert
+        .into_table(events_table(table))
+        .columns(EVENT_COLUMNS)
+        .select_from(select)
         .map_err(query_error)?;
     dialect.render(&insert)
 }
@@ -400,14 +431,7 @@ pub(crate) fn events_of_subject(
 ) -> Result<Statement> {
     let mut select = Query::select();
     select
-        .columns([
-            event_col::ID,
-            event_col::OWNER,
-            event_col::EVENT_TYPE,
-            event_col::PAYLOAD,
-            event_col::SUBJECT,
-            event_col::CREATED_AT,
-        ])
+        .columns(EVENT_COLUMNS)
         .from(events_table(table))
         .and_where(Expr::col(event_col::SUBJECT).eq(subject))
         .order_by(event_col::CREATED_AT, Order::Asc)
@@ -434,21 +458,13 @@ pub(crate) fn keep_if_held(
     event: &EventRow<'_>,
     about: About<'_>,
 ) -> Result<Statement> {
-    let text = |value: Option<&str>| Expr::val(value.map(str::to_owned)).cast_as("TEXT");
     let mut endpoint_ids = Query::select();
     endpoint_ids
         .column(endpoint_col::ID)
         .from(endpoints_table(table));
     let mut select = Query::select();
     select
-        .exprs([
-            text(Some(event.id)),
-            text(Some(event.owner)),
-            text(Some(event.event_type)),
-            text(Some(event.payload)),
-            text(event.subject),
-            Expr::val(event.at.as_unix_millis()).cast_as("BIGINT"),
-        ])
+        .exprs(event_exprs(event))
         .from(table.as_str().to_owned())
         .and_where(lease.holds());
     match about {
@@ -460,20 +476,7 @@ pub(crate) fn keep_if_held(
             select.and_where(Expr::col(col::TOPIC).not_in_subquery(endpoint_ids));
         }
     }
-    let mut insert = Query::insert();
-    insert
-        .into_table(events_table(table))
-        .columns([
-            event_col::ID,
-            event_col::OWNER,
-            event_col::EVENT_TYPE,
-            event_col::PAYLOAD,
-            event_col::SUBJECT,
-            event_col::CREATED_AT,
-        ])
-        .select_from(select)
-        .map_err(query_error)?;
-    dialect.render(&insert)
+    keep_selected(table, dialect, select)
 }
 
 /// Deletes the dead deliveries to `owner`'s endpoint `id` of its events
@@ -510,29 +513,8 @@ pub(crate) fn keep_if_endpoint(
     id: &str,
     event: &EventRow<'_>,
 ) -> Result<Statement> {
-    let text = |value: Option<&str>| Expr::val(value.map(str::to_owned)).cast_as("TEXT");
     let mut select = owned(table, owner, id);
     select.clear_selects();
-    select.exprs([
-        text(Some(event.id)),
-        text(Some(event.owner)),
-        text(Some(event.event_type)),
-        text(Some(event.payload)),
-        text(event.subject),
-        Expr::val(event.at.as_unix_millis()).cast_as("BIGINT"),
-    ]);
-    let mut insert = Query::insert();
-    insert
-        .into_table(events_table(table))
-        .columns([
-            event_col::ID,
-            event_col::OWNER,
-            event_col::EVENT_TYPE,
-            event_col::PAYLOAD,
-            event_col::SUBJECT,
-            event_col::CREATED_AT,
-        ])
-        .select_from(select)
-        .map_err(query_error)?;
-    dialect.render(&insert)
+    select.exprs(event_exprs(event));
+    keep_selected(table, dialect, select)
 }
