@@ -118,6 +118,14 @@ impl Deliver for FanOut {
     fn destination(&self, message: &ClaimedMessage) -> Option<String> {
         destination_of(message)
     }
+
+    /// A destination named `rated-N` takes N requests a second.
+    fn destination_rate(&self, message: &ClaimedMessage) -> Option<u32> {
+        destination_of(message)?
+            .strip_prefix("rated-")?
+            .parse()
+            .ok()
+    }
 }
 
 fn drainer(
@@ -230,6 +238,39 @@ pub(crate) async fn destination_limits_hold_across_topics_and_spare_other_destin
     ensure!(
         other[0] < slow[1] && slow[0] < other[1],
         "one destination waited for the other: {slow:?} / {other:?}"
+    );
+    Ok(())
+}
+
+pub(crate) async fn a_destination_s_own_rate_holds_without_the_drainer_s_limits(
+    h: Harness,
+) -> CaseResult {
+    let outbox = h.outbox().await?;
+    for _ in 0..6 {
+        enqueue_message(&outbox, to("hook", "rated-4")).await?;
+        enqueue_message(&outbox, to("hook", "other")).await?;
+    }
+    let receiver = FanOut::new(&h);
+    let drainer = drainer(&h, &outbox, &receiver, None)?;
+    let report = drain_as_time_passes(&h, &drainer, &receiver).await;
+    ensure_eq!(report.delivered, 12);
+    ensure_eq!((report.retried, report.dead), (0, 0));
+    let rated = receiver.starts_of("rated-4");
+    ensure_eq!(rated.len(), 6);
+    for pair in rated.windows(2) {
+        let gap = pair[1].duration_since(pair[0]);
+        ensure!(
+            gap >= Duration::from_millis(250),
+            "two requests {} ms apart at its own 4 a second",
+            gap.as_millis()
+        );
+    }
+    // The destination without a rate of its own is not held back.
+    let other = receiver.starts_of("other");
+    ensure_eq!(other.len(), 6);
+    ensure!(
+        other.iter().all(|start| *start < rated[1]),
+        "the unlimited destination waited: {other:?} / {rated:?}"
     );
     Ok(())
 }

@@ -24,6 +24,7 @@ struct Seen {
     endpoint: String,
     event: Option<String>,
     url: String,
+    rate_limit: Option<u32>,
     first_verifies: bool,
     second_verifies: bool,
 }
@@ -109,6 +110,7 @@ impl Receivers {
             endpoint: message.topic.clone(),
             event: message.event_id.clone(),
             url: target.url,
+            rate_limit: target.rate_limit,
             first_verifies: Self::verifies(&signed, &message.payload, FIRST),
             second_verifies: Self::verifies(&signed, &message.payload, SECOND),
         })
@@ -356,13 +358,16 @@ pub(crate) async fn a_delivery_uses_its_endpoints_url_and_secret_at_the_attempt(
     let endpoint = endpoints.create(new("acme", "old.example", &["*"])).await?;
     publish(&h, &endpoints, "acme", "order.paid").await?;
     // Changed after the delivery was written, before its attempt.
-    endpoints
+    let updated = endpoints
         .update(
             "acme",
             &endpoint.id,
-            EndpointUpdate::default().url("https://new.example/in"),
+            EndpointUpdate::default()
+                .url("https://new.example/in")
+                .rate_limit(7),
         )
         .await?;
+    ensure_eq!(updated.rate_limit, Some(7));
     endpoints
         .rotate_secret("acme", &endpoint.id, SECOND, Duration::ZERO)
         .await?;
@@ -370,6 +375,15 @@ pub(crate) async fn a_delivery_uses_its_endpoints_url_and_secret_at_the_attempt(
     ensure_eq!(drain(&h, &outbox, &receivers).await?.delivered, 1);
     let seen = receivers.seen();
     ensure_eq!(seen[0].url.as_str(), "https://new.example/in");
+    ensure_eq!(seen[0].rate_limit, Some(7));
+    let unlimited = endpoints
+        .update(
+            "acme",
+            &endpoint.id,
+            EndpointUpdate::default().without_rate_limit(),
+        )
+        .await?;
+    ensure_eq!(unlimited.rate_limit, None);
     ensure!(
         !seen[0].first_verifies && seen[0].second_verifies,
         "{seen:?}"
@@ -471,6 +485,10 @@ pub(crate) async fn bad_endpoints_and_events_are_refused_and_write_nothing(
         (
             NewEndpoint::new("acme", "https://a.example/", FIRST).event_types(["order.lost"]),
             "event type",
+        ),
+        (
+            NewEndpoint::new("acme", "https://a.example/", FIRST).rate_limit(0),
+            "endpoint rate limit",
         ),
     ];
     for (endpoint, what) in cases {

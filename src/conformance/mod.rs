@@ -275,6 +275,7 @@ pub fn cases() -> Vec<Case> {
         attempts::the_attempt_log_is_kept_for_its_retention_and_erased_with_its_subject,
         destinations::a_failing_receiver_of_a_fanned_out_topic_stops_only_its_own_messages,
         destinations::destination_limits_hold_across_topics_and_spare_other_destinations,
+        destinations::a_destination_s_own_rate_holds_without_the_drainer_s_limits,
         enqueue::a_trace_context_travels_with_the_message,
         rollups::settles_count_what_they_changed,
         rollups::a_claim_of_many_topics_is_deleted_at_once_and_counted_once,

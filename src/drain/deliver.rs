@@ -37,6 +37,22 @@ pub trait Deliver: MaybeSend + MaybeSync {
         None
     }
 
+    /// The most requests a second `message`'s
+    /// [`destination`](Deliver::destination) takes, when the destination
+    /// sets its own rate (an [endpoint's rate limit](crate::endpoint::NewEndpoint::rate_limit));
+    /// `None` (the default) keeps the drainer's
+    /// [`DestinationLimits`](super::DestinationLimits). A drain starts that
+    /// destination's requests at most this many a second, evenly spaced,
+    /// whether or not the drainer sets destination limits (its in-flight
+    /// limit still applies); at most
+    /// [`DestinationLimits::MOST_PER_SECOND`](super::DestinationLimits::MOST_PER_SECOND).
+    /// The rate holds within one drain: drains running side by side each
+    /// keep it.
+    fn destination_rate(&self, message: &ClaimedMessage) -> Option<u32> {
+        let _ = message;
+        None
+    }
+
     /// Delivers `message` and says what the receiver answered, for the
     /// outbox's attempt log (`None`: nothing to log). The drain calls this;
     /// by default it is [`deliver`](Deliver::deliver), logging nothing. The
@@ -201,6 +217,10 @@ impl<T: Deliver + ?Sized> Deliver for std::sync::Arc<T> {
 
     fn destination(&self, message: &ClaimedMessage) -> Option<String> {
         (**self).destination(message)
+    }
+
+    fn destination_rate(&self, message: &ClaimedMessage) -> Option<u32> {
+        (**self).destination_rate(message)
     }
 
     fn deliver_logged<'a>(

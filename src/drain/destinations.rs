@@ -42,6 +42,10 @@ impl Default for DestinationLimits {
 }
 
 impl DestinationLimits {
+    /// The highest rate a destination can be held to: the clock counts
+    /// milliseconds.
+    pub const MOST_PER_SECOND: u32 = 1_000;
+
     /// Checks the limits.
     ///
     /// # Errors
@@ -60,12 +64,13 @@ impl DestinationLimits {
                     "per_second is zero: nothing could be delivered (use None for no rate limit)",
                 ));
             }
-            Some(rate) if rate > 1_000 => {
+            Some(rate) if rate > Self::MOST_PER_SECOND => {
                 return Err(Error::invalid(
                     "destination limits",
                     format!(
-                        "per_second is {rate}; the clock counts milliseconds, so at most 1000 \
-                         (use None for no rate limit)"
+                        "per_second is {rate}; the clock counts milliseconds, so at most {} \
+                         (use None for no rate limit)",
+                        Self::MOST_PER_SECOND
                     ),
                 ));
             }
@@ -90,6 +95,8 @@ impl DestinationLimits {
 #[derive(Debug, Default)]
 pub(super) struct Destinations {
     limits: Option<DestinationLimits>,
+    /// Destinations that set their own rate (see `Deliver::destination_rate`).
+    own_rates: BTreeMap<String, u32>,
     used: BTreeMap<String, Use>,
 }
 
@@ -103,7 +110,33 @@ impl Destinations {
     pub(super) fn new(limits: Option<DestinationLimits>) -> Self {
         Destinations {
             limits,
+            own_rates: BTreeMap::new(),
             used: BTreeMap::new(),
+        }
+    }
+
+    /// `destination` takes at most `per_second` requests a second, evenly
+    /// spaced (no burst), whatever the run's limits say of its rate; its
+    /// in-flight limit stays the run's (none if the run sets no limits).
+    pub(super) fn own_rate(&mut self, destination: &str, per_second: u32) {
+        let per_second = per_second.clamp(1, DestinationLimits::MOST_PER_SECOND);
+        self.own_rates.insert(destination.to_owned(), per_second);
+    }
+
+    /// Whether any destination is limited.
+    pub(super) fn limits_any(&self) -> bool {
+        self.limits.is_some() || !self.own_rates.is_empty()
+    }
+
+    /// The limits `destination` is held to, if any.
+    fn limits_of(&self, destination: &str) -> Option<DestinationLimits> {
+        match self.own_rates.get(destination) {
+            Some(&rate) => Some(DestinationLimits {
+                in_flight: self.limits.map_or(usize::MAX, |limits| limits.in_flight),
+                per_second: Some(rate),
+                burst: 1,
+            }),
+            None => self.limits,
         }
     }
 
@@ -116,9 +149,8 @@ impl Destinations {
         destination: Option<&str>,
         now: Timestamp,
     ) -> Option<Option<Timestamp>> {
-        let (Some(limits), Some(destination)) = (self.limits, destination) else {
-            return None;
-        };
+        let destination = destination?;
+        let limits = self.limits_of(destination)?;
         let used = self.used.get(destination)?;
         if used.in_flight >= limits.in_flight {
             return Some(None);
@@ -131,7 +163,9 @@ impl Destinations {
 
     /// A request to `destination` starts at `now`.
     pub(super) fn start(&mut self, destination: Option<&str>, now: Timestamp) {
-        let (Some(limits), Some(destination)) = (self.limits, destination) else {
+        let Some((limits, destination)) =
+            destination.and_then(|destination| Some((self.limits_of(destination)?, destination)))
+        else {
             return;
         };
         let used = self.used.entry(destination.to_owned()).or_insert(Use {
@@ -200,6 +234,43 @@ mod tests {
             destinations.start(Some("a"), at(0));
         }
         assert_eq!(destinations.wait(Some("a"), at(0)), None);
+    }
+
+    #[test]
+    fn a_destination_s_own_rate_holds_with_or_without_the_run_s_limits() {
+        for run_limits in [
+            None,
+            Some(DestinationLimits {
+                in_flight: 1,
+                per_second: Some(100),
+                burst: 10,
+            }),
+        ] {
+            let mut destinations = Destinations::new(run_limits);
+            assert_eq!(destinations.limits_any(), run_limits.is_some());
+            destinations.own_rate("ep_slow", 2);
+            assert!(destinations.limits_any());
+            let (slow, other) = (Some("ep_slow"), Some("ep_other"));
+            let now = at(1_000);
+            destinations.start(slow, now);
+            destinations.finish(slow);
+            // 2 a second, no burst: the next one 500 ms later.
+            assert_eq!(destinations.wait(slow, now), Some(Some(at(1_500))));
+            assert_eq!(destinations.wait(slow, at(1_500)), None);
+            // The others keep the run's limits (none, or a burst of 10).
+            destinations.start(other, now);
+            destinations.finish(other);
+            assert_eq!(destinations.wait(other, now), None, "{run_limits:?}");
+        }
+        let mut destinations = Destinations::new(None);
+        destinations.own_rate("ep_fast", 50_000);
+        destinations.start(Some("ep_fast"), at(0));
+        destinations.finish(Some("ep_fast"));
+        assert_eq!(
+            destinations.wait(Some("ep_fast"), at(0)),
+            Some(Some(at(1))),
+            "held to the most the clock can count"
+        );
     }
 
     #[test]

@@ -68,7 +68,6 @@ pub(super) struct Dispatch {
     breaker: Breaker,
     breaker_limits: Option<CircuitBreaker>,
     destinations: Destinations,
-    limited: bool,
     paused: BTreeSet<String>,
     /// Lease ends of the deliveries in flight, with how many share each.
     running: BTreeMap<Timestamp, usize>,
@@ -89,7 +88,6 @@ impl Dispatch {
             breaker: Breaker::new(breaker),
             breaker_limits: breaker,
             destinations: Destinations::new(destinations),
-            limited: destinations.is_some(),
             paused: BTreeSet::new(),
             running: BTreeMap::new(),
             recovered: BTreeSet::new(),
@@ -128,7 +126,12 @@ impl Dispatch {
 
     /// Whether the run limits destinations at all.
     pub(super) fn limits_destinations(&self) -> bool {
-        self.limited
+        self.destinations.limits_any()
+    }
+
+    /// `destination` sets its own rate (see `Destinations::own_rate`).
+    pub(super) fn own_rate(&mut self, destination: &str, per_second: u32) {
+        self.destinations.own_rate(destination, per_second);
     }
 
     /// When a request to `destination` may start, if not now (see

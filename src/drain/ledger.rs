@@ -16,7 +16,8 @@ use crate::verdict::Delivery;
 struct Taken {
     topic: String,
     destination: Option<String>,
-    /// Whose failures it counts toward: its topic, or `topic @ destination`.
+    /// Whose failures it counts toward: its topic, or `topic @ destination`
+    /// (a destination named as its topic is its topic).
     receiver: String,
     /// When its delivery started, and what the run saw of it (for the
     /// rollups, with its settle).
@@ -61,8 +62,10 @@ impl<'a> Ledger<'a> {
     /// names it).
     pub(super) fn record_taken(&mut self, message: &ClaimedMessage, destination: Option<String>) {
         let receiver = match &destination {
-            Some(destination) => format!("{} @ {destination}", message.topic),
-            None => message.topic.clone(),
+            Some(destination) if *destination != message.topic => {
+                format!("{} @ {destination}", message.topic)
+            }
+            _ => message.topic.clone(),
         };
         self.taken.insert(
             message.id.clone(),
@@ -340,6 +343,10 @@ mod tests {
         ledger.record_taken(&b, Some("api.example:443".into()));
         assert_eq!(ledger.receiver(&a), "mail");
         assert_eq!(ledger.receiver(&b), "mail @ api.example:443");
+        // An endpoint's deliveries name their topic as their destination.
+        let c = ClaimedMessage::leased_for_test("c", "ep_1", at(60_000), 0);
+        ledger.record_taken(&c, Some("ep_1".into()));
+        assert_eq!(ledger.receiver(&c), "ep_1");
         assert_eq!(ledger.destination(&b), Some("api.example:443"));
         assert_eq!(ledger.report.topics.get("mail"), Some(&2));
     }

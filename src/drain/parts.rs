@@ -76,6 +76,14 @@ impl Deliverer {
         }
     }
 
+    /// The rate `message`'s destination sets itself, if any.
+    pub(super) fn destination_rate(&self, message: &ClaimedMessage) -> Option<u32> {
+        match self {
+            Deliverer::One(deliver) => deliver.destination_rate(message),
+            Deliverer::Batch(_) => None,
+        }
+    }
+
     pub(super) fn is_batch(&self) -> bool {
         matches!(self, Deliverer::Batch(_))
     }

@@ -22,10 +22,11 @@ use crate::webhook::Signer;
 /// disables that endpoint alone. Other messages of the outbox go to the
 /// deliverer given with [`or`](Self::or).
 ///
-/// Statuses map as [`HttpDeliverer`]'s; the breaker, retries and holds are
-/// per endpoint (each is its deliveries' topic), and the destination is the
-/// URL's host, so [`DestinationLimits`](crate::drain::DestinationLimits) bound a
-/// host shared by many endpoints.
+/// Statuses map as [`HttpDeliverer`]'s; the breaker, retries, holds and
+/// [`DestinationLimits`](crate::drain::DestinationLimits) are per endpoint
+/// (each is its deliveries' topic and destination), and an endpoint's own
+/// [rate limit](super::NewEndpoint::rate_limit) replaces the limits' rate
+/// for it.
 pub struct EndpointDeliverer {
     http: HttpDeliverer,
     other: Option<Arc<dyn Deliver>>,
@@ -200,20 +201,62 @@ impl Deliver for EndpointDeliverer {
         }
     }
 
-    /// An endpoint's URL's host and port; the other deliverer's otherwise.
+    /// The endpoint (its id), so the drainer's
+    /// [`DestinationLimits`](crate::drain::DestinationLimits) hold per
+    /// endpoint; the other deliverer's destination otherwise.
     fn destination(&self, message: &ClaimedMessage) -> Option<String> {
+        match (&message.event_id, &self.other) {
+            (Some(_), _) => Some(message.topic.clone()),
+            (None, Some(other)) => other.destination(message),
+            (None, None) => None,
+        }
+    }
+
+    /// The endpoint's own [rate limit](super::NewEndpoint::rate_limit), as
+    /// the claim read it.
+    fn destination_rate(&self, message: &ClaimedMessage) -> Option<u32> {
         if message.event_id.is_none() {
             return self
                 .other
                 .as_ref()
-                .and_then(|other| other.destination(message));
+                .and_then(|other| other.destination_rate(message));
         }
-        let target = Target::from_json(&message.endpoint_target.as_ref()?.0).ok()?;
-        let url = url::Url::parse(&target.url).ok()?;
-        let host = url.host_str()?;
-        Some(match url.port_or_known_default() {
-            Some(port) => format!("{host}:{port}"),
-            None => host.to_owned(),
-        })
+        Target::from_json(&message.endpoint_target.as_ref()?.0)
+            .ok()?
+            .rate_limit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outbox::claim::Secretive;
+    use crate::time::Timestamp;
+
+    fn delivery(rate_limit: Option<u32>) -> ClaimedMessage {
+        let mut message = ClaimedMessage::leased_for_test("evt_1:ep_1", "ep_1", Timestamp::MAX, 0);
+        message.event_id = Some("evt_1".into());
+        let target = Target {
+            url: "https://hooks.example.com/in".into(),
+            secrets: Vec::new(),
+            rate_limit,
+        };
+        message.endpoint_target = Some(Secretive(target.to_json().unwrap()));
+        message
+    }
+
+    #[test]
+    fn an_endpoint_is_its_deliveries_destination_and_sets_its_own_rate() {
+        let other = crate::drain::deliver_fn(|_| async { Delivery::Delivered });
+        let deliverer = EndpointDeliverer::new().unwrap().or(other);
+        assert_eq!(
+            deliverer.destination(&delivery(Some(5))).as_deref(),
+            Some("ep_1")
+        );
+        assert_eq!(deliverer.destination_rate(&delivery(Some(5))), Some(5));
+        assert_eq!(deliverer.destination_rate(&delivery(None)), None);
+        let plain = ClaimedMessage::leased_for_test("m", "mail", Timestamp::MAX, 0);
+        assert_eq!(deliverer.destination(&plain), None);
+        assert_eq!(deliverer.destination_rate(&plain), None);
     }
 }

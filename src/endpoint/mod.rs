@@ -70,6 +70,6 @@ pub(crate) use event::events_of_subject;
 pub use event::{Event, MAX_EVENT_ID_BYTES, PublishedEvent};
 pub use model::{
     Endpoint, EndpointFilter, EndpointState, EndpointUpdate, MAX_EVENT_TYPE_BYTES, MAX_EVENT_TYPES,
-    MAX_FILTER_BYTES, MAX_METADATA_BYTES, NewEndpoint,
+    MAX_FILTER_BYTES, MAX_METADATA_BYTES, MAX_RATE_LIMIT, NewEndpoint,
 };
 pub use store::{Endpoints, Recovered};

@@ -31,6 +31,7 @@ pub struct NewEndpoint {
     pub(crate) event_types: Vec<String>,
     pub(crate) metadata: serde_json::Value,
     pub(crate) filter: Option<(String, String)>,
+    pub(crate) rate_limit: Option<u32>,
 }
 
 impl fmt::Debug for NewEndpoint {
@@ -60,7 +61,20 @@ impl NewEndpoint {
             event_types: vec![EVERY_TYPE.to_owned()],
             metadata: serde_json::Value::Object(serde_json::Map::new()),
             filter: None,
+            rate_limit: None,
         }
+    }
+
+    /// Delivers to it at most `per_second` requests a second, evenly
+    /// spaced (1 ..= [`MAX_RATE_LIMIT`]), in every drain: its deliveries
+    /// past the rate wait in the drain, no attempt spent (see
+    /// [`Deliver::destination_rate`](crate::drain::Deliver::destination_rate)).
+    /// Without it, the drainer's
+    /// [`DestinationLimits`](crate::drain::DestinationLimits) apply.
+    #[must_use]
+    pub fn rate_limit(mut self, per_second: u32) -> Self {
+        self.rate_limit = Some(per_second);
+        self
     }
 
     /// Lets through only events whose payload holds `equals` at `field` (a
@@ -100,6 +114,8 @@ pub struct EndpointUpdate {
     pub metadata: Option<serde_json::Value>,
     /// A new filter (`Some(None)`: none any more).
     pub filter: Option<Option<(String, String)>>,
+    /// A new rate limit (`Some(None)`: none any more).
+    pub rate_limit: Option<Option<u32>>,
 }
 
 impl fmt::Debug for EndpointUpdate {
@@ -145,6 +161,34 @@ impl EndpointUpdate {
     pub fn without_filter(mut self) -> Self {
         self.filter = Some(None);
         self
+    }
+
+    /// A new rate limit (see [`NewEndpoint::rate_limit`]).
+    #[must_use]
+    pub fn rate_limit(mut self, per_second: u32) -> Self {
+        self.rate_limit = Some(Some(per_second));
+        self
+    }
+
+    /// No rate limit of its own any more.
+    #[must_use]
+    pub fn without_rate_limit(mut self) -> Self {
+        self.rate_limit = Some(None);
+        self
+    }
+}
+
+/// The highest rate limit an endpoint may have, in requests a second.
+pub const MAX_RATE_LIMIT: u32 = crate::drain::DestinationLimits::MOST_PER_SECOND;
+
+/// A rate limit is 1 ..= [`MAX_RATE_LIMIT`] requests a second.
+pub(crate) fn check_rate_limit(per_second: Option<u32>) -> Result<()> {
+    match per_second {
+        Some(rate) if rate == 0 || rate > MAX_RATE_LIMIT => Err(Error::invalid(
+            "endpoint rate limit",
+            format!("{rate} a second; it is 1 ..= {MAX_RATE_LIMIT} (or none)"),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -241,6 +285,9 @@ pub struct Endpoint {
     pub event_types: Vec<String>,
     /// Only events whose payload matches it, if set.
     pub filter: Option<EndpointFilter>,
+    /// The most requests a second it is sent, if it has a limit of its own.
+    #[serde(rename = "rate_limit_per_second")]
+    pub rate_limit: Option<u32>,
     /// Whether it receives (as JSON, `state` and, unless enabled, `reason`
     /// and `since_ms` beside the other fields).
     #[serde(flatten)]
@@ -287,6 +334,9 @@ pub(crate) struct Target {
     pub(crate) url: String,
     /// The current secret first, then the previous one while it overlaps.
     pub(crate) secrets: Vec<StoredSecret>,
+    /// Requests a second, if the endpoint limits its own rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) rate_limit: Option<u32>,
 }
 
 impl fmt::Debug for Target {
@@ -611,6 +661,7 @@ mod tests {
                     until_ms: Some(1_000),
                 },
             ],
+            rate_limit: None,
         };
         assert_eq!(target.signing_at(at(999)).unwrap().len(), 2);
         assert_eq!(target.previous_expires(at(999)), Some(at(1_000)));
@@ -638,5 +689,24 @@ mod tests {
             "too short to sign with"
         );
         assert!(check_owner("").is_err());
+    }
+
+    #[test]
+    fn a_rate_limit_is_one_to_the_most_a_second_and_a_target_without_one_reads() {
+        assert!(check_rate_limit(None).is_ok());
+        assert!(check_rate_limit(Some(1)).is_ok());
+        assert!(check_rate_limit(Some(MAX_RATE_LIMIT)).is_ok());
+        for bad in [0, MAX_RATE_LIMIT + 1] {
+            let error = check_rate_limit(Some(bad)).unwrap_err();
+            assert!(error.to_string().contains("rate limit"), "{error}");
+        }
+        // Targets written before rate limits existed read as unlimited.
+        let old = Target::from_json(r#"{"url":"https://a.example/","secrets":[]}"#).unwrap();
+        assert_eq!(old.rate_limit, None);
+        let limited = Target {
+            rate_limit: Some(5),
+            ..old
+        };
+        assert!(limited.to_json().unwrap().contains(r#""rate_limit":5"#));
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::model::{
     Endpoint, EndpointFilter, EndpointState, EndpointUpdate, NewEndpoint, Rules, StoredSecret,
-    Target, check_filter, check_owner, check_secret, metadata_text,
+    Target, check_filter, check_owner, check_rate_limit, check_secret, metadata_text,
 };
 use crate::database::{Row, Statement};
 use crate::error::{Error, Result};
@@ -84,6 +84,7 @@ impl Endpoints {
         if let Some((field, equals)) = &new.filter {
             check_filter(field, equals)?;
         }
+        check_rate_limit(new.rate_limit)?;
         let now = self.outbox.now();
         let id = format!("ep_{}", self.outbox.new_ulid(now));
         let target = Target {
@@ -92,6 +93,7 @@ impl Endpoints {
                 key: new.secret,
                 until_ms: None,
             }],
+            rate_limit: new.rate_limit,
         }
         .to_json()?;
         let (table, dialect) = (self.outbox.table(), self.outbox.dialect());
@@ -153,7 +155,7 @@ impl Endpoints {
             .collect())
     }
 
-    /// Changes the URL, event types or metadata of `owner`'s endpoint `id`.
+    /// Changes the URL, event types, filter, rate limit or metadata of `owner`'s endpoint `id`.
     /// Its pending deliveries go to the new URL from their next attempt.
     ///
     /// # Errors
@@ -167,6 +169,10 @@ impl Endpoints {
         }
         if let Some(types) = &update.event_types {
             self.rules.check_subscriptions(types)?;
+        }
+        if let Some(rate_limit) = update.rate_limit {
+            check_rate_limit(rate_limit)?;
+            target.rate_limit = rate_limit;
         }
         let metadata = metadata_text(update.metadata.as_ref().unwrap_or(&current.metadata))?;
         let (table, dialect, now) = self.at_now();
@@ -524,6 +530,7 @@ fn decode(row: &Row<'_>, event_types: Vec<String>, now: Timestamp) -> Result<(En
         owner: row.get(endpoint_col::OWNER)?,
         previous_secret_expires: target.previous_expires(now),
         url: target.url.clone(),
+        rate_limit: target.rate_limit,
         event_types,
         state,
         metadata,

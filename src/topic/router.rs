@@ -157,4 +157,11 @@ impl Deliver for Router {
             .get(message.topic.as_str())?
             .destination(message)
     }
+
+    /// The routed deliverer's destination's own rate.
+    fn destination_rate(&self, message: &ClaimedMessage) -> Option<u32> {
+        self.delivers
+            .get(message.topic.as_str())?
+            .destination_rate(message)
+    }
 }

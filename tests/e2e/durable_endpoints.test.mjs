@@ -94,9 +94,12 @@ describe("durable-webhooks example: endpoints", () => {
           url: `${hooks.base}${where}`,
           secret,
           event_types: ["order.paid"],
+          // The healthy receiver takes 20 a second at most: a rate of its own.
+          ...(kind === "ok" ? { rate_limit_per_second: 20 } : {}),
         });
         assert.equal(status, 201, JSON.stringify(body));
         assert.equal(body.owner, customer);
+        assert.equal(body.rate_limit_per_second, kind === "ok" ? 20 : null);
         assert.ok(!JSON.stringify(body).includes(secret), "the secret is never shown");
         endpoints.set(where, body.id);
       }

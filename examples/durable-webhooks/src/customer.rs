@@ -262,8 +262,8 @@ async fn record(parts: &Parts, customer: &str, body: Body) -> Result<Response> {
     }
 }
 
-/// `POST /customers/<id>/endpoints {"url", "secret", "event_types"?}`: the
-/// customer registers where its events go.
+/// `POST /customers/<id>/endpoints {"url", "secret", "event_types"?,
+/// "rate_limit_per_second"?}`: the customer registers where its events go.
 async fn register(parts: &Parts, customer: &str, body: Body) -> Result<Response> {
     let Body::Within(body) = body else {
         return json_error(413, "the body is over 16 KiB");
@@ -274,16 +274,22 @@ async fn register(parts: &Parts, customer: &str, body: Body) -> Result<Response>
         secret: String,
         #[serde(default)]
         event_types: Option<Vec<String>>,
+        #[serde(default)]
+        rate_limit_per_second: Option<u32>,
     }
     let Ok(registered) = serde_json::from_slice::<Registered>(&body) else {
         return json_error(
             400,
-            "the body must be JSON: {\"url\": string, \"secret\": string, \"event_types\"?: [string]}",
+            "the body must be JSON: {\"url\": string, \"secret\": string, \"event_types\"?: \
+             [string], \"rate_limit_per_second\"?: number}",
         );
     };
     let mut new = NewEndpoint::new(customer, registered.url, registered.secret);
     if let Some(types) = registered.event_types {
         new = new.event_types(types);
+    }
+    if let Some(rate) = registered.rate_limit_per_second {
+        new = new.rate_limit(rate);
     }
     answer(201, parts.endpoints.create(new).await)
 }

@@ -139,8 +139,13 @@ impl<'a> Run<'a> {
 
     fn record_taken(&mut self, messages: &[ClaimedMessage]) {
         for message in messages {
-            self.ledger
-                .record_taken(message, self.drainer.deliver.destination(message));
+            let destination = self.drainer.deliver.destination(message);
+            if let (Some(destination), Some(rate)) =
+                (&destination, self.drainer.deliver.destination_rate(message))
+            {
+                self.dispatch.own_rate(destination, rate);
+            }
+            self.ledger.record_taken(message, destination);
         }
     }
 
