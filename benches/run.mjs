@@ -15,6 +15,7 @@ import { postgresClaimMarkdown, runPostgresClaim } from "./postgres_claim.mjs";
 import { runSimulation, simulationMarkdown } from "./simulation.mjs";
 import { queuesMarkdown, runFanOut, runRelay } from "./queues.mjs";
 import { recoveryMarkdown, runRecovery } from "./recovery.mjs";
+import { endpointsMarkdown, runEndpoints } from "./endpoints.mjs";
 import { runWakeups, wakeupsMarkdown } from "./wakeups.mjs";
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 10_000);
@@ -90,6 +91,14 @@ function workerdCpuMs() {
 }
 
 /** Drains `messages` due messages in invocations of at most 900 D1 calls each. */
+// `BENCH_ONLY=endpoints`: the endpoints' sections alone, printed (BENCHMARKS.md
+// is written by a whole run only).
+if (process.env.BENCH_ONLY === "endpoints") {
+  console.log(endpointsMarkdown(await runEndpoints(call, log)).join("\n"));
+  await mf.dispose();
+  process.exit(0);
+}
+
 async function d1Drain(algo, batch, messages = MESSAGES) {
   await reset();
   await seed(algo, "due", messages);
@@ -194,6 +203,7 @@ for (const kind of ["stuck", "dead"]) {
 
 await reset();
 results.d1.signup = (await call("signup", { iterations: 200 })).body;
+results.d1.endpoints = await runEndpoints(call, log);
 
 // The streaming drain against the batch loop it replaced: database calls per
 // message with no-op deliveries, and throughput against a log-normal
@@ -566,6 +576,7 @@ function markdown(r) {
       ["rows written, enqueue to delete (example: subject + dedup key)", fmt((s.example_insert.rows_written + s.hot_path_settle.rows_written) / n)],
     ],
   );
+  lines.push(...endpointsMarkdown(r.d1.endpoints));
   const e = r.exampleDrain.report;
   lines.push(
     "## The example Worker: one cron drain of 1,000 mails (D1)",

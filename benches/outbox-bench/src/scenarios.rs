@@ -127,7 +127,8 @@ impl Bench {
 
     /// Drops and recreates both algorithms' tables.
     pub async fn reset(&self) -> Result<()> {
-        for table in ["outbox", "outbox_rollups", baseline::TABLE, "accounts"] {
+        let tables = ["outbox", "outbox_rollups", baseline::TABLE, "accounts"];
+        for table in tables.into_iter().chain(crate::endpoint_costs::TABLES) {
             self.db
                 .execute(&Statement::new(
                     format!("DROP TABLE IF EXISTS {table}"),
@@ -308,7 +309,7 @@ impl Bench {
     }
 
     /// One drain of this crate's outbox; a database error is the bench's.
-    async fn drain_ours(
+    pub(crate) async fn drain_ours(
         &self,
         outbox: Outbox,
         deliver: Arc<dyn Deliver>,
@@ -506,7 +507,7 @@ impl Bench {
     }
 }
 
-fn add(a: Meter, b: Meter) -> Meter {
+pub(crate) fn add(a: Meter, b: Meter) -> Meter {
     let sum = |x: Option<u64>, y: Option<u64>| Some(x.unwrap_or(0) + y?);
     Meter {
         calls: a.calls + b.calls,

@@ -86,6 +86,16 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
                 .await,
         ),
         "/signup" => answer(bench.signup(number("iterations")).await),
+        "/fan_out" => answer(
+            bench
+                .fan_out(number("endpoints"), number("iterations"))
+                .await,
+        ),
+        "/failing_drain" => answer(
+            bench
+                .failing_drain(param("logged") == "true", number("messages"))
+                .await,
+        ),
         "/console" => answer(bench.console_reads().await),
         "/latency" => {
             let mix = Mix {
