@@ -571,6 +571,41 @@ async fn a_name_resolving_to_a_private_address_is_unreachable_unless_allowed() {
 
 /// An outbox in memory whose endpoints may be loopback receivers (allowed
 /// here, refused by default).
+#[tokio::test]
+async fn a_slack_endpoint_receives_a_sentence_signed_like_any_body() {
+    use workers_outbox::endpoint::{BodyFormat, EndpointDeliverer, NewEndpoint};
+
+    let (chat, _) = server(status(200, "", "ok")).await;
+    let (t, endpoints) = local_endpoints().await;
+    let endpoint = endpoints
+        .create(NewEndpoint::new("acme", &chat.url, SECRET).body(BodyFormat::Slack))
+        .await
+        .unwrap();
+    assert_eq!(endpoint.body, BodyFormat::Slack);
+    let (event, _) = publish_to(&t, &endpoints, r#"{"type":"order.paid","note":"<!here>"}"#).await;
+    let deliver = EndpointDeliverer::new()
+        .unwrap()
+        .clock(Arc::new(t.clock.clone()));
+    let report = Drainer::builder(t.outbox.clone(), deliver)
+        .build()
+        .unwrap()
+        .drain()
+        .await;
+    assert_eq!(report.delivered, 1, "{report}");
+    let seen = chat.seen.lock().unwrap()[0].clone();
+    let body: serde_json::Value = serde_json::from_str(&seen.body).unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({"text": r#"`order.paid` {"note":"&lt;!here&gt;","type":"order.paid"}"#})
+    );
+    assert_eq!(seen.header("webhook-id").as_deref(), Some(event.as_str()));
+    let verifier = Verifier::new(webhook::secrets(SECRET).unwrap()).unwrap();
+    let headers = |name: &str| seen.header(name);
+    verifier
+        .verify_at(&headers, seen.body.as_bytes(), t.clock.now())
+        .unwrap();
+}
+
 async fn local_endpoints() -> (TestOutbox, workers_outbox::endpoint::Endpoints) {
     let t = TestOutbox::new().await.unwrap();
     let endpoints = workers_outbox::endpoint::Endpoints::new(&t.outbox)

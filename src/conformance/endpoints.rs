@@ -364,10 +364,12 @@ pub(crate) async fn a_delivery_uses_its_endpoints_url_and_secret_at_the_attempt(
             &endpoint.id,
             EndpointUpdate::default()
                 .url("https://new.example/in")
-                .rate_limit(7),
+                .rate_limit(7)
+                .body(crate::endpoint::BodyFormat::Slack),
         )
         .await?;
     ensure_eq!(updated.rate_limit, Some(7));
+    ensure_eq!(updated.body, crate::endpoint::BodyFormat::Slack);
     endpoints
         .rotate_secret("acme", &endpoint.id, SECOND, Duration::ZERO)
         .await?;

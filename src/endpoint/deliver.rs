@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::model::Target;
+use super::model::{BodyFormat, Target};
 use crate::drain::{AttemptLog, AttemptRecord, Deliver};
 use crate::error::Result;
 use crate::future::BoxFuture;
@@ -161,7 +161,14 @@ impl EndpointDeliverer {
             url: &url,
             signer: Some(&signer),
         };
-        let (verdict, record) = self.http.send_to(&to, message).await;
+        let (verdict, record) = match target.body {
+            BodyFormat::Slack => {
+                let mut as_text = message.clone();
+                as_text.payload = super::slack::body(&message.payload);
+                self.http.send_to(&to, &as_text).await
+            }
+            BodyFormat::Payload => self.http.send_to(&to, message).await,
+        };
         // Old, and failed before: not a backlog released at once that meets
         // one busy answer, nor a delivery that waited behind its key's head.
         let failing_for = self.http.now().duration_since(message.created_at);
@@ -240,6 +247,7 @@ mod tests {
             url: "https://hooks.example.com/in".into(),
             secrets: Vec::new(),
             rate_limit,
+            body: BodyFormat::Payload,
         };
         message.endpoint_target = Some(Secretive(target.to_json().unwrap()));
         message

@@ -59,6 +59,12 @@
 mod deliver;
 mod event;
 pub(crate) mod model;
+#[cfg(any(
+    test,
+    all(feature = "workers", target_arch = "wasm32"),
+    all(feature = "native-http", not(target_arch = "wasm32"))
+))]
+mod slack;
 mod store;
 
 #[cfg(any(
@@ -69,7 +75,7 @@ pub use deliver::EndpointDeliverer;
 pub(crate) use event::events_of_subject;
 pub use event::{Event, MAX_EVENT_ID_BYTES, PublishedEvent};
 pub use model::{
-    Endpoint, EndpointFilter, EndpointState, EndpointUpdate, MAX_EVENT_TYPE_BYTES, MAX_EVENT_TYPES,
-    MAX_FILTER_BYTES, MAX_METADATA_BYTES, MAX_RATE_LIMIT, NewEndpoint,
+    BodyFormat, Endpoint, EndpointFilter, EndpointState, EndpointUpdate, MAX_EVENT_TYPE_BYTES,
+    MAX_EVENT_TYPES, MAX_FILTER_BYTES, MAX_METADATA_BYTES, MAX_RATE_LIMIT, NewEndpoint,
 };
 pub use store::{Endpoints, Recovered};

@@ -32,6 +32,7 @@ pub struct NewEndpoint {
     pub(crate) metadata: serde_json::Value,
     pub(crate) filter: Option<(String, String)>,
     pub(crate) rate_limit: Option<u32>,
+    pub(crate) body: BodyFormat,
 }
 
 impl fmt::Debug for NewEndpoint {
@@ -62,7 +63,16 @@ impl NewEndpoint {
             metadata: serde_json::Value::Object(serde_json::Map::new()),
             filter: None,
             rate_limit: None,
+            body: BodyFormat::Payload,
         }
+    }
+
+    /// How its deliveries' bodies are written (default: the event's
+    /// payload); [`BodyFormat::Slack`] for a chat's incoming webhook.
+    #[must_use]
+    pub fn body(mut self, body: BodyFormat) -> Self {
+        self.body = body;
+        self
     }
 
     /// Delivers to it at most `per_second` requests a second, evenly
@@ -116,6 +126,8 @@ pub struct EndpointUpdate {
     pub filter: Option<Option<(String, String)>>,
     /// A new rate limit (`Some(None)`: none any more).
     pub rate_limit: Option<Option<u32>>,
+    /// A new body format.
+    pub body: Option<BodyFormat>,
 }
 
 impl fmt::Debug for EndpointUpdate {
@@ -175,6 +187,37 @@ impl EndpointUpdate {
     pub fn without_rate_limit(mut self) -> Self {
         self.rate_limit = Some(None);
         self
+    }
+
+    /// A new body format (see [`NewEndpoint::body`]).
+    #[must_use]
+    pub fn body(mut self, body: BodyFormat) -> Self {
+        self.body = Some(body);
+        self
+    }
+}
+
+/// How an endpoint's deliveries' bodies are written. The headers are the
+/// same whatever the format (`webhook-id`, the signature over the body as
+/// sent).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum BodyFormat {
+    /// The event's payload, as published.
+    #[default]
+    Payload,
+    /// `{"text": "…"}`, as Slack's incoming webhooks take (and the chats
+    /// that take Slack's format): an [operational event](crate::outbox::operational)
+    /// as a sentence, any other event as its type and JSON, every value
+    /// escaped so that it cannot mention a channel or make a link, cut at
+    /// 3,000 bytes.
+    Slack,
+}
+
+impl BodyFormat {
+    fn is_payload(&self) -> bool {
+        *self == BodyFormat::Payload
     }
 }
 
@@ -288,6 +331,8 @@ pub struct Endpoint {
     /// The most requests a second it is sent, if it has a limit of its own.
     #[serde(rename = "rate_limit_per_second")]
     pub rate_limit: Option<u32>,
+    /// How its deliveries' bodies are written.
+    pub body: BodyFormat,
     /// Whether it receives (as JSON, `state` and, unless enabled, `reason`
     /// and `since_ms` beside the other fields).
     #[serde(flatten)]
@@ -337,6 +382,8 @@ pub(crate) struct Target {
     /// Requests a second, if the endpoint limits its own rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) rate_limit: Option<u32>,
+    #[serde(default, skip_serializing_if = "BodyFormat::is_payload")]
+    pub(crate) body: BodyFormat,
 }
 
 impl fmt::Debug for Target {
@@ -662,6 +709,7 @@ mod tests {
                 },
             ],
             rate_limit: None,
+            body: BodyFormat::Payload,
         };
         assert_eq!(target.signing_at(at(999)).unwrap().len(), 2);
         assert_eq!(target.previous_expires(at(999)), Some(at(1_000)));
@@ -703,10 +751,14 @@ mod tests {
         // Targets written before rate limits existed read as unlimited.
         let old = Target::from_json(r#"{"url":"https://a.example/","secrets":[]}"#).unwrap();
         assert_eq!(old.rate_limit, None);
+        assert_eq!(old.body, BodyFormat::Payload);
         let limited = Target {
             rate_limit: Some(5),
+            body: BodyFormat::Slack,
             ..old
         };
-        assert!(limited.to_json().unwrap().contains(r#""rate_limit":5"#));
+        let json = limited.to_json().unwrap();
+        assert!(json.contains(r#""rate_limit":5"#), "{json}");
+        assert!(json.contains(r#""body":"slack""#), "{json}");
     }
 }

@@ -94,6 +94,7 @@ impl Endpoints {
                 until_ms: None,
             }],
             rate_limit: new.rate_limit,
+            body: new.body,
         }
         .to_json()?;
         let (table, dialect) = (self.outbox.table(), self.outbox.dialect());
@@ -155,7 +156,8 @@ impl Endpoints {
             .collect())
     }
 
-    /// Changes the URL, event types, filter, rate limit or metadata of `owner`'s endpoint `id`.
+    /// Changes the URL, event types, filter, rate limit, body format or
+    /// metadata of `owner`'s endpoint `id`.
     /// Its pending deliveries go to the new URL from their next attempt.
     ///
     /// # Errors
@@ -173,6 +175,9 @@ impl Endpoints {
         if let Some(rate_limit) = update.rate_limit {
             check_rate_limit(rate_limit)?;
             target.rate_limit = rate_limit;
+        }
+        if let Some(body) = update.body {
+            target.body = body;
         }
         let metadata = metadata_text(update.metadata.as_ref().unwrap_or(&current.metadata))?;
         let (table, dialect, now) = self.at_now();
@@ -531,6 +536,7 @@ fn decode(row: &Row<'_>, event_types: Vec<String>, now: Timestamp) -> Result<(En
         previous_secret_expires: target.previous_expires(now),
         url: target.url.clone(),
         rate_limit: target.rate_limit,
+        body: target.body,
         event_types,
         state,
         metadata,

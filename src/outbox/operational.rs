@@ -18,6 +18,13 @@ pub const ENDPOINT_DISABLED: &str = "outbox.endpoint.disabled";
 pub const ENDPOINT_ENABLED: &str = "outbox.endpoint.enabled";
 /// A message died: of a permanent failure, or its last attempt failed.
 pub const MESSAGE_DEAD: &str = "outbox.message.dead";
+/// A receiver has failed for longer than
+/// [`OutboxBuilder::receiver_failing_after`](super::OutboxBuilder::receiver_failing_after),
+/// every message sent to it failing in turn (its breaker open, drain after
+/// drain). Told once per outage.
+pub const RECEIVER_FAILING: &str = "outbox.receiver.failing";
+/// A receiver told of as failing answers again.
+pub const RECEIVER_RECOVERED: &str = "outbox.receiver.recovered";
 /// The prefix of the reserved types: an application publishes none of them.
 pub const RESERVED_PREFIX: &str = "outbox.";
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use worker::{DurableObject, Env, Method, Request, Response, Result, State, durable_object};
 use workers_outbox::console::{BearerToken, Console};
-use workers_outbox::endpoint::{EndpointDeliverer, Endpoints, Event, NewEndpoint};
+use workers_outbox::endpoint::{BodyFormat, EndpointDeliverer, Endpoints, Event, NewEndpoint};
 use workers_outbox::http::HttpDeliverer;
 use workers_outbox::webhook::{self, Signer};
 use workers_outbox::{
@@ -263,7 +263,8 @@ async fn record(parts: &Parts, customer: &str, body: Body) -> Result<Response> {
 }
 
 /// `POST /customers/<id>/endpoints {"url", "secret", "event_types"?,
-/// "rate_limit_per_second"?}`: the customer registers where its events go.
+/// "rate_limit_per_second"?, "body"?: "payload" | "slack"}`: the customer
+/// (or, for the operator, `/admin/…`) registers where its events go.
 async fn register(parts: &Parts, customer: &str, body: Body) -> Result<Response> {
     let Body::Within(body) = body else {
         return json_error(413, "the body is over 16 KiB");
@@ -276,12 +277,14 @@ async fn register(parts: &Parts, customer: &str, body: Body) -> Result<Response>
         event_types: Option<Vec<String>>,
         #[serde(default)]
         rate_limit_per_second: Option<u32>,
+        #[serde(default)]
+        body: Option<BodyFormat>,
     }
     let Ok(registered) = serde_json::from_slice::<Registered>(&body) else {
         return json_error(
             400,
             "the body must be JSON: {\"url\": string, \"secret\": string, \"event_types\"?: \
-             [string], \"rate_limit_per_second\"?: number}",
+             [string], \"rate_limit_per_second\"?: number, \"body\"?: \"payload\" | \"slack\"}",
         );
     };
     let mut new = NewEndpoint::new(customer, registered.url, registered.secret);
@@ -290,6 +293,9 @@ async fn register(parts: &Parts, customer: &str, body: Body) -> Result<Response>
     }
     if let Some(rate) = registered.rate_limit_per_second {
         new = new.rate_limit(rate);
+    }
+    if let Some(body) = registered.body {
+        new = new.body(body);
     }
     answer(201, parts.endpoints.create(new).await)
 }

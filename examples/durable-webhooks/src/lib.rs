@@ -6,8 +6,8 @@
 //!   HTTP deliverer, signed with `WEBHOOK_SECRET` (Standard Webhooks), in
 //!   order per customer, with retries and dead letters.
 //! - `GET /customers/<id>/events`: the customer's events.
-//! - `POST /customers/<id>/endpoints {"url", "secret", "event_types"?}`: the
-//!   customer registers an endpoint; every event it records afterwards is
+//! - `POST /customers/<id>/endpoints {"url", "secret", "event_types"?,
+//!   "rate_limit_per_second"?, "body"?}`: the customer registers an endpoint; every event it records afterwards is
 //!   also published to its endpoints subscribed to its type, in the same
 //!   atomic write, delivered signed with the endpoint's own secret, in order
 //!   per endpoint; a `410` disables that endpoint alone. `GET …/endpoints`
@@ -15,7 +15,8 @@
 //!   again, `GET …/endpoints/<ep>/attempts` shows what its receiver answered.
 //! - `POST /admin/customers/<id>/endpoints` (bearer `ADMIN_TOKEN`): the
 //!   operator's endpoint in that customer's object, for its operational
-//!   events (`outbox.endpoint.disabled`, `outbox.message.dead`, …).
+//!   events (`outbox.endpoint.disabled`, `outbox.message.dead`, …); `"body":
+//!   "slack"` makes it a chat's incoming webhook.
 //! - `POST /hooks`: the receiving side, here for the demo: it verifies each
 //!   webhook's signature (401 if it does not verify) and applies it once,
 //!   whatever the redeliveries, with an inbox keyed by its `webhook-id`;
