@@ -877,6 +877,84 @@ pub(crate) async fn operational_events_reach_the_operators_endpoints(h: Harness)
     Ok(())
 }
 
+pub(crate) async fn a_receiver_failing_too_long_is_told_once_and_then_its_recovery(
+    h: Harness,
+) -> CaseResult {
+    use crate::outbox::operational::{RECEIVER_FAILING, RECEIVER_RECOVERED};
+    let backoff = crate::retry::ExponentialBackoff {
+        base: Duration::from_secs(1),
+        cap: Duration::from_secs(1),
+    };
+    let outbox = h
+        .outbox_builder(h.db(), &h.table("outbox"))
+        .operational_events("ops")
+        .receiver_failing_after(Duration::from_secs(600))
+        .retry_policy(crate::retry::RetryPolicy::new(1_000, backoff)?)
+        .build()?;
+    outbox.create_schema().await?;
+    let endpoints = Endpoints::new(&outbox);
+    let ops = endpoints
+        .create(new(
+            "ops",
+            "ops.example",
+            &[RECEIVER_FAILING, RECEIVER_RECOVERED],
+        ))
+        .await?;
+    let began = crate::time::Clock::now(h.clock());
+    for _ in 0..4 {
+        super::enqueue(&outbox, "mail").await?;
+        super::enqueue(&outbox, "brief").await?;
+    }
+    let received = Arc::default();
+    let failing = |topics: &[&str]| Operators {
+        failing: topics.iter().map(|t| (*t).to_owned()).collect(),
+        received: Arc::clone(&received),
+        ..Operators::default()
+    };
+    let drain_through = |receiver: Operators| async {
+        let drainer = drainer_through(&h, &outbox, receiver, 1)?;
+        drainer.drain().await;
+        drainer.drain().await;
+        Ok::<_, Failure>(())
+    };
+    drain_through(failing(&["mail", "brief"])).await?;
+    let told = |received: &Arc<Mutex<Vec<(String, serde_json::Value)>>>| {
+        Operators {
+            received: Arc::clone(received),
+            ..Operators::default()
+        }
+        .received_by(&ops.id)
+    };
+    ensure_eq!(told(&received).len(), 0);
+    // 11 minutes on, "mail" still fails and "brief" answers again.
+    h.clock().advance(Duration::from_secs(660));
+    drain_through(failing(&["mail"])).await?;
+    let reports = told(&received);
+    ensure_eq!(reports.len(), 1);
+    ensure_eq!(reports[0]["type"].as_str(), Some(RECEIVER_FAILING));
+    ensure_eq!(reports[0]["receiver"].as_str(), Some("mail"));
+    ensure_eq!(reports[0]["error"].as_str(), Some("receiver answered 500"));
+    ensure_eq!(
+        reports[0]["since_ms"].as_i64(),
+        Some(began.as_unix_millis())
+    );
+    ensure_eq!(reports[0]["failing_minutes"].as_i64(), Some(11));
+    // Told once per outage.
+    h.clock().advance(Duration::from_secs(120));
+    drain_through(failing(&["mail"])).await?;
+    ensure_eq!(told(&received).len(), 1);
+    // It answers again: told so. ("brief" was never told of, so its
+    // recovery is not either.)
+    h.clock().advance(Duration::from_secs(2));
+    drain_through(failing(&[])).await?;
+    let reports = told(&received);
+    ensure_eq!(reports.len(), 2);
+    ensure_eq!(reports[1]["type"].as_str(), Some(RECEIVER_RECOVERED));
+    ensure_eq!(reports[1]["receiver"].as_str(), Some("mail"));
+    ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
+    Ok(())
+}
+
 pub(crate) async fn a_filter_lets_through_only_the_events_it_matches(h: Harness) -> CaseResult {
     let outbox = h.outbox().await?;
     let endpoints = Endpoints::new(&outbox);

@@ -120,7 +120,7 @@ impl Breaker {
         }
     }
 
-    fn record_failure(&mut self, topic: &str, id: &str, several: bool) {
+    fn record_failure(&mut self, topic: &str, (id, error): (&str, &str), several: bool) {
         if self.remembered.is_none() {
             return;
         }
@@ -141,6 +141,7 @@ impl Breaker {
                 after_end,
                 failing_id: id.to_owned(),
                 several,
+                error: error.to_owned(),
             },
         );
     }
@@ -179,6 +180,7 @@ impl Breaker {
             return vec![settle];
         };
         let failing = settle.0.id.clone();
+        let error = error_of(&settle.1).to_owned();
         let state = self
             .topics
             .entry(topic.to_owned())
@@ -187,13 +189,13 @@ impl Breaker {
                 failed: BTreeSet::new(),
             });
         let Topic::Closed { failed, .. } = state else {
-            self.record_failure(topic, &failing, true);
+            self.record_failure(topic, (&failing, &error), true);
             return vec![hand_back(settle, limits)];
         };
         failed.insert(failing.clone());
         let several = failed.len() > 1;
         let trips = failed.len() as u64 >= u64::from(limits.failures);
-        self.record_failure(topic, &failing, several);
+        self.record_failure(topic, (&failing, &error), several);
         if trips {
             let mut streak = match self.topics.insert(topic.to_owned(), Topic::Open) {
                 Some(Topic::Closed { held, .. }) => held,
@@ -308,3 +310,13 @@ fn hand_back((lease, fate): Settle, limits: CircuitBreaker) -> Settle {
 
 #[cfg(test)]
 mod tests;
+
+/// What a failure said.
+fn error_of(fate: &Fate) -> &str {
+    match fate {
+        Fate::Reschedule { error, .. } | Fate::Bury { error } | Fate::Pause { reason: error } => {
+            error
+        }
+        Fate::Complete | Fate::Release { .. } => "",
+    }
+}

@@ -41,6 +41,8 @@ pub(super) struct Inner {
     pub(super) attempt_retention: std::time::Duration,
     /// Whose endpoints receive the operational events.
     pub(super) operational_owner: Option<String>,
+    /// How long a receiver fails before its operator is told.
+    pub(super) receiver_failing_after: std::time::Duration,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -65,6 +67,7 @@ pub struct OutboxBuilder {
     event_retention: std::time::Duration,
     attempt_retention: std::time::Duration,
     operational_owner: Option<String>,
+    receiver_failing_after: std::time::Duration,
 }
 
 impl OutboxBuilder {
@@ -128,12 +131,24 @@ impl OutboxBuilder {
     }
 
     /// Publishes the outbox's operational events ([`operational`](super::operational):
-    /// an endpoint disabled or enabled, a message dead) to the endpoints of
+    /// an endpoint disabled or enabled, a message dead, a receiver failing
+    /// and answering again) to the endpoints of
     /// `owner` subscribed to them, in the same atomic call as what they
     /// report (default: none). Register the operator's endpoints under
     /// `owner`, subscribed to the reserved types.
     pub fn operational_events(mut self, owner: &str) -> Self {
         self.operational_owner = Some(owner.to_owned());
+        self
+    }
+
+    /// How long a receiver fails, every message sent to it failing in turn
+    /// (drain after drain, its breaker open), before the operator is told
+    /// ([`RECEIVER_FAILING`](super::operational::RECEIVER_FAILING), once per
+    /// outage, then [`RECEIVER_RECOVERED`](super::operational::RECEIVER_RECOVERED)
+    /// when it answers); default: [`Outbox::DEFAULT_RECEIVER_FAILING_AFTER`],
+    /// 15 minutes. With [`operational_events`](Self::operational_events) only.
+    pub fn receiver_failing_after(mut self, after: std::time::Duration) -> Self {
+        self.receiver_failing_after = after;
         self
     }
 
@@ -166,6 +181,7 @@ impl OutboxBuilder {
                 event_retention: self.event_retention,
                 attempt_retention: self.attempt_retention,
                 operational_owner: self.operational_owner,
+                receiver_failing_after: self.receiver_failing_after,
             }),
         })
     }
@@ -186,8 +202,14 @@ impl Outbox {
             event_retention: Self::DEFAULT_EVENT_RETENTION,
             attempt_retention: Self::DEFAULT_EVENT_RETENTION,
             operational_owner: None,
+            receiver_failing_after: Self::DEFAULT_RECEIVER_FAILING_AFTER,
         }
     }
+
+    /// How long a receiver fails before the operator is told, by default:
+    /// 15 minutes.
+    pub const DEFAULT_RECEIVER_FAILING_AFTER: std::time::Duration =
+        std::time::Duration::from_secs(15 * 60);
 
     /// How long events published to endpoints are kept by default: 7 days.
     pub const DEFAULT_EVENT_RETENTION: std::time::Duration =

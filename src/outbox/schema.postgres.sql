@@ -70,8 +70,12 @@ CREATE TABLE IF NOT EXISTS "{table}_topics" (
     topic      TEXT   COLLATE "C" NOT NULL PRIMARY KEY,
     failing_id TEXT   NOT NULL,
     several    BIGINT NOT NULL CHECK (several IN (0, 1)),
-    failed_at  BIGINT NOT NULL
+    failed_at  BIGINT NOT NULL,
+    since      BIGINT,
+    told       BIGINT NOT NULL DEFAULT 0 CHECK (told IN (0, 1))
 );
+ALTER TABLE "{table}_topics" ADD COLUMN IF NOT EXISTS since BIGINT;
+ALTER TABLE "{table}_topics" ADD COLUMN IF NOT EXISTS told BIGINT NOT NULL DEFAULT 0 CHECK (told IN (0, 1));
 -- Paused topics, as in the SQLite schema: no drain leases a paused topic's rows until it is resumed.
 CREATE TABLE IF NOT EXISTS "{table}_paused" (
     topic     TEXT   COLLATE "C" NOT NULL PRIMARY KEY,

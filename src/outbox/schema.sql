@@ -50,12 +50,15 @@ CREATE INDEX IF NOT EXISTS "{table}_held" ON "{table}" (held_for, due_at) WHERE 
 -- "topic @ destination" when the deliverer names destinations. failing_id is the message that failed last; several
 -- is 1 once another message failed in the streak too (one message failing again and again spends
 -- its attempts; several failing in turn blame the receiver and spend none); failed_at, in Unix ms,
--- its last failure (a streak is forgotten a day after it).
+-- its last failure (a streak is forgotten a day after it); since its first; told is 1 once the
+-- operator was told the receiver is failing (an operational event).
 CREATE TABLE IF NOT EXISTS "{table}_topics" (
     topic      TEXT    NOT NULL PRIMARY KEY,
     failing_id TEXT    NOT NULL,
     several    INTEGER NOT NULL CHECK (several IN (0, 1)),
-    failed_at  INTEGER NOT NULL
+    failed_at  INTEGER NOT NULL,
+    since      INTEGER,
+    told       INTEGER NOT NULL DEFAULT 0 CHECK (told IN (0, 1))
 ) STRICT, WITHOUT ROWID;
 -- Topics of "{table}" paused: while a topic has a row here, no drain leases its rows or spends their
 -- attempts; they wait, due, until it is resumed (the row deleted). reason says why (a receiver's

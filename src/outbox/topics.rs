@@ -7,22 +7,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sea_query::{Expr, ExprTrait, OnConflict, Query};
-
 use super::Outbox;
-use crate::database::{Rows, Statement, query_error};
+use super::operational::{RECEIVER_FAILING, RECEIVER_RECOVERED};
+use crate::database::{Rows, Statement};
 use crate::error::Result;
+use crate::sql::events::{self, EventRow};
+use crate::sql::streaks::{self, streak_col as col};
 use crate::time::Timestamp;
 
 /// A streak is forgotten this long after its last failure.
 pub(crate) const STREAK_MEMORY: Duration = Duration::from_secs(24 * 3600);
-
-mod col {
-    pub(super) const TOPIC: &str = "topic";
-    pub(super) const FAILING_ID: &str = "failing_id";
-    pub(super) const SEVERAL: &str = "several";
-    pub(super) const FAILED_AT: &str = "failed_at";
-}
 
 /// A topic's failures since its receiver last answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +38,8 @@ pub(crate) enum StreakWrite {
         after_end: bool,
         failing_id: String,
         several: bool,
+        /// What the last failure said.
+        error: String,
     },
 }
 
@@ -57,16 +53,12 @@ impl Streak {
 impl Outbox {
     /// The table of topic streaks.
     fn topics_table(&self) -> String {
-        format!("{}_topics", self.inner.table.as_str())
+        streaks::streaks_table(self.table())
     }
 
     /// Reads every remembered streak (one row per topic failing now).
     pub(crate) fn streaks_statement(&self) -> Result<Statement> {
-        let mut select = Query::select();
-        select
-            .columns([col::TOPIC, col::FAILING_ID, col::SEVERAL, col::FAILED_AT])
-            .from(self.topics_table());
-        self.render(&select)
+        streaks::read(self.table(), self.dialect())
     }
 
     /// The streaks `rows` of [`streaks_statement`](Outbox::streaks_statement)
@@ -93,7 +85,8 @@ impl Outbox {
         Ok(streaks)
     }
 
-    /// The statements of `writes`, by topic, in order.
+    /// The statements of `writes`, by topic, in order, with the
+    /// operational events they cause.
     ///
     /// # Errors
     /// If a statement cannot be built.
@@ -104,29 +97,40 @@ impl Outbox {
         let mut statements = Vec::new();
         for (topic, write) in writes {
             match write {
-                StreakWrite::Ended => statements.push(self.streak_ended_statement(topic)?),
+                StreakWrite::Ended => statements.extend(self.streak_ended_statements(topic)?),
                 StreakWrite::Failed {
                     after_end,
                     failing_id,
                     several,
+                    error,
                 } => {
                     if *after_end {
-                        statements.push(self.streak_ended_statement(topic)?);
+                        statements.extend(self.streak_ended_statements(topic)?);
                     }
                     statements.push(self.streak_failed_statement(topic, failing_id, *several)?);
+                    statements.extend(self.report_failing(topic, error)?);
                 }
             }
         }
         Ok(statements)
     }
 
-    /// Ends `topic`'s streak: its receiver answered.
-    pub(crate) fn streak_ended_statement(&self, topic: &str) -> Result<Statement> {
-        let mut delete = Query::delete();
-        delete
-            .from_table(self.topics_table())
-            .and_where(Expr::col(col::TOPIC).eq(topic));
-        self.render(&delete)
+    /// Ends `topic`'s streak: its receiver answered. The operator, if told
+    /// it was failing, is told it answers again.
+    pub(crate) fn streak_ended_statements(&self, topic: &str) -> Result<Vec<Statement>> {
+        let mut statements = Vec::new();
+        if let Some(event) = self.receiver_event(RECEIVER_RECOVERED, topic, "")? {
+            let row = event.row(RECEIVER_RECOVERED);
+            statements.push(streaks::keep_if_told(
+                self.table(),
+                self.dialect(),
+                topic,
+                &row,
+            )?);
+            statements.push(events::fan_out_if_kept(self.table(), self.dialect(), &row)?);
+        }
+        statements.push(streaks::ended(self.table(), self.dialect(), topic)?);
+        Ok(statements)
     }
 
     /// Records that `failing_id` of `topic` failed (with others of the run's
@@ -140,32 +144,97 @@ impl Outbox {
         several: bool,
     ) -> Result<Statement> {
         let now = self.now();
-        let forget_before = now.saturating_sub(STREAK_MEMORY).as_unix_millis();
-        let table = self.topics_table();
-        let stored = |column: &'static str| Expr::col((table.clone(), column));
-        let merged: Expr = Expr::case(stored(col::FAILED_AT).lt(forget_before), i64::from(several))
-            .case(stored(col::FAILING_ID).ne(failing_id), 1)
-            .case(Expr::val(i64::from(several)).eq(1), 1)
-            .finally(stored(col::SEVERAL))
-            .into();
-        let mut insert = Query::insert();
-        insert
-            .into_table(table.clone())
-            .columns([col::TOPIC, col::FAILING_ID, col::SEVERAL, col::FAILED_AT])
-            .values([
-                topic.into(),
-                failing_id.into(),
-                i64::from(several).into(),
-                now.as_unix_millis().into(),
-            ])
-            .map_err(query_error)?;
-        insert.on_conflict(
-            OnConflict::column(col::TOPIC)
-                .value(col::SEVERAL, merged)
-                .value(col::FAILING_ID, failing_id)
-                .value(col::FAILED_AT, now.as_unix_millis())
-                .to_owned(),
-        );
-        self.render(&insert)
+        let failure = streaks::Failure {
+            topic,
+            failing_id,
+            several,
+            at: now,
+            forget_before: now.saturating_sub(STREAK_MEMORY),
+        };
+        streaks::failed(self.table(), self.dialect(), &failure)
+    }
+
+    /// Tells the operator that `topic`'s receiver has failed longer than
+    /// the outbox's [`receiver_failing_after`](super::OutboxBuilder::receiver_failing_after),
+    /// once per streak: sent after the streak's write.
+    fn report_failing(&self, topic: &str, error: &str) -> Result<Vec<Statement>> {
+        let Some(event) = self.receiver_event(RECEIVER_FAILING, topic, error)? else {
+            return Ok(Vec::new());
+        };
+        let Some(operator) = self.operational_owner() else {
+            return Ok(Vec::new());
+        };
+        let row = event.row(RECEIVER_FAILING);
+        let began_by = event.at.saturating_sub(self.inner.receiver_failing_after);
+        let (table, dialect) = (self.table(), self.dialect());
+        Ok(vec![
+            streaks::keep_if_failing(
+                table,
+                dialect,
+                (topic, operator),
+                &row,
+                &event.payload_head,
+                began_by,
+            )?,
+            events::fan_out_if_kept(table, dialect, &row)?,
+            streaks::mark_told(table, dialect, topic, &event.id)?,
+        ])
+    }
+
+    /// An operational event about `receiver`, if the outbox has an
+    /// operator: its id, owner and payload (`recovered`: whole; `failing`:
+    /// the head the streak's figures complete).
+    fn receiver_event(
+        &self,
+        event_type: &'static str,
+        receiver: &str,
+        error: &str,
+    ) -> Result<Option<ReceiverEvent<'_>>> {
+        let Some(owner) = self.operational_owner() else {
+            return Ok(None);
+        };
+        let now = self.now();
+        let mut payload = serde_json::json!({
+            "type": event_type,
+            "receiver": receiver,
+            "at_ms": now.as_unix_millis(),
+        });
+        if event_type == RECEIVER_FAILING {
+            payload["error"] = error.into();
+        }
+        let mut text = crate::sql::json_text(&payload, "operational event")?;
+        if event_type == RECEIVER_FAILING {
+            text.pop();
+        }
+        Ok(Some(ReceiverEvent {
+            id: format!("evt_{}", self.new_ulid(now)),
+            owner,
+            payload_head: text,
+            at: now,
+        }))
+    }
+}
+
+/// An operational event about a receiver, before it is written.
+struct ReceiverEvent<'a> {
+    id: String,
+    owner: &'a str,
+    /// The payload's JSON text (for a failing receiver, without its
+    /// closing brace: the streak's figures follow).
+    payload_head: String,
+    at: Timestamp,
+}
+
+impl ReceiverEvent<'_> {
+    fn row(&self, event_type: &'static str) -> EventRow<'_> {
+        EventRow {
+            id: &self.id,
+            owner: self.owner,
+            event_type,
+            payload: &self.payload_head,
+            subject: None,
+            ordering_key: None,
+            at: self.at,
+        }
     }
 }

@@ -66,7 +66,7 @@ const EVENT_COLUMNS: [&str; 6] = [
 ];
 
 /// `event`'s values for [`EVENT_COLUMNS`], typed for a select list.
-fn event_exprs(event: &EventRow<'_>) -> [Expr; 6] {
+pub(crate) fn event_exprs(event: &EventRow<'_>) -> [Expr; 6] {
     let text = |value: Option<&str>| Expr::val(value.map(str::to_owned)).cast_as("TEXT");
     [
         text(Some(event.id)),
@@ -79,7 +79,7 @@ fn event_exprs(event: &EventRow<'_>) -> [Expr; 6] {
 }
 
 /// Keeps the event `select` yields (the events it selects, one or none).
-fn keep_selected(
+pub(crate) fn keep_selected(
     table: &TableName,
     dialect: Dialect,
     select: SelectStatement,
@@ -190,12 +190,26 @@ fn fan_out_where(
             latest.clone().if_null(0).add(1),
         ),
     };
+    // A kept event's payload is read back: an operational event's may be
+    // completed by the statement that kept it.
+    let payload = || -> Expr {
+        if if_kept {
+            Query::select()
+                .column(event_col::PAYLOAD)
+                .from(events_table(table))
+                .and_where(Expr::col(event_col::ID).eq(event.id))
+                .to_owned()
+                .into()
+        } else {
+            text(Some(event.payload))
+        }
+    };
     let mut values = vec![
         state,
         Expr::val(at).cast_as("BIGINT"),
         per_endpoint(),
         Expr::col((endpoints.clone(), endpoint_col::ID)),
-        text(Some(event.payload)),
+        payload(),
         text(event.subject),
         per_endpoint(),
         Expr::val(0).cast_as("BIGINT"),
@@ -227,7 +241,7 @@ fn fan_out_where(
     ));
     let filtered = super::dialects::filter_matches(
         dialect,
-        Expr::val(event.payload).cast_as("TEXT"),
+        payload(),
         Expr::col((endpoints.clone(), endpoint_col::FILTER_FIELD)),
         Expr::col((endpoints.clone(), endpoint_col::FILTER_VALUE)),
     );

@@ -9,7 +9,7 @@
 //! differs between SQLite and Postgres is in [`dialects`] (and Postgres's
 //! claim floor, which SQLite has no need of, in [`claim_floor`]); the tests pin the
 //! exact SQL of each statement here in both. (The operators' reads, such as
-//! stats, dead letters, a subject's export and the topic streaks, still
+//! stats, dead letters and a subject's export, still
 //! build their SQL in the outbox's files, in text both dialects share.)
 
 pub(crate) mod attempts;
@@ -26,6 +26,7 @@ pub(crate) mod planner;
 pub(crate) mod rollups;
 pub(crate) mod schema;
 pub(crate) mod settle;
+pub(crate) mod streaks;
 #[cfg(test)]
 mod tests;
 

@@ -807,3 +807,68 @@ fn postgres_moves_the_claim_floor_in_two_steps_under_a_tried_lock() {
     );
     assert_eq!(resume[1].values(), [text("hook")]);
 }
+
+#[test]
+fn a_streak_remembers_its_start_and_tells_its_operator_once() {
+    let failure = streaks::Failure {
+        topic: "mail",
+        failing_id: "m1",
+        several: true,
+        at: at(NOW),
+        forget_before: at(NOW - 1000),
+    };
+    let event = events::EventRow {
+        id: "evt_1",
+        owner: "ops",
+        event_type: "outbox.receiver.failing",
+        payload: "{\"type\":1",
+        subject: None,
+        ordering_key: None,
+        at: at(NOW),
+    };
+    let outbox = table("outbox");
+    let sqlite = Dialect::Sqlite;
+    assert_eq!(
+        streaks::failed(&outbox, sqlite, &failure).unwrap().sql(),
+        r#"INSERT INTO "outbox_topics" ("topic", "failing_id", "several", "failed_at", "since", "told") VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT ("topic") DO UPDATE SET "several" = (CASE WHEN ("outbox_topics"."failed_at" < ?) THEN ? WHEN ("outbox_topics"."failing_id" <> ?) THEN ? WHEN (? = ?) THEN ? ELSE "outbox_topics"."several" END), "since" = (CASE WHEN ("outbox_topics"."failed_at" < ?) THEN ? ELSE IFNULL("outbox_topics"."since", "outbox_topics"."failed_at") END), "told" = (CASE WHEN ("outbox_topics"."failed_at" < ?) THEN ? ELSE "outbox_topics"."told" END), "failing_id" = ?, "failed_at" = ?"#
+    );
+    let keep = streaks::keep_if_failing(
+        &outbox,
+        sqlite,
+        ("mail", "ops"),
+        &event,
+        "{\"type\":1",
+        at(NOW),
+    )
+    .unwrap();
+    assert_eq!(
+        keep.sql(),
+        r#"INSERT INTO "outbox_events" ("id", "owner", "event_type", "payload", "subject", "created_at") SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), (((CAST(? AS TEXT) || CAST(? AS TEXT)) || CAST(((CAST(? AS BIGINT) - IFNULL("since", "failed_at")) / ?) AS TEXT)) || (CAST(? AS TEXT) || CAST(IFNULL("since", "failed_at") AS TEXT))) || CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT) FROM "outbox_topics" WHERE "topic" = ? AND "several" = ? AND "told" = ? AND IFNULL("since", "failed_at") <= ? AND "topic" NOT IN (SELECT "id" FROM "outbox_endpoints" WHERE "owner" = ?)"#
+    );
+    assert_eq!(
+        streaks::mark_told(&outbox, sqlite, "mail", "evt_1")
+            .unwrap()
+            .sql(),
+        r#"UPDATE "outbox_topics" SET "told" = ? WHERE "topic" = ? AND EXISTS(SELECT "id" FROM "outbox_events" WHERE "id" = ?)"#
+    );
+    assert_eq!(
+        streaks::keep_if_told(&outbox, sqlite, "mail", &event)
+            .unwrap()
+            .sql(),
+        r#"INSERT INTO "outbox_events" ("id", "owner", "event_type", "payload", "subject", "created_at") SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT) FROM "outbox_topics" WHERE "topic" = ? AND "told" = ?"#
+    );
+    #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+    assert!(
+        streaks::keep_if_failing(
+            &outbox,
+            Dialect::Postgres,
+            ("mail", "ops"),
+            &event,
+            "{",
+            at(NOW)
+        )
+        .unwrap()
+        .sql()
+        .contains(r#"COALESCE("since", "failed_at") <= $15 AND "topic" NOT IN"#)
+    );
+}

@@ -207,7 +207,8 @@ fn an_answer_ends_the_remembered_streak() {
         Some(&StreakWrite::Failed {
             after_end: false,
             failing_id: "a".into(),
-            several: false
+            several: false,
+            error: "500".into(),
         })
     );
     assert!(breaker.take_writes().is_empty());
@@ -217,7 +218,8 @@ fn an_answer_ends_the_remembered_streak() {
         Some(&StreakWrite::Failed {
             after_end: false,
             failing_id: "b".into(),
-            several: true
+            several: true,
+            error: "500".into(),
         })
     );
 }
