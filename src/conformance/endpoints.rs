@@ -955,6 +955,66 @@ pub(crate) async fn a_receiver_failing_too_long_is_told_once_and_then_its_recove
     Ok(())
 }
 
+pub(crate) async fn messages_a_claim_parks_as_dead_are_told_in_its_batch(h: Harness) -> CaseResult {
+    use crate::outbox::operational::MESSAGE_DEAD;
+    let backoff = crate::retry::ExponentialBackoff {
+        base: Duration::from_secs(1),
+        cap: Duration::from_secs(1),
+    };
+    let outbox = h
+        .outbox_builder(h.db(), &h.table("outbox"))
+        .operational_events("ops")
+        .retry_policy(crate::retry::RetryPolicy::new(1, backoff)?)
+        .build()?;
+    outbox.create_schema().await?;
+    let endpoints = Endpoints::new(&outbox);
+    let ops = endpoints
+        .create(new("ops", "ops.example", &[MESSAGE_DEAD, "order.paid"]))
+        .await?;
+    let mut mail = vec![
+        super::enqueue(&outbox, "mail").await?,
+        super::enqueue(&outbox, "mail").await?,
+    ];
+    // A delivery to the operator's own endpoint: its death is not told.
+    publish(&h, &endpoints, "ops", "order.paid").await?;
+    // Each delivered alone, its attempt spent up front; the drainer dies.
+    let claim = outbox.claim(10, super::LEASE).await?;
+    ensure_eq!(claim.messages.len(), 3);
+    for message in &claim.messages {
+        let (isolate, _) = outbox.isolate_statement(message.lease(), super::LEASE, true)?;
+        ensure_eq!(h.db().execute(&isolate).await?, 1);
+    }
+    h.clock().advance(super::LEASE);
+    let trips = h.counts().round_trips;
+    let claim = outbox.claim(10, super::LEASE).await?;
+    ensure_eq!(h.counts().round_trips, trips + 1);
+    ensure_eq!(claim.exhausted.len(), 3);
+    let receiver = Operators::default();
+    drainer_through(&h, &outbox, receiver.clone(), 1)?
+        .drain()
+        .await;
+    let told = receiver.received_by(&ops.id);
+    ensure_eq!(told.len(), 2);
+    let mut told_of: Vec<String> = told
+        .iter()
+        .filter_map(|e| e["message_id"].as_str().map(str::to_owned))
+        .collect();
+    told_of.sort();
+    mail.sort();
+    ensure_eq!(told_of, mail);
+    for event in &told {
+        ensure_eq!(event["type"].as_str(), Some(MESSAGE_DEAD));
+        ensure_eq!(event["topic"].as_str(), Some("mail"));
+        ensure!(
+            event["error"]
+                .as_str()
+                .is_some_and(|error| error.contains("expired without a settle")),
+            "{event}"
+        );
+    }
+    Ok(())
+}
+
 pub(crate) async fn a_filter_lets_through_only_the_events_it_matches(h: Harness) -> CaseResult {
     let outbox = h.outbox().await?;
     let endpoints = Endpoints::new(&outbox);

@@ -190,6 +190,9 @@ pub(crate) struct ClaimStatement {
     statement: Statement,
     /// The count of the rows it parks as dead, sent right after it.
     deaths: Option<Statement>,
+    /// The operational events of the rows it parks as dead (and their
+    /// deliveries), sent after it.
+    reports: Vec<Statement>,
     /// Moving the claim floor (Postgres): see [`advance`](ClaimStatement::advance).
     advance: Vec<Statement>,
     token: String,
@@ -202,7 +205,9 @@ impl ClaimStatement {
     /// The statements, to send in this order in one atomic batch: the claim
     /// (whose outcome holds the rows) first.
     pub(crate) fn statements(&self) -> impl Iterator<Item = &Statement> {
-        std::iter::once(&self.statement).chain(&self.deaths)
+        std::iter::once(&self.statement)
+            .chain(&self.deaths)
+            .chain(&self.reports)
     }
 
     /// The statements that move the claim floor (Postgres; none for
@@ -414,6 +419,7 @@ impl Outbox {
             deaths: self
                 .rollup_writes()
                 .map(|writes| writes.count_claim_deaths(now, &token)),
+            reports: self.report_claim_deaths(&token, now)?,
             advance: sql::claim_floor::advance(self.dialect(), self.table(), now)?,
             token,
             until,

@@ -79,6 +79,28 @@ impl Outbox {
         ])
     }
 
+    /// Publishes [`MESSAGE_DEAD`] of each row the claim with `token`
+    /// parks as dead at `now` (sent after the claim, in its batch); nothing
+    /// without an operator owner.
+    pub(crate) fn report_claim_deaths(
+        &self,
+        token: &str,
+        now: Timestamp,
+    ) -> Result<Vec<Statement>> {
+        let Some(operator) = self.operational_owner() else {
+            return Ok(Vec::new());
+        };
+        let deaths = events::ClaimDeaths {
+            token,
+            at: now,
+            operator,
+        };
+        Ok(vec![
+            events::keep_claim_deaths(self.table(), self.dialect(), &deaths)?,
+            events::fan_out_claim_deaths(self.table(), self.dialect(), &deaths)?,
+        ])
+    }
+
     /// Publishes `event_type` with `payload` about `owner`'s endpoint
     /// `endpoint` (changed through the API), if it exists; nothing without
     /// an operator owner.

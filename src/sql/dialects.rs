@@ -179,6 +179,17 @@ pub(crate) fn latest_of_key(dialect: Dialect, table: &TableName, key: &str) -> S
     latest
 }
 
+/// `text` as a JSON string's text (quoted and escaped), for a payload
+/// built in SQL from a row's columns.
+pub(crate) fn json_string(dialect: Dialect, text: Expr) -> Expr {
+    match dialect {
+        Dialect::Sqlite => Expr::cust_with_exprs("json_quote(?)", [text]),
+        Dialect::Postgres => {
+            Expr::cust_with_exprs("CAST(to_json(CAST($1 AS TEXT)) AS TEXT)", [text])
+        }
+    }
+}
+
 /// Whether `payload` (JSON text) matches an endpoint's filter: its field
 /// `field` (a dot-separated path) read as text equals `value`; true without
 /// a filter (`field` null). Strings compare as they are, numbers as they

@@ -126,12 +126,67 @@ fn fan_out_where(
     event: &EventRow<'_>,
     if_kept: bool,
 ) -> Result<Statement> {
+    // A kept event's payload is read back: an operational event's may be
+    // completed by the statement that kept it.
+    let payload = if if_kept {
+        Query::select()
+            .column(event_col::PAYLOAD)
+            .from(events_table(table))
+            .and_where(Expr::col(event_col::ID).eq(event.id))
+            .to_owned()
+            .into()
+    } else {
+        Expr::val(event.payload).cast_as("TEXT")
+    };
+    let fanned = Fanned {
+        id: Expr::val(event.id).cast_as("TEXT"),
+        payload,
+        owner: event.owner,
+        event_type: event.event_type,
+        subject: event.subject,
+        ordering_key: event.ordering_key,
+        at: event.at,
+    };
+    fan_out_of(table, dialect, fanned, |select| {
+        if if_kept {
+            let mut kept = Query::select();
+            kept.expr(Expr::cust("1"))
+                .from(events_table(table))
+                .and_where(Expr::col(event_col::ID).eq(event.id));
+            select.and_where(Expr::exists(kept));
+        }
+    })
+}
+
+/// What a fan-out writes deliveries of: the event's id and payload (bound
+/// values, or the columns of the event rows the select reads), and what
+/// decides who receives it.
+struct Fanned<'a> {
+    id: Expr,
+    payload: Expr,
+    owner: &'a str,
+    event_type: &'a str,
+    subject: Option<&'a str>,
+    ordering_key: Option<&'a str>,
+    at: Timestamp,
+}
+
+/// One delivery row per endpoint of `fanned`'s owner that takes new events
+/// and subscribes to its type, and lets its payload through its filter;
+/// `narrow` adds to the select (what else it reads, and when).
+fn fan_out_of(
+    table: &TableName,
+    dialect: Dialect,
+    fanned: Fanned<'_>,
+    narrow: impl FnOnce(&mut SelectStatement),
+) -> Result<Statement> {
     let endpoints = endpoints_table(table);
-    let at = event.at.as_unix_millis();
+    let at = fanned.at.as_unix_millis();
     let text = |value: Option<&str>| Expr::val(value.map(str::to_owned)).cast_as("TEXT");
     let per_endpoint = || -> Expr {
-        Expr::val(event.id)
-            .cast_as("TEXT")
+        fanned
+            .id
+            .clone()
             .binary(
                 BinOper::Custom("||"),
                 Expr::val(DELIVERY_ID_SEPARATOR).cast_as("TEXT"),
@@ -158,7 +213,7 @@ fn fan_out_where(
     ];
     // With an ordering key: each endpoint's own key, `<endpoint id>/<key>`,
     // its next place, and waiting if an earlier row of it is present.
-    let ordered = event.ordering_key.map(|key| {
+    let ordered = fanned.ordering_key.map(|key| {
         let per_key = Expr::col((endpoints.clone(), endpoint_col::ID))
             .binary(
                 BinOper::Custom("||"),
@@ -190,32 +245,18 @@ fn fan_out_where(
             latest.clone().if_null(0).add(1),
         ),
     };
-    // A kept event's payload is read back: an operational event's may be
-    // completed by the statement that kept it.
-    let payload = || -> Expr {
-        if if_kept {
-            Query::select()
-                .column(event_col::PAYLOAD)
-                .from(events_table(table))
-                .and_where(Expr::col(event_col::ID).eq(event.id))
-                .to_owned()
-                .into()
-        } else {
-            text(Some(event.payload))
-        }
-    };
     let mut values = vec![
         state,
         Expr::val(at).cast_as("BIGINT"),
         per_endpoint(),
         Expr::col((endpoints.clone(), endpoint_col::ID)),
-        payload(),
-        text(event.subject),
+        fanned.payload.clone(),
+        text(fanned.subject),
         per_endpoint(),
         Expr::val(0).cast_as("BIGINT"),
         Expr::val(0).cast_as("BIGINT"),
         Expr::val(at).cast_as("BIGINT"),
-        text(Some(event.id)),
+        fanned.id.clone(),
         ordering_key,
         seq,
     ];
@@ -233,7 +274,7 @@ fn fan_out_where(
     subscribed
         .column(subscription_col::ENDPOINT)
         .from(subscriptions_table(table))
-        .and_where(Expr::col(subscription_col::EVENT_TYPE).is_in([event.event_type, EVERY_TYPE]));
+        .and_where(Expr::col(subscription_col::EVENT_TYPE).is_in([fanned.event_type, EVERY_TYPE]));
     let state_is =
         |value: &'static str| Expr::col((endpoints.clone(), endpoint_col::STATE)).eq(value);
     let takes_events = state_is(endpoint_state::PAUSED).or(state_is(endpoint_state::ENABLED).and(
@@ -241,7 +282,7 @@ fn fan_out_where(
     ));
     let filtered = super::dialects::filter_matches(
         dialect,
-        payload(),
+        fanned.payload,
         Expr::col((endpoints.clone(), endpoint_col::FILTER_FIELD)),
         Expr::col((endpoints.clone(), endpoint_col::FILTER_VALUE)),
     );
@@ -249,17 +290,11 @@ fn fan_out_where(
     select
         .exprs(values)
         .from(endpoints.clone())
-        .and_where(Expr::col((endpoints.clone(), endpoint_col::OWNER)).eq(event.owner))
+        .and_where(Expr::col((endpoints.clone(), endpoint_col::OWNER)).eq(fanned.owner))
         .and_where(takes_events)
         .and_where(filtered)
         .and_where(Expr::col((endpoints, endpoint_col::ID)).in_subquery(subscribed));
-    if if_kept {
-        let mut kept = Query::select();
-        kept.expr(Expr::cust("1"))
-            .from(events_table(table))
-            .and_where(Expr::col(event_col::ID).eq(event.id));
-        select.and_where(Expr::exists(kept));
-    }
+    narrow(&mut select);
     let mut insert = Query::insert();
     insert
         .into_table(table.as_str().to_owned())
@@ -273,6 +308,112 @@ fn fan_out_where(
                 .to_owned(),
         );
     dialect.render(&insert)
+}
+
+/// The rows a claim parked as dead (its attempts used up by leases that
+/// ended unsettled), told to the operator as `outbox.message.dead`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClaimDeaths<'a> {
+    /// The claim's lease token, which the rows it parks keep.
+    pub(crate) token: &'a str,
+    /// When the claim ran: the rows it parks are due then.
+    pub(crate) at: Timestamp,
+    /// The operator: the events' owner, whose own endpoints' deaths are
+    /// not told.
+    pub(crate) operator: &'a str,
+}
+
+impl ClaimDeaths<'_> {
+    /// The ids of its events: `evt_<token>_<n>`.
+    fn id_prefix(&self) -> String {
+        format!("evt_{}_", self.token)
+    }
+}
+
+/// Keeps an `outbox.message.dead` event of each row `deaths` names (but a
+/// delivery to one of the operator's endpoints), with the message's id,
+/// topic and error in its payload: sent after the claim, in its batch.
+pub(crate) fn keep_claim_deaths(
+    table: &TableName,
+    dialect: Dialect,
+    deaths: &ClaimDeaths<'_>,
+) -> Result<Statement> {
+    let text = |value: String| Expr::val(value).cast_as("TEXT");
+    let concat = |left: Expr, right: Expr| left.binary(BinOper::Custom("||"), right);
+    let head = serde_json::json!({
+        "type": crate::outbox::operational::MESSAGE_DEAD,
+        "at_ms": deaths.at.as_unix_millis(),
+    })
+    .to_string();
+    let json = |column: &'static str| super::dialects::json_string(dialect, Expr::col(column));
+    let payload = [
+        text(format!("{},\"message_id\":", head.trim_end_matches('}'))),
+        json(col::ID),
+        text(",\"topic\":".to_owned()),
+        json(col::TOPIC),
+        text(",\"error\":".to_owned()),
+        json(col::LAST_ERROR),
+        text("}".to_owned()),
+    ]
+    .into_iter()
+    .reduce(concat)
+    .unwrap_or_else(|| text(head));
+    let id = concat(
+        text(deaths.id_prefix()),
+        Expr::cust(format!(
+            "CAST(ROW_NUMBER() OVER (ORDER BY {}) AS TEXT)",
+            col::ID
+        )),
+    );
+    let mut operators = Query::select();
+    operators
+        .column(endpoint_col::ID)
+        .from(endpoints_table(table))
+        .and_where(Expr::col(endpoint_col::OWNER).eq(deaths.operator));
+    let mut select = Query::select();
+    select
+        .exprs([
+            id,
+            text(deaths.operator.to_owned()),
+            text(crate::outbox::operational::MESSAGE_DEAD.to_owned()),
+            payload,
+            Expr::val(Option::<String>::None).cast_as("TEXT"),
+            Expr::val(deaths.at.as_unix_millis()).cast_as("BIGINT"),
+        ])
+        .from(table.as_str().to_owned())
+        .and_where(super::state_is(state::DEAD))
+        .and_where(Expr::col(col::DUE_AT).eq(deaths.at.as_unix_millis()))
+        .and_where(Expr::col(col::LEASE_TOKEN).eq(deaths.token))
+        .and_where(Expr::col(col::TOPIC).not_in_subquery(operators));
+    keep_selected(table, dialect, select)
+}
+
+/// The deliveries of the events [`keep_claim_deaths`] kept, to the
+/// operator's endpoints subscribed to them.
+pub(crate) fn fan_out_claim_deaths(
+    table: &TableName,
+    dialect: Dialect,
+    deaths: &ClaimDeaths<'_>,
+) -> Result<Statement> {
+    let events = events_table(table);
+    let fanned = Fanned {
+        id: Expr::col((events.clone(), event_col::ID)),
+        payload: Expr::col((events.clone(), event_col::PAYLOAD)),
+        owner: deaths.operator,
+        event_type: crate::outbox::operational::MESSAGE_DEAD,
+        subject: None,
+        ordering_key: None,
+        at: deaths.at,
+    };
+    fan_out_of(table, dialect, fanned, |select| {
+        select
+            .from(events.clone())
+            .and_where(Expr::col((events.clone(), event_col::OWNER)).eq(deaths.operator))
+            .and_where(
+                Expr::col((events.clone(), event_col::CREATED_AT)).eq(deaths.at.as_unix_millis()),
+            )
+            .and_where(Expr::col((events, event_col::ID)).like(format!("{}%", deaths.id_prefix())));
+    })
 }
 
 /// The events of `owner` since `since` that its endpoint `id` subscribes to,

@@ -872,3 +872,30 @@ fn a_streak_remembers_its_start_and_tells_its_operator_once() {
         .contains(r#"COALESCE("since", "failed_at") <= $15 AND "topic" NOT IN"#)
     );
 }
+
+#[test]
+fn a_claims_deaths_are_told_as_events_of_its_token_and_fanned_out() {
+    let deaths = events::ClaimDeaths {
+        token: "tok",
+        at: at(NOW),
+        operator: "ops",
+    };
+    let keep = events::keep_claim_deaths(&table("outbox"), Dialect::Sqlite, &deaths).unwrap();
+    assert_eq!(
+        keep.sql(),
+        r#"INSERT INTO "outbox_events" ("id", "owner", "event_type", "payload", "subject", "created_at") SELECT CAST(? AS TEXT) || (CAST(ROW_NUMBER() OVER (ORDER BY id) AS TEXT)), CAST(? AS TEXT), CAST(? AS TEXT), (((((CAST(? AS TEXT) || (json_quote("id"))) || CAST(? AS TEXT)) || (json_quote("topic"))) || CAST(? AS TEXT)) || (json_quote("last_error"))) || CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT) FROM "outbox" WHERE "state" = ('dead') AND "due_at" = ? AND "lease_token" = ? AND "topic" NOT IN (SELECT "id" FROM "outbox_endpoints" WHERE "owner" = ?)"#
+    );
+    assert_eq!(keep.values()[0], text("evt_tok_"));
+    let fan_out = events::fan_out_claim_deaths(&table("outbox"), Dialect::Sqlite, &deaths).unwrap();
+    assert!(fan_out.sql().ends_with(
+        r#"AND "outbox_events"."owner" = ? AND "outbox_events"."created_at" = ? AND "outbox_events"."id" LIKE ? ON CONFLICT ("dedup_key") WHERE "dedup_key" IS NOT NULL DO NOTHING"#
+    ));
+    assert_eq!(fan_out.values().last(), Some(&text("evt_tok_%")));
+    #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+    assert!(
+        events::keep_claim_deaths(&table("outbox"), Dialect::Postgres, &deaths)
+            .unwrap()
+            .sql()
+            .contains(r#"(CAST(to_json(CAST("last_error" AS TEXT)) AS TEXT))"#)
+    );
+}
