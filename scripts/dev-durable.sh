@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the Durable Object example (examples/durable-webhooks) locally on
 # http://127.0.0.1:8788: installs what is missing, builds it, and serves it
-# with local SQLite-backed Durable Objects. Webhooks go to its own /hooks.
+# with local SQLite-backed Durable Objects. Customers register endpoints
+# (its own /hooks, with WEBHOOK_SECRET, for the demo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -11,10 +12,10 @@ example=examples/durable-webhooks
 bash scripts/build-worker.sh "$example"
 
 if [[ ! -f $example/.dev.vars ]]; then
-  printf 'ADMIN_TOKEN=dev-admin-token\nWEBHOOK_URL=http://127.0.0.1:8788/hooks\n' > "$example/.dev.vars"
-  echo "==> wrote $example/.dev.vars (ADMIN_TOKEN=dev-admin-token, WEBHOOK_URL: this Worker's /hooks)"
+  printf 'ADMIN_TOKEN=dev-admin-token\n' > "$example/.dev.vars"
+  echo "==> wrote $example/.dev.vars (ADMIN_TOKEN=dev-admin-token)"
 fi
-# The webhooks are signed and verified with WEBHOOK_SECRET (added to an older .dev.vars too).
+# The demo receiver (/hooks) verifies with WEBHOOK_SECRET (added to an older .dev.vars too).
 if ! grep -q '^WEBHOOK_SECRET=' "$example/.dev.vars"; then
   [[ -z $(tail -c 1 "$example/.dev.vars") ]] || echo >> "$example/.dev.vars"
   printf 'WEBHOOK_SECRET=whsec_%s\n' "$(head -c 24 /dev/urandom | base64 -w 0)" >> "$example/.dev.vars"

@@ -1,6 +1,7 @@
-// The Durable Object example (examples/durable-webhooks) end to end: events
-// recorded per customer object, their webhooks delivered by the objects'
-// alarms through the HTTP deliverer, applied once by the receiving inbox
+// The Durable Object example (examples/durable-webhooks) end to end: each
+// customer registers an endpoint, its events are recorded per customer
+// object and published to it in the same write, delivered by the objects'
+// alarms through the endpoint deliverer, applied once by the receiving inbox
 // although every first acknowledgement is lost, in order per customer; a
 // refused webhook dead-lettered and replayed through each object's console; a
 // webhook that always fails, alone in its object, dead after its attempts;
@@ -69,8 +70,8 @@ const link = await lossyLink((signed, body) =>
 mf = await start("examples/durable-webhooks", {
   migrate: false,
   bindings: {
-    WEBHOOK_URL: link.url,
     WEBHOOK_SECRET: SECRET,
+    ENDPOINTS_ALLOW_LOCAL: "1",
     ADMIN_TOKEN: TOKEN,
     BACKOFF_BASE_MS: "100",
     BACKOFF_CAP_MS: "200",
@@ -102,8 +103,25 @@ const undelivered = async (customer) => {
   const { counts } = (await consoleApi(customer)).body;
   return ["due", "scheduled", "leased", "waiting"].reduce((sum, state) => sum + counts[state].count, 0);
 };
-const record = (customer, type, data = {}) =>
-  call(`/customers/${customer}/events`, { method: "POST", body: JSON.stringify({ type, data }) });
+/** Each customer's one endpoint: the lossy link to the receiver, signed with SECRET. */
+const endpoints = new Map();
+const endpointOf = async (customer) => {
+  if (!endpoints.has(customer)) {
+    const { status, body } = await call(`/customers/${customer}/endpoints`, {
+      method: "POST",
+      body: JSON.stringify({ url: link.url, secret: SECRET }),
+    });
+    assert.equal(status, 201, JSON.stringify(body));
+    endpoints.set(customer, body.id);
+  }
+  return endpoints.get(customer);
+};
+const record = async (customer, type, data = {}) => {
+  await endpointOf(customer);
+  return call(`/customers/${customer}/events`, { method: "POST", body: JSON.stringify({ type, data }) });
+};
+/** The outbox row of an event's delivery to the customer's endpoint. */
+const deliveryOf = async (customer, eventId) => `${eventId}:${await endpointOf(customer)}`;
 
 describe("durable-webhooks example", () => {
   it("applies every customer's webhooks once, in order, despite lost acknowledgements", async () => {
@@ -112,6 +130,7 @@ describe("durable-webhooks example", () => {
       for (const customer of ["ada", "bob"]) {
         const { status, body } = await record(customer, `step-${n}`, { n });
         assert.equal(status, 201);
+        assert.equal(body.endpoints, 1);
         sent[customer].push(body.event_id);
       }
     }
@@ -171,12 +190,12 @@ describe("durable-webhooks example", () => {
       const list = await deadLetters("carol");
       return list.length === 1 && list[0];
     });
-    assert.equal(dead.id, body.event_id);
+    assert.equal(dead.id, await deliveryOf("carol", body.event_id));
     assert.deepEqual(await deadLetters("ada"), []);
     link.accept = true;
     const replay = await consoleApi("carol", "/dead/replay", { method: "POST", body: { ids: [dead.id] } });
     assert.deepEqual([replay.status, replay.body.done], [200, 1]);
-    await eventually(async () => (await call("/hooks")).body.some((r) => r.key === dead.id), { timeoutMs: 10_000 });
+    await eventually(async () => (await call("/hooks")).body.some((r) => r.key === body.event_id), { timeoutMs: 10_000 });
   });
 
   it("purges a customer's dead letters, which lets its later webhooks go", async () => {
@@ -187,7 +206,7 @@ describe("durable-webhooks example", () => {
     const next = (await record("dave", "after")).body.event_id;
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.ok(!(await call("/hooks")).body.some((r) => r.key === next));
-    const purge = await consoleApi("dave", "/dead/purge", { method: "POST", body: { ids: [refused] } });
+    const purge = await consoleApi("dave", "/dead/purge", { method: "POST", body: { ids: [await deliveryOf("dave", refused)] } });
     assert.deepEqual(purge.body, { selected: 1, done: 1, more: false });
     await eventually(async () => (await call("/hooks")).body.some((r) => r.key === next));
     assert.ok(!(await call("/hooks")).body.some((r) => r.key === refused));
@@ -206,7 +225,7 @@ describe("durable-webhooks example", () => {
       },
       { timeoutMs: 15_000 },
     );
-    assert.equal(dead.id, failing);
+    assert.equal(dead.id, await deliveryOf("erin", failing));
     assert.equal(dead.attempts, MAX_ATTEMPTS);
     assert.match(dead.last_error, /attempts exhausted/);
     assert.equal(link.seen.get(failing), MAX_ATTEMPTS, "one delivery per attempt");

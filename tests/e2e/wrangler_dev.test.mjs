@@ -47,7 +47,6 @@ describe("the Durable Object example under wrangler dev", () => {
         "--local", "--ip", "127.0.0.1", "--port", String(port),
         "--persist-to", state,
         "--var", `ADMIN_TOKEN:${TOKEN}`,
-        "--var", `WEBHOOK_URL:${base}/hooks`,
         "--var", "WEBHOOK_SECRET:whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
         "--show-interactive-dev-session=false",
       ],

@@ -1,5 +1,6 @@
-//! One customer: its events and the outbox of their webhooks, in the
-//! object's own SQLite storage, delivered by the object's alarm.
+//! One customer: its events, its endpoints and the outbox of their
+//! deliveries, in the object's own SQLite storage, delivered by the
+//! object's alarm.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,27 +9,21 @@ use serde::{Deserialize, Serialize};
 use worker::{DurableObject, Env, Method, Request, Response, Result, State, durable_object};
 use workers_outbox::console::{BearerToken, Console};
 use workers_outbox::endpoint::{BodyFormat, EndpointDeliverer, Endpoints, Event, NewEndpoint};
-use workers_outbox::http::HttpDeliverer;
-use workers_outbox::webhook::{self, Signer};
 use workers_outbox::{
-    Batch, Clock, Database, DrainLimits, Drainer, DurableObjectDatabase, Message, Outbox,
-    RetryPolicy, Statement, SystemClock, Topic, Value, worker_vars,
+    Batch, Clock, Database, DrainLimits, Drainer, DurableObjectDatabase, Outbox, RetryPolicy,
+    Statement, SystemClock, Value, worker_vars,
 };
 
 use crate::{Body, error_response, json, json_error, read_body};
 
-/// The webhook of one recorded event, POSTed as is.
-#[derive(Serialize, Deserialize)]
-struct EventHook {
-    customer: String,
+/// What an endpoint receives of one recorded event: its payload.
+#[derive(Serialize)]
+struct EventHook<'a> {
+    customer: &'a str,
     #[serde(rename = "type")]
-    kind: String,
-    data: serde_json::Value,
+    kind: &'a str,
+    data: &'a serde_json::Value,
     at: i64,
-}
-
-impl Topic for EventHook {
-    const NAME: &'static str = "customer.event";
 }
 
 const EVENTS_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS events (
@@ -48,12 +43,6 @@ struct Parts {
 impl Parts {
     fn new(state: &State, env: &Env) -> std::result::Result<Parts, String> {
         let vars = worker_vars(env);
-        let Some(url) = vars("WEBHOOK_URL") else {
-            return Err("WEBHOOK_URL is not set: where should the webhooks go?".into());
-        };
-        let Some(secrets) = vars("WEBHOOK_SECRET") else {
-            return Err("WEBHOOK_SECRET is not set: which secret signs the webhooks?".into());
-        };
         let parts = || -> workers_outbox::Result<Parts> {
             let db = DurableObjectDatabase::new(state)
                 .wake_for(Outbox::next_due("outbox")?)?
@@ -63,16 +52,13 @@ impl Parts {
                 // An endpoint disabled, a message dead: told to the operator's endpoints.
                 .operational_events(OPERATOR)
                 .build()?;
-            // Signed with every secret of the list: the receiver accepts any one.
-            let signer = Signer::new(webhook::secrets(&secrets)?)?;
-            let deliver = HttpDeliverer::new(&url)?.signed(signer);
             // Local receivers (`ENDPOINTS_ALLOW_LOCAL=1`) for development only.
             let local = vars("ENDPOINTS_ALLOW_LOCAL").is_some_and(|v| v == "1");
             let endpoints = Endpoints::new(&outbox)
                 .allow_http(local)
                 .allow_private(local);
-            // Endpoint deliveries to their endpoints; the customer's own webhook to WEBHOOK_URL.
-            let deliver = EndpointDeliverer::new()?.or(deliver);
+            // Each delivery to its endpoint, signed with the endpoint's own secrets.
+            let deliver = EndpointDeliverer::new()?;
             let drainer = Drainer::builder(outbox.clone(), deliver)
                 .limits(DrainLimits::from_vars(DrainLimits::alarm(), &vars)?)
                 .build()?;
@@ -198,8 +184,9 @@ const OPERATOR: &str = "operator";
 /// The largest event body an object takes.
 pub(crate) const EVENT_BODY_LIMIT: usize = 16 * 1024;
 
-/// The event and its webhook, in one atomic write (which also sets the
-/// alarm to deliver it now).
+/// The event and its deliveries to the customer's endpoints subscribed to
+/// its type, in one atomic write (which also sets the alarm to deliver
+/// them now).
 async fn record(parts: &Parts, customer: &str, body: Body) -> Result<Response> {
     let Body::Within(body) = body else {
         return json_error(413, "the body is over 16 KiB");
@@ -222,27 +209,23 @@ async fn record(parts: &Parts, customer: &str, body: Body) -> Result<Response> {
     }
     let at = SystemClock.now().as_unix_millis();
     let hook = EventHook {
-        customer: customer.to_owned(),
-        kind: event.kind.clone(),
-        data: event.data.clone(),
+        customer,
+        kind: &event.kind,
+        data: &event.data,
         at,
     };
     let result = async {
         let mut batch = Batch::new(parts.db.clone());
-        // One ordering key per customer: its webhooks arrive in order.
-        let message = Message::of(&hook)?.subject(customer).ordering_key(customer);
-        let ticket = batch.enqueue(&parts.outbox, message)?;
-        // And to every endpoint the customer registered for its type, in order.
+        // One ordering key for all: each endpoint receives them in order.
         let published = Event::new(customer, event.kind.as_str(), &hook)?
-            .id(format!("evt_{}", ticket.id()))
             .subject(customer)
             .ordering_key("events");
         let fanned = batch.publish(&parts.endpoints, published)?;
-        // The event's id is its webhook's id (its `webhook-id`, the receiver's inbox key).
+        // The event's id is its `webhook-id` on every endpoint (a receiver's inbox key).
         batch.push(Statement::new(
             "INSERT INTO events (id, type, data, at) VALUES (?, ?, ?, ?)",
             vec![
-                ticket.id().into(),
+                fanned.id().into(),
                 event.kind.as_str().into(),
                 event.data.to_string().into(),
                 at.into(),
@@ -250,13 +233,13 @@ async fn record(parts: &Parts, customer: &str, body: Body) -> Result<Response> {
         ));
         let committed = batch.commit().await?;
         let endpoints = committed.published(&fanned)?;
-        Ok::<_, workers_outbox::Error>((ticket.id().to_owned(), fanned.id().to_owned(), endpoints))
+        Ok::<_, workers_outbox::Error>((fanned.id().to_owned(), endpoints))
     }
     .await;
     match result {
-        Ok((id, published, endpoints)) => json(
+        Ok((id, endpoints)) => json(
             201,
-            &serde_json::json!({ "event_id": id, "published_as": published, "endpoints": endpoints }),
+            &serde_json::json!({ "event_id": id, "endpoints": endpoints }),
         ),
         Err(error) => error_response(&error),
     }

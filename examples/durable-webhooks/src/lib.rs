@@ -1,24 +1,25 @@
 //! Example Worker: webhooks from a Durable Object per customer.
 //!
-//! - `POST /customers/<id>/events {"type": …, "data": …}`: the customer's
-//!   object records the event and, in the same atomic write, enqueues its
-//!   webhook and sets its alarm; the alarm delivers it through the library's
-//!   HTTP deliverer, signed with `WEBHOOK_SECRET` (Standard Webhooks), in
-//!   order per customer, with retries and dead letters.
-//! - `GET /customers/<id>/events`: the customer's events.
 //! - `POST /customers/<id>/endpoints {"url", "secret", "event_types"?,
-//!   "rate_limit_per_second"?, "body"?}`: the customer registers an endpoint; every event it records afterwards is
-//!   also published to its endpoints subscribed to its type, in the same
-//!   atomic write, delivered signed with the endpoint's own secret, in order
-//!   per endpoint; a `410` disables that endpoint alone. `GET …/endpoints`
-//!   lists them (their state), `POST …/endpoints/<ep>/enable` enables one
-//!   again, `GET …/endpoints/<ep>/attempts` shows what its receiver answered.
+//!   "rate_limit_per_second"?, "body"?}`: the customer registers an endpoint.
+//!   `GET …/endpoints` lists them (their state), `POST …/endpoints/<ep>/enable`
+//!   enables one again, `GET …/endpoints/<ep>/attempts` shows what its
+//!   receiver answered.
+//! - `POST /customers/<id>/events {"type": …, "data": …}`: the customer's
+//!   object records the event and, in the same atomic write, publishes it to
+//!   the customer's endpoints subscribed to its type and sets its alarm; the
+//!   alarm delivers each through the library's endpoint deliverer, signed
+//!   with the endpoint's own secret (Standard Webhooks), in order per
+//!   endpoint, with retries and dead letters; a `410` disables that endpoint
+//!   alone.
+//! - `GET /customers/<id>/events`: the customer's events.
 //! - `POST /admin/customers/<id>/endpoints` (bearer `ADMIN_TOKEN`): the
 //!   operator's endpoint in that customer's object, for its operational
 //!   events (`outbox.endpoint.disabled`, `outbox.message.dead`, …); `"body":
 //!   "slack"` makes it a chat's incoming webhook.
-//! - `POST /hooks`: the receiving side, here for the demo: it verifies each
-//!   webhook's signature (401 if it does not verify) and applies it once,
+//! - `POST /hooks`: a receiving side, here for the demo: it verifies each
+//!   webhook's signature with `WEBHOOK_SECRET` (401 if it does not verify;
+//!   register an endpoint here with that secret) and applies it once,
 //!   whatever the redeliveries, with an inbox keyed by its `webhook-id`;
 //!   `GET /hooks` lists what it received.
 //! - `/admin/customers/<id>/console/`: the library's operator console over

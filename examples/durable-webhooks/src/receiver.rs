@@ -1,7 +1,7 @@
-//! The receiving side of the webhooks: each one verified (Standard Webhooks,
-//! signed by the customers' outboxes with `WEBHOOK_SECRET`) and applied
-//! once, however often it is delivered, by an inbox keyed by its
-//! `webhook-id`.
+//! A receiving side for the demo: each webhook verified (Standard Webhooks,
+//! with `WEBHOOK_SECRET`: the secret a customer gives an endpoint it
+//! registers at this route) and applied once, however often it is
+//! delivered, by an inbox keyed by its `webhook-id`.
 
 use std::sync::Arc;
 
