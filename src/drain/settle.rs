@@ -11,7 +11,6 @@
 
 use super::breaker::Settle;
 use super::limits::DrainLimits;
-use crate::database::Statement;
 use crate::outbox::{Fate, LeaseHandle};
 use crate::time::Timestamp;
 
@@ -24,9 +23,9 @@ pub(super) struct Outcomes {
     /// Settle at the next chance, whatever the timing (a suspect group's
     /// outcomes).
     at_once: bool,
-    /// Attempt log writes, sent before the next settle (never a call of
-    /// their own).
-    logged: Vec<Statement>,
+    /// Attempt log entries, written before the next settle (never a call
+    /// of their own).
+    logged: Vec<serde_json::Value>,
 }
 
 impl Outcomes {
@@ -43,14 +42,14 @@ impl Outcomes {
         }
     }
 
-    /// Keeps an attempt log write for the next settle.
-    pub(super) fn log(&mut self, statement: Statement) {
-        self.logged.push(statement);
+    /// Keeps an attempt log entry for the next settle.
+    pub(super) fn log(&mut self, entry: serde_json::Value) {
+        self.logged.push(entry);
     }
 
-    /// Takes the attempt log writes, for a settle's call (before it: each
-    /// is fenced by a lease the settle may end).
-    pub(super) fn take_logged(&mut self) -> Vec<Statement> {
+    /// Takes the attempt log entries, for a settle's call (written before
+    /// it: each is fenced by a lease the settle may end).
+    pub(super) fn take_logged(&mut self) -> Vec<serde_json::Value> {
         std::mem::take(&mut self.logged)
     }
 

@@ -83,16 +83,19 @@ impl Outbox {
             .collect()
     }
 
-    /// Logs `record`, the answer to the attempt `lease` made that ended at
-    /// `ended` with `verdict`: while the lease holds, into the message's
-    /// next slot.
-    pub(crate) fn attempt_log_statement(
+    /// `record`, the answer to the attempt `lease` made that ended at
+    /// `ended` with `verdict`, as an entry of
+    /// [`attempt_log_statement`](Outbox::attempt_log_statement).
+    ///
+    /// # Errors
+    /// If its headers do not serialize.
+    pub(crate) fn attempt_log_entry(
         &self,
         lease: &LeaseHandle,
         record: &AttemptRecord,
         verdict: &Delivery,
         ended: Timestamp,
-    ) -> Result<Statement> {
+    ) -> Result<serde_json::Value> {
         let headers: serde_json::Map<String, serde_json::Value> = record
             .headers
             .iter()
@@ -115,7 +118,21 @@ impl Outbox {
             headers: &headers,
             body: &body,
         };
-        attempts::log(self.table(), self.dialect(), &lease.fence(), &row)
+        Ok(attempts::entry(&lease.fence(), &row))
+    }
+
+    /// Logs the attempts `entries`, each while its lease holds, into its
+    /// message's next slot: one statement for them all.
+    ///
+    /// # Errors
+    /// If the statement cannot be built.
+    pub(crate) fn attempt_log_statement(
+        &self,
+        entries: Vec<serde_json::Value>,
+    ) -> Result<Statement> {
+        let entries =
+            crate::sql::json_text(&serde_json::Value::Array(entries), "attempt log entries")?;
+        attempts::log(self.table(), self.dialect(), &entries)
     }
 }
 

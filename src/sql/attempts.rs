@@ -2,10 +2,10 @@
 //! in the drain's settle calls, fenced by the lease, a bounded number of
 //! slots per message.
 
-use sea_query::{Expr, ExprTrait, OnConflict, Order, Query};
+use sea_query::{Expr, ExprTrait, Order, Query};
 
-use super::{Fence, col};
-use crate::database::{Dialect, Statement, query_error};
+use super::{Fence, col, dialects};
+use crate::database::{Dialect, Statement};
 use crate::error::Result;
 use crate::identifier::TableName;
 use crate::time::Timestamp;
@@ -47,61 +47,95 @@ pub(crate) struct LoggedRow<'a> {
     pub(crate) body: &'a str,
 }
 
-/// Logs an attempt of the row `lease` holds, while it holds (a stale
-/// holder logs nothing), in the message's slot `row.slot` (replacing what
-/// an older attempt left there). Safe to send again.
-pub(crate) fn log(
-    table: &TableName,
-    dialect: Dialect,
-    lease: &Fence<'_>,
-    row: &LoggedRow<'_>,
-) -> Result<Statement> {
-    let text = |value: Option<&str>| Expr::val(value.map(str::to_owned)).cast_as("TEXT");
-    let number = |value: Option<i64>| Expr::val(value).cast_as("BIGINT");
-    let mut select = Query::select();
-    select
-        .column(col::ID)
-        .expr(number(Some(i64::from(row.slot))))
-        .column(col::TOPIC)
-        .column(col::EVENT_ID)
-        .column(col::SUBJECT)
-        .expr(number(Some(i64::from(row.attempt))))
-        .expr(number(Some(row.at.as_unix_millis())))
-        .expr(number(row.status.map(i64::from)))
-        .expr(number(Some(row.duration_ms)))
-        .expr(text(Some(row.outcome)))
-        .expr(text(row.error))
-        .expr(text(Some(row.headers)))
-        .expr(text(Some(row.body)))
-        .from(table.as_str().to_owned())
-        .and_where(lease.holds());
-    let columns = [
-        attempt_col::MESSAGE_ID,
-        attempt_col::SLOT,
-        attempt_col::TOPIC,
-        attempt_col::EVENT_ID,
-        attempt_col::SUBJECT,
-        attempt_col::ATTEMPT,
-        attempt_col::AT,
-        attempt_col::STATUS,
-        attempt_col::DURATION_MS,
-        attempt_col::OUTCOME,
-        attempt_col::ERROR,
-        attempt_col::HEADERS,
-        attempt_col::BODY,
+/// The columns [`log`] writes: the message's own from its row, the
+/// others from its entry.
+const LOGGED: [&str; 13] = [
+    attempt_col::MESSAGE_ID,
+    attempt_col::SLOT,
+    attempt_col::TOPIC,
+    attempt_col::EVENT_ID,
+    attempt_col::SUBJECT,
+    attempt_col::ATTEMPT,
+    attempt_col::AT,
+    attempt_col::STATUS,
+    attempt_col::DURATION_MS,
+    attempt_col::OUTCOME,
+    attempt_col::ERROR,
+    attempt_col::HEADERS,
+    attempt_col::BODY,
+];
+
+/// One attempt of the row `lease` holds, as [`log`] takes it: the lease's
+/// fence (id, lease end, token), then the row's fields.
+pub(crate) fn entry(lease: &Fence<'_>, row: &LoggedRow<'_>) -> serde_json::Value {
+    serde_json::json!([
+        lease.id,
+        lease.until.as_unix_millis(),
+        lease.token,
+        row.slot,
+        row.attempt,
+        row.at.as_unix_millis(),
+        row.status,
+        row.duration_ms,
+        row.outcome,
+        row.error,
+        row.headers,
+        row.body,
+    ])
+}
+
+/// Logs the attempts `entries` (a JSON array of [`entry`]s, bound as one
+/// text) of the rows their leases still hold (a stale holder logs
+/// nothing), each in its message's slot (replacing what an older attempt
+/// left there): one statement, however many attempts a settle call
+/// carries (the entries drive the join: each finds its row by the primary
+/// key). Safe to send again.
+pub(crate) fn log(table: &TableName, dialect: Dialect, entries: &str) -> Result<Statement> {
+    let field = |index: usize, integer: bool| dialects::entry_field(dialect, "g", index, integer);
+    let from_entry = [
+        "o.id".to_owned(),
+        field(3, true),
+        "o.topic".to_owned(),
+        "o.event_id".to_owned(),
+        "o.subject".to_owned(),
+        field(4, true),
+        field(5, true),
+        field(6, true),
+        field(7, true),
+        field(8, false),
+        field(9, false),
+        field(10, false),
+        field(11, false),
     ];
-    let mut insert = Query::insert();
-    insert
-        .into_table(attempts_table(table))
-        .columns(columns)
-        .select_from(select)
-        .map_err(query_error)?
-        .on_conflict(
-            OnConflict::columns([attempt_col::MESSAGE_ID, attempt_col::SLOT])
-                .update_columns(columns.into_iter().skip(2))
-                .to_owned(),
-        );
-    dialect.render(&insert)
+    let updated: Vec<String> = LOGGED[2..]
+        .iter()
+        .map(|column| format!("{column} = excluded.{column}"))
+        .collect();
+    let sql = format!(
+        "INSERT INTO \"{attempts}\" ({columns}) SELECT {values} FROM {entries} CROSS JOIN \"{outbox}\" AS o \
+         WHERE o.{state} = '{ready}' AND o.{due} = {until} AND o.{id} = {message} AND o.{token} = {lease} \
+         ON CONFLICT ({message_id}, {slot}) DO UPDATE SET {updated}",
+        attempts = attempts_table(table),
+        columns = LOGGED.join(", "),
+        values = from_entry.join(", "),
+        entries = dialects::entries_from(dialect),
+        outbox = table.as_str(),
+        state = col::STATE,
+        ready = super::state::READY,
+        due = col::DUE_AT,
+        until = field(1, true),
+        id = col::ID,
+        message = field(0, false),
+        token = col::LEASE_TOKEN,
+        lease = field(2, false),
+        message_id = attempt_col::MESSAGE_ID,
+        slot = attempt_col::SLOT,
+        updated = updated.join(", "),
+    );
+    Ok(Statement::new(
+        dialect.number_placeholders(&sql),
+        vec![entries.into()],
+    ))
 }
 
 /// The logged attempts of message `id`, oldest first.

@@ -899,3 +899,40 @@ fn a_claims_deaths_are_told_as_events_of_its_token_and_fanned_out() {
             .contains(r#"(CAST(to_json(CAST("last_error" AS TEXT)) AS TEXT))"#)
     );
 }
+
+#[test]
+fn a_settle_calls_attempts_are_logged_by_one_statement_fenced_by_their_leases() {
+    let log = attempts::log(&table("outbox"), Dialect::Sqlite, "[]").unwrap();
+    assert_eq!(
+        log.sql(),
+        r#"INSERT INTO "outbox_attempts" (message_id, slot, topic, event_id, subject, attempt, at, status, duration_ms, outcome, error, headers, body) SELECT o.id, json_extract(g.value, '$[3]'), o.topic, o.event_id, o.subject, json_extract(g.value, '$[4]'), json_extract(g.value, '$[5]'), json_extract(g.value, '$[6]'), json_extract(g.value, '$[7]'), json_extract(g.value, '$[8]'), json_extract(g.value, '$[9]'), json_extract(g.value, '$[10]'), json_extract(g.value, '$[11]') FROM json_each(?) AS g CROSS JOIN "outbox" AS o WHERE o.state = 'ready' AND o.due_at = json_extract(g.value, '$[1]') AND o.id = json_extract(g.value, '$[0]') AND o.lease_token = json_extract(g.value, '$[2]') ON CONFLICT (message_id, slot) DO UPDATE SET topic = excluded.topic, event_id = excluded.event_id, subject = excluded.subject, attempt = excluded.attempt, at = excluded.at, status = excluded.status, duration_ms = excluded.duration_ms, outcome = excluded.outcome, error = excluded.error, headers = excluded.headers, body = excluded.body"#
+    );
+    assert_eq!(log.values(), [text("[]")]);
+    #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+    assert!(
+        attempts::log(&table("outbox"), Dialect::Postgres, "[]")
+            .unwrap()
+            .sql()
+            .contains("FROM json_array_elements(CAST($1 AS TEXT)::json) AS g(entry) CROSS JOIN \"outbox\" AS o WHERE o.state = 'ready' AND o.due_at = (g.entry ->> 1)::bigint")
+    );
+    let fence = Fence {
+        id: "m1",
+        token: "tok",
+        until: at(NOW),
+    };
+    let row = attempts::LoggedRow {
+        slot: 2,
+        attempt: 3,
+        at: at(NOW),
+        status: None,
+        duration_ms: 12,
+        outcome: "retry",
+        error: Some("timed out"),
+        headers: "{}",
+        body: "",
+    };
+    assert_eq!(
+        attempts::entry(&fence, &row).to_string(),
+        r#"["m1",1000,"tok",2,3,1000,null,12,"retry","timed out","{}",""]"#
+    );
+}

@@ -172,7 +172,13 @@ impl<'a> Run<'a> {
         if outcomes.is_empty() {
             return Some(None);
         }
-        call.write(self.outcomes.take_logged());
+        let logged = self.outcomes.take_logged();
+        if !logged.is_empty() {
+            match self.drainer.outbox.attempt_log_statement(logged) {
+                Ok(statement) => call.write(vec![statement]),
+                Err(error) => log::warn!("attempts not logged: {error}"),
+            }
+        }
         let until = outcomes.iter().map(|(lease, _)| lease.until()).min();
         let fates: Vec<(&LeaseHandle, Fate)> = outcomes
             .iter()

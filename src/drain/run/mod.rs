@@ -328,9 +328,9 @@ impl<'a> Run<'a> {
             match self
                 .drainer
                 .outbox
-                .attempt_log_statement(message.lease(), record, delivery, now)
+                .attempt_log_entry(message.lease(), record, delivery, now)
             {
-                Ok(statement) => self.outcomes.log(statement),
+                Ok(entry) => self.outcomes.log(entry),
                 Err(error) => log::warn!("the attempt of {} is not logged: {error}", message.id),
             }
         }
