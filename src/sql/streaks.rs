@@ -148,7 +148,8 @@ pub(crate) fn keep_if_failing(
     let minutes = Expr::val(event.at.as_unix_millis())
         .cast_as("BIGINT")
         .sub(first_failure())
-        .div(60_000)
+        // Cast: D1 binds every number as a double, and this is whole minutes.
+        .div(Expr::val(60_000).cast_as("BIGINT"))
         .cast_as("TEXT");
     let payload = concat(
         concat(

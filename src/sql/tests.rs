@@ -843,7 +843,7 @@ fn a_streak_remembers_its_start_and_tells_its_operator_once() {
     .unwrap();
     assert_eq!(
         keep.sql(),
-        r#"INSERT INTO "outbox_events" ("id", "owner", "event_type", "payload", "subject", "created_at") SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), (((CAST(? AS TEXT) || CAST(? AS TEXT)) || CAST(((CAST(? AS BIGINT) - IFNULL("since", "failed_at")) / ?) AS TEXT)) || (CAST(? AS TEXT) || CAST(IFNULL("since", "failed_at") AS TEXT))) || CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT) FROM "outbox_topics" WHERE "topic" = ? AND "several" = ? AND "told" = ? AND IFNULL("since", "failed_at") <= ? AND "topic" NOT IN (SELECT "id" FROM "outbox_endpoints" WHERE "owner" = ?)"#
+        r#"INSERT INTO "outbox_events" ("id", "owner", "event_type", "payload", "subject", "created_at") SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), (((CAST(? AS TEXT) || CAST(? AS TEXT)) || CAST(((CAST(? AS BIGINT) - IFNULL("since", "failed_at")) / CAST(? AS BIGINT)) AS TEXT)) || (CAST(? AS TEXT) || CAST(IFNULL("since", "failed_at") AS TEXT))) || CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT) FROM "outbox_topics" WHERE "topic" = ? AND "several" = ? AND "told" = ? AND IFNULL("since", "failed_at") <= ? AND "topic" NOT IN (SELECT "id" FROM "outbox_endpoints" WHERE "owner" = ?)"#
     );
     assert_eq!(
         streaks::mark_told(&outbox, sqlite, "mail", "evt_1")
