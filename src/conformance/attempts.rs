@@ -143,3 +143,67 @@ pub(crate) async fn the_attempt_log_is_kept_for_its_retention_and_erased_with_it
     ensure_eq!(logged(&h, &outbox).await?, 0);
     Ok(())
 }
+
+/// Refuses every message with a receiver's worst: a 4 KiB body and an error
+/// that hold NUL characters; logs each attempt.
+struct Hostile;
+
+impl Deliver for Hostile {
+    fn deliver<'a>(
+        &'a self,
+        message: &'a ClaimedMessage,
+    ) -> crate::future::BoxFuture<'a, Delivery> {
+        Box::pin(async move { self.deliver_logged(message).await.0 })
+    }
+
+    fn deliver_logged<'a>(
+        &'a self,
+        _message: &'a ClaimedMessage,
+    ) -> crate::future::BoxFuture<'a, (Delivery, Option<AttemptRecord>)> {
+        Box::pin(async move {
+            yield_now().await;
+            let body = format!("\0{}", "<\"x\">".repeat(1_000));
+            let record = AttemptRecord::new(Some(400), Duration::from_millis(3))
+                .header("x-note", "a\0b")
+                .body(&body);
+            let error = format!("receiver answered 400: \0{}", "y".repeat(3_000));
+            (Delivery::permanent(error), Some(record))
+        })
+    }
+}
+
+pub(crate) async fn hostile_answers_are_logged_in_bounded_statements_and_settle(
+    h: Harness,
+) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let mut ids = Vec::new();
+    for _ in 0..120 {
+        ids.push(enqueue_message(&outbox, Message::raw_json("hooks", "{}")).await?);
+    }
+    let drainer = crate::drain::drainer::Drainer::builder(outbox.clone(), Hostile)
+        .timer(std::sync::Arc::new(h.clock().clone()))
+        .limits(crate::drain::DrainLimits {
+            batch_size: 120,
+            ..super::drain::limits()
+        })
+        .build()?;
+    let report = drainer.drain().await;
+    ensure_eq!(report.dead, 120);
+    ensure_eq!(logged(&h, &outbox).await?, 120);
+    let attempts = outbox.attempts_of(&ids[0]).await?;
+    let attempt = attempts
+        .first()
+        .ok_or_else(|| Failure("not logged".into()))?;
+    ensure!(
+        !attempt.body.contains('\0') && attempt.body.starts_with('\u{FFFD}'),
+        "{:?}",
+        &attempt.body[..8]
+    );
+    let error = attempt.error.clone().unwrap_or_default();
+    ensure!(
+        !error.contains('\0') && error.len() <= 2_100,
+        "{} bytes",
+        error.len()
+    );
+    Ok(())
+}

@@ -274,3 +274,62 @@ pub(crate) async fn a_destination_s_own_rate_holds_without_the_drainer_s_limits(
     );
     Ok(())
 }
+
+pub(crate) async fn a_slow_destination_gives_its_backlog_back_and_stalls_no_other(
+    h: Harness,
+) -> CaseResult {
+    let outbox = h.outbox().await?;
+    // The slow destination's backlog is the oldest: a claim brings a whole
+    // batch of it.
+    for _ in 0..12 {
+        enqueue_message(&outbox, to("hook", "rated-1")).await?;
+    }
+    for _ in 0..4 {
+        enqueue_message(&outbox, to("hook", "other")).await?;
+    }
+    let receiver = FanOut::new(&h);
+    let drainer = Drainer::builder(outbox.clone(), receiver.clone())
+        .timer(Arc::new(h.clock().clone()))
+        .limits(DrainLimits {
+            batch_size: 8,
+            ..limits()
+        })
+        .build()?;
+    let started = h.clock().now();
+    let report = drain_as_time_passes(&h, &drainer, &receiver).await;
+    ensure_eq!(receiver.starts_of("other").len(), 4);
+    ensure_eq!((report.retried, report.dead), (0, 0));
+    // At 1 a second it waits in the run for at most its next 2 seconds'
+    // worth; the rest went back due at the slots booked for them, one
+    // second apart, no attempt spent.
+    let rated = receiver.starts_of("rated-1");
+    ensure!(
+        (1..=3).contains(&rated.len()),
+        "{} started in the run",
+        rated.len()
+    );
+    let rows = h
+        .sql(
+            &format!(
+                "SELECT due_at, attempts FROM \"{}\" ORDER BY due_at",
+                outbox.table()
+            ),
+            vec![],
+        )
+        .await?;
+    ensure_eq!(rows.len(), 12 - rated.len());
+    let mut previous: Option<i64> = None;
+    for row in rows.iter() {
+        ensure_eq!(row.get::<i64>("attempts")?, 0);
+        let due: i64 = row.get("due_at")?;
+        ensure!(
+            due > started.as_unix_millis(),
+            "a row given back due at once"
+        );
+        if let Some(previous) = previous {
+            ensure!(due - previous >= 1_000, "{previous} then {due}");
+        }
+        previous = Some(due);
+    }
+    Ok(())
+}

@@ -105,14 +105,15 @@ impl AttemptRecord {
     }
 
     /// With the start of the response body kept (cut to
-    /// [`BODY_BYTES`](Self::BODY_BYTES) at a character boundary).
+    /// [`BODY_BYTES`](Self::BODY_BYTES) at a character boundary; a NUL,
+    /// which Postgres text cannot hold, kept as U+FFFD).
     #[must_use]
     pub fn body(mut self, body: &str) -> Self {
         let mut end = body.len().min(Self::BODY_BYTES);
         while !body.is_char_boundary(end) {
             end -= 1;
         }
-        body[..end].clone_into(&mut self.body);
+        self.body = body[..end].replace('\0', "\u{FFFD}");
         self
     }
 }

@@ -16,6 +16,10 @@ use crate::time::Timestamp;
 /// A message whose destination is at its limit waits in the run, unattempted
 /// (no attempt spent) while other destinations' messages go ahead; one still
 /// waiting when the run can no longer start it is handed back, due at once.
+/// One whose turn at its destination's rate is more than 2 seconds away
+/// (behind the others waiting for it) goes back to the table at once, due
+/// at a slot booked for it, so a slow destination's backlog holds up
+/// neither the run nor its claims.
 /// A [`DeliverBatch`](super::DeliverBatch) names no destinations: its calls
 /// are bounded by [`DrainLimits::concurrency`](super::DrainLimits::concurrency) only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +108,8 @@ pub(super) struct Destinations {
 struct Use {
     in_flight: usize,
     next_free: Timestamp,
+    /// Slots booked for requests given back to be made after the run.
+    booked: u32,
 }
 
 impl Destinations {
@@ -118,9 +124,18 @@ impl Destinations {
     /// `destination` takes at most `per_second` requests a second, evenly
     /// spaced (no burst), whatever the run's limits say of its rate; its
     /// in-flight limit stays the run's (none if the run sets no limits).
-    pub(super) fn own_rate(&mut self, destination: &str, per_second: u32) {
-        let per_second = per_second.clamp(1, DestinationLimits::MOST_PER_SECOND);
-        self.own_rates.insert(destination.to_owned(), per_second);
+    /// `None`: the run's limits again.
+    pub(super) fn own_rate(&mut self, destination: &str, per_second: Option<u32>) {
+        match per_second {
+            Some(rate) => {
+                let rate = rate.clamp(1, DestinationLimits::MOST_PER_SECOND);
+                self.own_rates.insert(destination.to_owned(), rate);
+            }
+            // Its limit was lifted since an earlier claim of the run.
+            None => {
+                self.own_rates.remove(destination);
+            }
+        }
     }
 
     /// Whether any destination is limited.
@@ -140,14 +155,15 @@ impl Destinations {
         }
     }
 
-    /// When a request to `destination` may start, if not now: `None` when
-    /// it may start at once, `Some(None)` while its in-flight limit is
-    /// reached (until one finishes), `Some(Some(at))` when its bucket
-    /// refills at `at`.
+    /// When a request to `destination` may start, if not now, behind
+    /// `ahead` others of the run waiting for it: `None` when it may start at
+    /// once, `Some(None)` while its in-flight limit is reached (until one
+    /// finishes), `Some(Some(at))` when its bucket has a slot for it at `at`.
     pub(super) fn wait(
         &self,
         destination: Option<&str>,
         now: Timestamp,
+        ahead: u32,
     ) -> Option<Option<Timestamp>> {
         let destination = destination?;
         let limits = self.limits_of(destination)?;
@@ -157,8 +173,36 @@ impl Destinations {
         }
         let interval = limits.interval()?;
         let slack = interval.saturating_mul(limits.burst - 1);
-        let start_at = used.next_free.saturating_sub(slack);
+        let start_at = used
+            .next_free
+            .saturating_sub(slack)
+            .checked_add(interval.saturating_mul(ahead))
+            .unwrap_or(Timestamp::MAX);
         (start_at > now).then_some(Some(start_at))
+    }
+
+    /// Books a slot of `destination`'s bucket for a request given back to
+    /// be made after this run, behind the `ahead` waiting in it and the
+    /// run's earlier bookings: when it is.
+    pub(super) fn book(&mut self, destination: &str, now: Timestamp, ahead: u32) -> Timestamp {
+        let Some((limits, interval)) = self
+            .limits_of(destination)
+            .and_then(|limits| Some((limits, limits.interval()?)))
+        else {
+            return now;
+        };
+        let used = self.used.entry(destination.to_owned()).or_insert(Use {
+            in_flight: 0,
+            next_free: now,
+            booked: 0,
+        });
+        let slack = interval.saturating_mul(limits.burst - 1);
+        used.booked = used.booked.saturating_add(1);
+        used.next_free
+            .saturating_sub(slack)
+            .max(now)
+            .checked_add(interval.saturating_mul(ahead.saturating_add(used.booked)))
+            .unwrap_or(Timestamp::MAX)
     }
 
     /// A request to `destination` starts at `now`.
@@ -171,6 +215,7 @@ impl Destinations {
         let used = self.used.entry(destination.to_owned()).or_insert(Use {
             in_flight: 0,
             next_free: now,
+            booked: 0,
         });
         used.in_flight += 1;
         if let Some(interval) = limits.interval() {
@@ -207,24 +252,24 @@ mod tests {
         }));
         let a = Some("a.example:443");
         let now = at(1_000);
-        assert_eq!(destinations.wait(a, now), None);
+        assert_eq!(destinations.wait(a, now, 0), None);
         destinations.start(a, now);
-        assert_eq!(destinations.wait(a, now), None, "a burst of 2");
+        assert_eq!(destinations.wait(a, now, 0), None, "a burst of 2");
         destinations.start(a, now);
-        assert_eq!(destinations.wait(a, now), Some(None), "2 in flight");
-        assert_eq!(destinations.wait(Some("b.example:443"), now), None);
+        assert_eq!(destinations.wait(a, now, 0), Some(None), "2 in flight");
+        assert_eq!(destinations.wait(Some("b.example:443"), now, 0), None);
         assert_eq!(
-            destinations.wait(None, now),
+            destinations.wait(None, now, 0),
             None,
             "no destination, no limit"
         );
         destinations.finish(a);
         // 4 a second: the bucket took 2 × 250 ms; one is back at +250 ms.
-        assert_eq!(destinations.wait(a, now), Some(Some(at(1_250))));
-        assert_eq!(destinations.wait(a, at(1_250)), None);
+        assert_eq!(destinations.wait(a, now, 0), Some(Some(at(1_250))));
+        assert_eq!(destinations.wait(a, at(1_250), 0), None);
         destinations.start(a, at(1_250));
         destinations.finish(a);
-        assert_eq!(destinations.wait(a, at(1_250)), Some(Some(at(1_500))));
+        assert_eq!(destinations.wait(a, at(1_250), 0), Some(Some(at(1_500))));
     }
 
     #[test]
@@ -233,7 +278,7 @@ mod tests {
         for _ in 0..100 {
             destinations.start(Some("a"), at(0));
         }
-        assert_eq!(destinations.wait(Some("a"), at(0)), None);
+        assert_eq!(destinations.wait(Some("a"), at(0), 0), None);
     }
 
     #[test]
@@ -248,28 +293,53 @@ mod tests {
         ] {
             let mut destinations = Destinations::new(run_limits);
             assert_eq!(destinations.limits_any(), run_limits.is_some());
-            destinations.own_rate("ep_slow", 2);
+            destinations.own_rate("ep_slow", Some(2));
             assert!(destinations.limits_any());
             let (slow, other) = (Some("ep_slow"), Some("ep_other"));
             let now = at(1_000);
             destinations.start(slow, now);
             destinations.finish(slow);
             // 2 a second, no burst: the next one 500 ms later.
-            assert_eq!(destinations.wait(slow, now), Some(Some(at(1_500))));
-            assert_eq!(destinations.wait(slow, at(1_500)), None);
+            assert_eq!(destinations.wait(slow, now, 0), Some(Some(at(1_500))));
+            assert_eq!(destinations.wait(slow, at(1_500), 0), None);
             // The others keep the run's limits (none, or a burst of 10).
             destinations.start(other, now);
             destinations.finish(other);
-            assert_eq!(destinations.wait(other, now), None, "{run_limits:?}");
+            assert_eq!(destinations.wait(other, now, 0), None, "{run_limits:?}");
         }
         let mut destinations = Destinations::new(None);
-        destinations.own_rate("ep_fast", 50_000);
+        destinations.own_rate("ep_fast", Some(50_000));
         destinations.start(Some("ep_fast"), at(0));
         destinations.finish(Some("ep_fast"));
         assert_eq!(
-            destinations.wait(Some("ep_fast"), at(0)),
+            destinations.wait(Some("ep_fast"), at(0), 0),
             Some(Some(at(1))),
             "held to the most the clock can count"
+        );
+        // Lifted: the run's limits (none) again.
+        destinations.own_rate("ep_fast", None);
+        assert_eq!(destinations.wait(Some("ep_fast"), at(0), 0), None);
+        assert!(!destinations.limits_any());
+    }
+
+    #[test]
+    fn bookings_take_the_bucket_s_slots_in_turn() {
+        let mut destinations = Destinations::new(None);
+        destinations.own_rate("ep_slow", Some(1));
+        let slow = Some("ep_slow");
+        destinations.start(slow, at(0));
+        destinations.finish(slow);
+        // One waits in the run (its slot at 1 s); those given back take
+        // the slots after it, in turn.
+        assert_eq!(destinations.wait(slow, at(0), 0), Some(Some(at(1_000))));
+        assert_eq!(destinations.wait(slow, at(0), 1), Some(Some(at(2_000))));
+        assert_eq!(destinations.book("ep_slow", at(0), 1), at(3_000));
+        assert_eq!(destinations.book("ep_slow", at(0), 1), at(4_000));
+        assert_eq!(destinations.wait(slow, at(0), 0), Some(Some(at(1_000))));
+        assert_eq!(
+            destinations.book("ep_other", at(0), 0),
+            at(0),
+            "no limits: now"
         );
     }
 

@@ -10,16 +10,21 @@
 //! | topic is paused (a `Gone` in this run) | release, `paused` | due now: claims skip a paused topic, and `resume_topic` finds it due |
 //! | receiver's breaker is open | hand back, `circuit_open` | due after the breaker's cooldown |
 //! | run failed, or no time (or budget) left to deliver and settle it | release, `no_time` | due now |
+//! | destination's rate cannot take it within [`WAIT_IN_RUN`] | release, `rate_limited` | due when the slot booked for it comes |
 //! | destination is at its limit | wait | stays queued in the run |
 //! | otherwise | admit | delivered now |
 //!
-//! No answer spends an attempt. A paused topic's message is released due
+//! No answer spends an attempt. A destination's slow rate (an endpoint's
+//! own, say) thus holds back only its own messages: past a short wait they
+//! go back to the table due when their turn comes, and claims go on to the
+//! other destinations' messages. A paused topic's message is released due
 //! now, not handed back for the cooldown: the pause is stored by the same
 //! settle (claims skip the topic until it is resumed), and once an operator
 //! resumes the topic its messages are due at once, as
 //! [`Outbox::resume_topic`](crate::outbox::Outbox::resume_topic) promises.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use super::breaker::{Breaker, Settle};
 use super::destinations::{DestinationLimits, Destinations};
@@ -29,6 +34,11 @@ use crate::outbox::Fate;
 use crate::time::Timestamp;
 use crate::verdict::Delivery;
 
+/// The longest a message waits in the run for its destination's rate; one
+/// that would wait longer goes back to the table, due at the slot booked
+/// for it.
+pub(super) const WAIT_IN_RUN: Duration = Duration::from_secs(2);
+
 /// The gate's answer for one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Admission {
@@ -36,6 +46,10 @@ pub(super) enum Admission {
     Admit,
     /// Not yet: its destination is at its limit; it stays queued.
     Wait,
+    /// Not soon: behind the others waiting for it, its destination's rate
+    /// cannot take it within [`WAIT_IN_RUN`]; give it back due at a slot
+    /// booked for it, no attempt spent.
+    Later,
     /// Give it back due after the breaker's cooldown, no attempt spent;
     /// the `error.type` says why.
     HandBack(&'static str),
@@ -49,6 +63,8 @@ pub(super) struct Candidate<'m> {
     pub(super) topic: &'m str,
     pub(super) receiver: &'m str,
     pub(super) destination: Option<&'m str>,
+    /// How many messages of the run wait for its destination before it.
+    pub(super) ahead: u32,
     /// Whether a delivery starting now can time out and be settled in time
     /// (and, for a suspect, its re-lease fits the query budget).
     pub(super) has_room: bool,
@@ -103,10 +119,15 @@ impl Dispatch {
             Admission::HandBack("circuit_open")
         } else if self.failed || !candidate.has_room {
             Admission::Release("no_time")
-        } else if self.destinations.wait(candidate.destination, now).is_some() {
-            Admission::Wait
         } else {
-            Admission::Admit
+            match self
+                .destinations
+                .wait(candidate.destination, now, candidate.ahead)
+            {
+                None => Admission::Admit,
+                Some(Some(at)) if at.duration_since(now) > WAIT_IN_RUN => Admission::Later,
+                Some(_) => Admission::Wait,
+            }
         }
     }
 
@@ -129,8 +150,21 @@ impl Dispatch {
         self.destinations.limits_any()
     }
 
+    /// Books a start at `destination` for a message given back to wait for
+    /// it (see `Destinations::book`): when it is.
+    pub(super) fn book(
+        &mut self,
+        destination: Option<&str>,
+        now: Timestamp,
+        ahead: u32,
+    ) -> Timestamp {
+        destination.map_or(now, |destination| {
+            self.destinations.book(destination, now, ahead)
+        })
+    }
+
     /// `destination` sets its own rate (see `Destinations::own_rate`).
-    pub(super) fn own_rate(&mut self, destination: &str, per_second: u32) {
+    pub(super) fn own_rate(&mut self, destination: &str, per_second: Option<u32>) {
         self.destinations.own_rate(destination, per_second);
     }
 
@@ -141,7 +175,7 @@ impl Dispatch {
         destination: Option<&str>,
         now: Timestamp,
     ) -> Option<Option<Timestamp>> {
-        self.destinations.wait(destination, now)
+        self.destinations.wait(destination, now, 0)
     }
 
     /// A delivery to `destination` under a lease ending at `lease_end`
@@ -285,6 +319,7 @@ mod tests {
             topic: "mail",
             receiver,
             destination: Some("api.example:443"),
+            ahead: 0,
             has_room: true,
         }
     }
@@ -324,6 +359,23 @@ mod tests {
         dispatch.ended(Some("api.example:443"), at(60_000));
         assert_eq!(dispatch.admit(candidate("mail"), at(0)), Admission::Admit);
         assert_eq!(dispatch.earliest_lease_end(), None);
+    }
+
+    #[test]
+    fn past_a_short_wait_for_its_rate_a_message_is_given_back_for_later() {
+        let mut dispatch = Dispatch::new(None, None);
+        dispatch.own_rate("api.example:443", Some(1));
+        dispatch.started(Some("api.example:443"), at(60_000), at(0));
+        dispatch.ended(Some("api.example:443"), at(60_000));
+        let behind = |ahead| Candidate {
+            ahead,
+            ..candidate("mail")
+        };
+        assert_eq!(dispatch.admit(behind(0), at(0)), Admission::Wait, "1 s");
+        assert_eq!(dispatch.admit(behind(1), at(0)), Admission::Wait, "2 s");
+        assert_eq!(dispatch.admit(behind(2), at(0)), Admission::Later, "3 s");
+        assert_eq!(dispatch.book(Some("api.example:443"), at(0), 2), at(4_000));
+        assert_eq!(dispatch.book(None, at(0), 0), at(0));
     }
 
     #[test]

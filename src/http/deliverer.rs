@@ -350,6 +350,14 @@ fn native_client() -> Result<reqwest::Client> {
 /// At most this much of a failure's body is read (a hint for `last_error`).
 pub(super) const EXCERPT_BYTES: usize = 4096;
 
+/// The start of a response body as text: invalid UTF-8 and NUL characters
+/// (which Postgres text cannot hold) become U+FFFD, so what a receiver
+/// answers can never make a settle unwritable.
+pub(super) fn body_text(mut bytes: Vec<u8>) -> String {
+    bytes.truncate(EXCERPT_BYTES);
+    String::from_utf8_lossy(&bytes).replace('\0', "\u{FFFD}")
+}
+
 impl Deliver for HttpDeliverer {
     fn deliver<'a>(&'a self, message: &'a ClaimedMessage) -> BoxFuture<'a, Delivery> {
         Box::pin(async move { self.send_to(&self.to(), message).await.0 })
@@ -369,5 +377,21 @@ impl Deliver for HttpDeliverer {
             Some(port) => format!("{host}:{port}"),
             None => host.to_owned(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_is_kept_as_text_postgres_can_hold() {
+        let mut bytes = b"a\0b".to_vec();
+        bytes.extend_from_slice(&[0xff, b'c']);
+        assert_eq!(body_text(bytes), "a\u{FFFD}b\u{FFFD}c");
+        assert_eq!(
+            body_text(vec![b'x'; EXCERPT_BYTES + 10]).len(),
+            EXCERPT_BYTES
+        );
     }
 }

@@ -5,7 +5,7 @@ use std::error::Error as _;
 
 use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
 
-use super::deliverer::{Answer, EXCERPT_BYTES, HttpDeliverer, To};
+use super::deliverer::{Answer, EXCERPT_BYTES, HttpDeliverer, To, body_text};
 use crate::drain::AttemptRecord;
 use crate::outbox::{ClaimedMessage, Delivery};
 
@@ -107,6 +107,5 @@ async fn excerpt(response: &mut reqwest::Response) -> String {
             Ok(None) | Err(_) => break,
         }
     }
-    bytes.truncate(EXCERPT_BYTES);
-    String::from_utf8_lossy(&bytes).into_owned()
+    body_text(bytes)
 }

@@ -6,7 +6,7 @@ use worker::{
     AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect,
 };
 
-use super::deliverer::{Answer, EXCERPT_BYTES, HttpDeliverer, To};
+use super::deliverer::{Answer, EXCERPT_BYTES, HttpDeliverer, To, body_text};
 use crate::drain::AttemptRecord;
 use crate::outbox::{ClaimedMessage, Delivery};
 
@@ -105,6 +105,5 @@ async fn excerpt(response: &mut worker::Response) -> String {
             Some(Err(_)) | None => break,
         }
     }
-    bytes.truncate(EXCERPT_BYTES);
-    String::from_utf8_lossy(&bytes).into_owned()
+    body_text(bytes)
 }

@@ -99,10 +99,14 @@ impl Outbox {
         let headers: serde_json::Map<String, serde_json::Value> = record
             .headers
             .iter()
-            .map(|(name, value)| (name.clone(), serde_json::Value::String(value.clone())))
+            .map(|(name, value)| {
+                let text = |text: &str| text.replace('\0', "\u{FFFD}");
+                (text(name), serde_json::Value::String(text(value)))
+            })
             .collect();
         let headers = crate::sql::json_text(&headers, "attempt headers")?;
         let body = AttemptRecord::default().body(&record.body).body;
+        let error = verdict.error().map(super::settle::clip);
         let spent = lease
             .attempt
             .saturating_sub(1)
@@ -114,7 +118,7 @@ impl Outbox {
             status: record.status,
             duration_ms: i64::try_from(record.duration.as_millis()).unwrap_or(i64::MAX),
             outcome: verdict.class(),
-            error: verdict.error(),
+            error: error.as_deref(),
             headers: &headers,
             body: &body,
         };
@@ -122,18 +126,42 @@ impl Outbox {
     }
 
     /// Logs the attempts `entries`, each while its lease holds, into its
-    /// message's next slot: one statement for them all.
+    /// message's next slot: one statement for them all, or one per
+    /// [`ATTEMPT_LOG_BYTES`](Self::ATTEMPT_LOG_BYTES) of entries (a bound
+    /// text stays well within D1's limits, however large the bodies).
     ///
     /// # Errors
-    /// If the statement cannot be built.
-    pub(crate) fn attempt_log_statement(
+    /// If a statement cannot be built.
+    pub(crate) fn attempt_log_statements(
         &self,
         entries: Vec<serde_json::Value>,
-    ) -> Result<Statement> {
-        let entries =
-            crate::sql::json_text(&serde_json::Value::Array(entries), "attempt log entries")?;
-        attempts::log(self.table(), self.dialect(), &entries)
+    ) -> Result<Vec<Statement>> {
+        let mut statements = Vec::new();
+        let mut chunk: Vec<String> = Vec::new();
+        let mut bytes = 0;
+        let flush = |chunk: &mut Vec<String>, statements: &mut Vec<Statement>| -> Result<()> {
+            if !chunk.is_empty() {
+                let entries = format!("[{}]", chunk.join(","));
+                statements.push(attempts::log(self.table(), self.dialect(), &entries)?);
+                chunk.clear();
+            }
+            Ok(())
+        };
+        for entry in entries {
+            let text = entry.to_string();
+            if bytes + text.len() > Self::ATTEMPT_LOG_BYTES {
+                flush(&mut chunk, &mut statements)?;
+                bytes = 0;
+            }
+            bytes += text.len() + 1;
+            chunk.push(text);
+        }
+        flush(&mut chunk, &mut statements)?;
+        Ok(statements)
     }
+
+    /// The most bytes of attempt log entries one statement binds.
+    pub(crate) const ATTEMPT_LOG_BYTES: usize = 256 * 1024;
 }
 
 fn decode(row: &Row<'_>) -> Result<LoggedAttempt> {

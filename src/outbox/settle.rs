@@ -366,9 +366,12 @@ fn counting(
 pub(crate) const MAX_ERROR_BYTES: usize = 2048;
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
 
+/// `error` as `last_error` keeps it: at most [`MAX_ERROR_BYTES`], a NUL
+/// (which Postgres text cannot hold) as U+FFFD.
 pub(super) fn clip(error: &str) -> String {
+    let error = error.replace('\0', "\u{FFFD}");
     if error.len() <= MAX_ERROR_BYTES {
-        return error.to_owned();
+        return error;
     }
     let mut end = MAX_ERROR_BYTES;
     while !error.is_char_boundary(end) {

@@ -200,7 +200,7 @@ impl Outbox {
             "at_ms": now.as_unix_millis(),
         });
         if event_type == RECEIVER_FAILING {
-            payload["error"] = error.into();
+            payload["error"] = super::settle::clip(error).into();
         }
         let mut text = crate::sql::json_text(&payload, "operational event")?;
         if event_type == RECEIVER_FAILING {

@@ -174,8 +174,8 @@ impl<'a> Run<'a> {
         }
         let logged = self.outcomes.take_logged();
         if !logged.is_empty() {
-            match self.drainer.outbox.attempt_log_statement(logged) {
-                Ok(statement) => call.write(vec![statement]),
+            match self.drainer.outbox.attempt_log_statements(logged) {
+                Ok(statements) => call.write(statements),
                 Err(error) => log::warn!("attempts not logged: {error}"),
             }
         }
@@ -336,7 +336,7 @@ impl<'a> Run<'a> {
         let Some((settled, statements)) = settled else {
             // Nothing can be sent: each member goes back in the last settle.
             for message in leasing {
-                self.give_back(message, Admission::Release("no_time"), now);
+                self.give_back(message, Admission::Release("no_time"), now, 0);
             }
             return;
         };
@@ -427,12 +427,12 @@ impl<'a> Run<'a> {
         for message in group {
             match self.dispatch.admit(self.candidate(&message, has_room), now) {
                 Admission::Admit | Admission::Wait => leasing.push(message),
-                refused => self.give_back(message, refused, now),
+                refused => self.give_back(message, refused, now, 0),
             }
         }
         if !leasing.is_empty() {
             for message in self.intake.take_other_suspects() {
-                self.give_back(message, Admission::Release("suspect_waits"), now);
+                self.give_back(message, Admission::Release("suspect_waits"), now, 0);
                 self.intake.reopen_claims();
             }
         }

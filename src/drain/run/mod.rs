@@ -7,6 +7,8 @@
 //! with nothing else in flight. What a database call holds and how it is
 //! retried is in `call`.
 
+use std::collections::BTreeMap;
+
 use futures_util::future::{Either, FutureExt, select};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
@@ -140,9 +142,8 @@ impl<'a> Run<'a> {
     fn record_taken(&mut self, messages: &[ClaimedMessage]) {
         for message in messages {
             let destination = self.drainer.deliver.destination(message);
-            if let (Some(destination), Some(rate)) =
-                (&destination, self.drainer.deliver.destination_rate(message))
-            {
+            if let Some(destination) = &destination {
+                let rate = self.drainer.deliver.destination_rate(message);
                 self.dispatch.own_rate(destination, rate);
             }
             self.ledger.record_taken(message, destination);
@@ -171,21 +172,29 @@ impl<'a> Run<'a> {
     }
 
     /// What the admission gate is asked about `message`, which `has_room`
-    /// or not.
+    /// or not, first of the messages waiting for its destination.
     fn candidate<'m>(&'m self, message: &'m ClaimedMessage, has_room: bool) -> Candidate<'m> {
         Candidate {
             topic: &message.topic,
             receiver: self.ledger.receiver(message),
             destination: self.ledger.destination(message),
+            ahead: 0,
             has_room,
         }
     }
 
-    /// The gate's answer for starting `message` at `now`.
-    fn admission(&self, message: &ClaimedMessage, now: Timestamp) -> Admission {
+    /// The gate's answer for starting `message` at `now`, behind `ahead`
+    /// messages of the run waiting for its destination.
+    fn admission(&self, message: &ClaimedMessage, now: Timestamp, ahead: u32) -> Admission {
         let finish_by = self.finish_by(message.lease().until());
         let has_room = self.drainer.room_before(finish_by, now);
-        self.dispatch.admit(self.candidate(message, has_room), now)
+        self.dispatch.admit(
+            Candidate {
+                ahead,
+                ..self.candidate(message, has_room)
+            },
+            now,
+        )
     }
 
     /// Queues delivery calls into free slots: one message each, or for a
@@ -200,19 +209,37 @@ impl<'a> Run<'a> {
             let mut waiting = false;
             while call.len() < per_call.max_messages {
                 let now = self.now();
-                let index = self
-                    .intake
-                    .startable()
-                    .position(|message| self.admission(message, now) != Admission::Wait);
-                let next = index.and_then(|index| self.intake.take_startable(index));
-                let Some(message) = next else {
+                // The first message not waiting, and how many wait for its
+                // destination before it.
+                let mut waiting_for: BTreeMap<&str, u32> = BTreeMap::new();
+                let mut found = None;
+                for (index, message) in self.intake.startable().enumerate() {
+                    let destination = self.ledger.destination(message);
+                    let ahead = destination
+                        .and_then(|destination| waiting_for.get(destination).copied())
+                        .unwrap_or(0);
+                    match self.admission(message, now, ahead) {
+                        Admission::Wait => {
+                            if let Some(destination) = destination {
+                                *waiting_for.entry(destination).or_default() += 1;
+                            }
+                        }
+                        admission => {
+                            found = Some((index, admission, ahead));
+                            break;
+                        }
+                    }
+                }
+                let next = found.and_then(|(index, admission, ahead)| {
+                    Some((self.intake.take_startable(index)?, admission, ahead))
+                });
+                let Some((message, admission, ahead)) = next else {
                     // Every startable message waits for its destination.
                     waiting = self.intake.has_startable();
                     break;
                 };
-                let admission = self.admission(&message, now);
                 if admission != Admission::Admit {
-                    self.give_back(message, admission, now);
+                    self.give_back(message, admission, now, ahead);
                     continue;
                 }
                 let size = self.drainer.deliver.size_of(&message);
@@ -241,7 +268,13 @@ impl<'a> Run<'a> {
 
     /// Gives `message` back as the gate said, no attempt spent: due after
     /// the breaker's cooldown (handed back), or due now (released).
-    fn give_back(&mut self, message: ClaimedMessage, admission: Admission, now: Timestamp) {
+    fn give_back(
+        &mut self,
+        message: ClaimedMessage,
+        admission: Admission,
+        now: Timestamp,
+        ahead: u32,
+    ) {
         let due = match admission {
             Admission::HandBack(why) => {
                 self.ledger.record_error_type(&message.id, why);
@@ -251,6 +284,11 @@ impl<'a> Run<'a> {
             Admission::Release(why) => {
                 self.ledger.record_error_type(&message.id, why);
                 now
+            }
+            Admission::Later => {
+                self.ledger.record_error_type(&message.id, "rate_limited");
+                self.dispatch
+                    .book(self.ledger.destination(&message), now, ahead)
             }
             Admission::Admit | Admission::Wait => return,
         };
