@@ -90,7 +90,6 @@ function workerdCpuMs() {
   return (ticks * 1000) / CLOCK_TICKS;
 }
 
-/** Drains `messages` due messages in invocations of at most 900 D1 calls each. */
 // `BENCH_ONLY=endpoints`: the endpoints' sections alone, printed (BENCHMARKS.md
 // is written by a whole run only).
 if (process.env.BENCH_ONLY === "endpoints") {
@@ -99,6 +98,7 @@ if (process.env.BENCH_ONLY === "endpoints") {
   process.exit(0);
 }
 
+/** Drains `messages` due messages in invocations of at most 900 D1 calls each. */
 async function d1Drain(algo, batch, messages = MESSAGES) {
   await reset();
   await seed(algo, "due", messages);

@@ -569,10 +569,8 @@ async fn a_name_resolving_to_a_private_address_is_unreachable_unless_allowed() {
     assert_eq!(allowed.deliver(&message).await, Delivery::Delivered);
 }
 
-/// An outbox in memory whose endpoints may be loopback receivers (allowed
-/// here, refused by default).
 #[tokio::test]
-async fn a_slack_endpoint_receives_a_sentence_signed_like_any_body() {
+async fn a_slack_endpoint_receives_a_quiet_line_signed_like_any_body() {
     use workers_outbox::endpoint::{BodyFormat, EndpointDeliverer, NewEndpoint};
 
     let (chat, _) = server(status(200, "", "ok")).await;
@@ -596,7 +594,11 @@ async fn a_slack_endpoint_receives_a_sentence_signed_like_any_body() {
     let body: serde_json::Value = serde_json::from_str(&seen.body).unwrap();
     assert_eq!(
         body,
-        serde_json::json!({"text": r#"`order.paid` {"note":"&lt;!here&gt;","type":"order.paid"}"#})
+        serde_json::json!({
+            "text": format!(r#"`{event}` {{"note":"&lt;!here&gt;","type":"order.paid"}}"#),
+            "unfurl_links": false,
+            "unfurl_media": false,
+        })
     );
     assert_eq!(seen.header("webhook-id").as_deref(), Some(event.as_str()));
     let verifier = Verifier::new(webhook::secrets(SECRET).unwrap()).unwrap();
@@ -606,6 +608,8 @@ async fn a_slack_endpoint_receives_a_sentence_signed_like_any_body() {
         .unwrap();
 }
 
+/// An outbox in memory whose endpoints may be loopback receivers (allowed
+/// here, refused by default).
 async fn local_endpoints() -> (TestOutbox, workers_outbox::endpoint::Endpoints) {
     let t = TestOutbox::new().await.unwrap();
     let endpoints = workers_outbox::endpoint::Endpoints::new(&t.outbox)

@@ -527,6 +527,20 @@ pub(crate) async fn bad_endpoints_and_events_are_refused_and_write_nothing(
         ),
         "published a dotted id"
     );
+    let outboxs_own = batch.publish(
+        &endpoints,
+        Event::raw_json("acme", "order.paid", "{}").id("evt_outbox_x"),
+    );
+    ensure!(
+        matches!(
+            outboxs_own,
+            Err(Error::InvalidInput {
+                what: "event id",
+                ..
+            })
+        ),
+        "published under an operational event's id"
+    );
     let not_json = batch.publish(&endpoints, Event::raw_json("acme", "order.paid", "{"));
     ensure!(
         matches!(
@@ -943,15 +957,57 @@ pub(crate) async fn a_receiver_failing_too_long_is_told_once_and_then_its_recove
     h.clock().advance(Duration::from_secs(120));
     drain_through(failing(&["mail"])).await?;
     ensure_eq!(told(&received).len(), 1);
-    // It answers again: told so. ("brief" was never told of, so its
-    // recovery is not either.)
-    h.clock().advance(Duration::from_secs(2));
+    // It answers again, after a day without a drain (past the streak's
+    // memory): told so. ("brief" was never told of, so its recovery is not
+    // either.)
+    h.clock().advance(Duration::from_secs(25 * 3600));
     drain_through(failing(&[])).await?;
     let reports = told(&received);
     ensure_eq!(reports.len(), 2);
     ensure_eq!(reports[1]["type"].as_str(), Some(RECEIVER_RECOVERED));
     ensure_eq!(reports[1]["receiver"].as_str(), Some("mail"));
     ensure_eq!(h.count(outbox.table().as_str()).await?, 0);
+    Ok(())
+}
+
+pub(crate) async fn an_operators_own_failing_endpoint_is_not_reported(h: Harness) -> CaseResult {
+    use crate::outbox::operational::RECEIVER_FAILING;
+    let backoff = crate::retry::ExponentialBackoff {
+        base: Duration::from_secs(1),
+        cap: Duration::from_secs(1),
+    };
+    let outbox = h
+        .outbox_builder(h.db(), &h.table("outbox"))
+        .operational_events("ops")
+        .receiver_failing_after(Duration::from_secs(600))
+        .retry_policy(crate::retry::RetryPolicy::new(1_000, backoff)?)
+        .build()?;
+    outbox.create_schema().await?;
+    let endpoints = Endpoints::new(&outbox);
+    let ops = endpoints
+        .create(new("ops", "ops.example", &[RECEIVER_FAILING]))
+        .await?;
+    // The operator's own endpoint, failing: its deliveries fail in turn.
+    let broken = endpoints
+        .create(new("ops", "broken.example", &["order.paid"]))
+        .await?;
+    for _ in 0..3 {
+        publish(&h, &endpoints, "ops", "order.paid").await?;
+        super::enqueue(&outbox, "mail").await?;
+    }
+    let receiver = Operators {
+        failing: vec![broken.id.clone(), "mail".to_owned()],
+        ..Operators::default()
+    };
+    for _ in 0..2 {
+        let drainer = drainer_through(&h, &outbox, receiver.clone(), 1)?;
+        drainer.drain().await;
+        drainer.drain().await;
+        h.clock().advance(Duration::from_secs(660));
+    }
+    let told = receiver.received_by(&ops.id);
+    let about: Vec<&str> = told.iter().filter_map(|e| e["receiver"].as_str()).collect();
+    ensure_eq!(about, vec!["mail"]);
     Ok(())
 }
 

@@ -272,6 +272,7 @@ pub fn cases() -> Vec<Case> {
         endpoints::operational_events_reach_the_operators_endpoints,
         endpoints::a_receiver_failing_too_long_is_told_once_and_then_its_recovery,
         endpoints::messages_a_claim_parks_as_dead_are_told_in_its_batch,
+        endpoints::an_operators_own_failing_endpoint_is_not_reported,
         endpoints::a_filter_lets_through_only_the_events_it_matches,
         attempts::failures_are_logged_in_the_settle_call_and_bounded_per_message,
         attempts::the_attempt_log_is_kept_for_its_retention_and_erased_with_its_subject,

@@ -164,7 +164,8 @@ impl EndpointDeliverer {
         let (verdict, record) = match target.body {
             BodyFormat::Slack => {
                 let mut as_text = message.clone();
-                as_text.payload = super::slack::body(&message.payload);
+                let event_id = message.event_id.as_deref().unwrap_or(&message.id);
+                as_text.payload = super::slack::body(event_id, &message.payload);
                 self.http.send_to(&to, &as_text).await
             }
             BodyFormat::Payload => self.http.send_to(&to, message).await,

@@ -9,6 +9,7 @@ use super::store::Endpoints;
 use crate::database::Statement;
 use crate::erasure::GuardedInsert;
 use crate::error::{Error, Result};
+use crate::outbox::operational::EVENT_ID_PREFIX;
 use crate::outbox::{MessageLimits, check_key};
 use crate::sql::events::{self, DELIVERY_ID_SEPARATOR, EventRow};
 
@@ -157,6 +158,12 @@ fn check_event_id(id: &str) -> Result<()> {
         return Err(Error::invalid(
             "event id",
             format!("{id:?} contains {bad:?}; ids are printable ASCII without spaces, '.' or ':'"),
+        ));
+    }
+    if id.starts_with(EVENT_ID_PREFIX) {
+        return Err(Error::invalid(
+            "event id",
+            format!("{id:?}: ids starting {EVENT_ID_PREFIX:?} are the outbox's own"),
         ));
     }
     Ok(())

@@ -209,9 +209,10 @@ pub enum BodyFormat {
     Payload,
     /// `{"text": "…"}`, as Slack's incoming webhooks take (and the chats
     /// that take Slack's format): an [operational event](crate::outbox::operational)
-    /// as a sentence, any other event as its type and JSON, every value
-    /// escaped so that it cannot mention a channel or make a link, cut at
-    /// 3,000 bytes.
+    /// as a sentence, any other event as its id and JSON; every value
+    /// escaped (`&`, `<`, `>`) and `@` and `://` broken by a zero-width
+    /// space, so that text a receiver or an application chose mentions
+    /// nobody and makes no link; previews off; cut at 3,000 bytes.
     Slack,
 }
 

@@ -27,6 +27,10 @@ pub const RECEIVER_FAILING: &str = "outbox.receiver.failing";
 pub const RECEIVER_RECOVERED: &str = "outbox.receiver.recovered";
 /// The prefix of the reserved types: an application publishes none of them.
 pub const RESERVED_PREFIX: &str = "outbox.";
+/// The prefix of the operational events' ids (their `webhook-id`): an
+/// application's event ids never start with it, so a delivery whose event
+/// id does is the outbox's own report.
+pub const EVENT_ID_PREFIX: &str = "evt_outbox_";
 
 impl Outbox {
     /// The owner whose endpoints receive the operational events, if any.
@@ -47,7 +51,7 @@ impl Outbox {
         let payload = crate::sql::json_text(payload, "operational event")?;
         Ok(Some((
             owner,
-            format!("evt_{}", self.new_ulid(now)),
+            format!("{EVENT_ID_PREFIX}{}", self.new_ulid(now)),
             payload,
         )))
     }

@@ -25,6 +25,9 @@ pub(crate) struct Streak {
     pub(crate) failing_id: String,
     /// Whether another message failed in the streak too.
     pub(crate) several: bool,
+    /// Older than [`STREAK_MEMORY`], kept only because its operator was
+    /// told of it: its answer ends it, but it judges no failure.
+    pub(crate) stale: bool,
 }
 
 /// A change to a topic's remembered streak, as a drain decides it.
@@ -44,9 +47,10 @@ pub(crate) enum StreakWrite {
 }
 
 impl Streak {
-    /// Whether `id` is the only message that failed in the streak.
+    /// Whether `id` is the only message that failed in the streak (or
+    /// the streak is stale: as if there were none).
     pub(crate) fn only(&self, id: &str) -> bool {
-        !self.several && self.failing_id == id
+        self.stale || (!self.several && self.failing_id == id)
     }
 }
 
@@ -62,7 +66,8 @@ impl Outbox {
     }
 
     /// The streaks `rows` of [`streaks_statement`](Outbox::streaks_statement)
-    /// hold, those older than [`STREAK_MEMORY`] left out.
+    /// hold, those older than [`STREAK_MEMORY`] left out unless their
+    /// operator was told of them (kept stale, for their answer to end).
     ///
     /// # Errors
     /// [`Error::MalformedRow`](crate::error::Error::MalformedRow) for a row that
@@ -74,11 +79,14 @@ impl Outbox {
             let in_table = |error: crate::error::Error| error.in_row(&self.topics_table(), None);
             let failed_at: Timestamp = row.get(col::FAILED_AT).map_err(in_table)?;
             let several: i64 = row.get(col::SEVERAL).map_err(in_table)?;
+            let told: i64 = row.get(col::TOLD).map_err(in_table)?;
+            let stale = failed_at < forget_before;
             let streak = Streak {
                 failing_id: row.get(col::FAILING_ID).map_err(in_table)?,
                 several: several != 0,
+                stale,
             };
-            if failed_at >= forget_before {
+            if !stale || told != 0 {
                 streaks.insert(row.get(col::TOPIC).map_err(in_table)?, streak);
             }
         }
@@ -207,7 +215,11 @@ impl Outbox {
             text.pop();
         }
         Ok(Some(ReceiverEvent {
-            id: format!("evt_{}", self.new_ulid(now)),
+            id: format!(
+                "{}{}",
+                super::operational::EVENT_ID_PREFIX,
+                self.new_ulid(now)
+            ),
             owner,
             payload_head: text,
             at: now,

@@ -324,9 +324,13 @@ pub(crate) struct ClaimDeaths<'a> {
 }
 
 impl ClaimDeaths<'_> {
-    /// The ids of its events: `evt_<token>_<n>`.
+    /// The ids of its events: `evt_outbox_<token>_<n>`.
     fn id_prefix(&self) -> String {
-        format!("evt_{}_", self.token)
+        format!(
+            "{}{}_",
+            crate::outbox::operational::EVENT_ID_PREFIX,
+            self.token
+        )
     }
 }
 

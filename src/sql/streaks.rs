@@ -41,6 +41,7 @@ pub(crate) fn read(table: &TableName, dialect: Dialect) -> Result<Statement> {
             streak_col::FAILING_ID,
             streak_col::SEVERAL,
             streak_col::FAILED_AT,
+            streak_col::TOLD,
         ])
         .from(streaks_table(table));
     dialect.render(&select)
@@ -68,7 +69,8 @@ pub(crate) struct Failure<'a> {
 
 /// Records `failure`, merged with the stored streak: a different message
 /// failing makes it several; one older than `forget_before` starts over
-/// (its first failure now, not told). Safe to send again.
+/// (its first failure now) unless its operator was told of it: an outage
+/// told of lasts until the receiver answers. Safe to send again.
 pub(crate) fn failed(
     table: &TableName,
     dialect: Dialect,
@@ -84,11 +86,8 @@ pub(crate) fn failed(
         .case(Expr::val(several).eq(1), 1)
         .finally(stored(streak_col::SEVERAL))
         .into();
-    let since: Expr = Expr::case(forgotten(), now)
+    let since: Expr = Expr::case(forgotten().and(stored(streak_col::TOLD).eq(0)), now)
         .finally(stored(streak_col::SINCE).if_null(stored(streak_col::FAILED_AT)))
-        .into();
-    let told: Expr = Expr::case(forgotten(), 0)
-        .finally(stored(streak_col::TOLD))
         .into();
     let mut insert = Query::insert();
     insert
@@ -115,7 +114,6 @@ pub(crate) fn failed(
         OnConflict::column(streak_col::TOPIC)
             .value(streak_col::SEVERAL, merged)
             .value(streak_col::SINCE, since)
-            .value(streak_col::TOLD, told)
             .value(streak_col::FAILING_ID, failure.failing_id)
             .value(streak_col::FAILED_AT, now)
             .to_owned(),

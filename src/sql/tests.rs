@@ -830,7 +830,7 @@ fn a_streak_remembers_its_start_and_tells_its_operator_once() {
     let sqlite = Dialect::Sqlite;
     assert_eq!(
         streaks::failed(&outbox, sqlite, &failure).unwrap().sql(),
-        r#"INSERT INTO "outbox_topics" ("topic", "failing_id", "several", "failed_at", "since", "told") VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT ("topic") DO UPDATE SET "several" = (CASE WHEN ("outbox_topics"."failed_at" < ?) THEN ? WHEN ("outbox_topics"."failing_id" <> ?) THEN ? WHEN (? = ?) THEN ? ELSE "outbox_topics"."several" END), "since" = (CASE WHEN ("outbox_topics"."failed_at" < ?) THEN ? ELSE IFNULL("outbox_topics"."since", "outbox_topics"."failed_at") END), "told" = (CASE WHEN ("outbox_topics"."failed_at" < ?) THEN ? ELSE "outbox_topics"."told" END), "failing_id" = ?, "failed_at" = ?"#
+        r#"INSERT INTO "outbox_topics" ("topic", "failing_id", "several", "failed_at", "since", "told") VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT ("topic") DO UPDATE SET "several" = (CASE WHEN ("outbox_topics"."failed_at" < ?) THEN ? WHEN ("outbox_topics"."failing_id" <> ?) THEN ? WHEN (? = ?) THEN ? ELSE "outbox_topics"."several" END), "since" = (CASE WHEN ("outbox_topics"."failed_at" < ? AND "outbox_topics"."told" = ?) THEN ? ELSE IFNULL("outbox_topics"."since", "outbox_topics"."failed_at") END), "failing_id" = ?, "failed_at" = ?"#
     );
     let keep = streaks::keep_if_failing(
         &outbox,
@@ -885,12 +885,12 @@ fn a_claims_deaths_are_told_as_events_of_its_token_and_fanned_out() {
         keep.sql(),
         r#"INSERT INTO "outbox_events" ("id", "owner", "event_type", "payload", "subject", "created_at") SELECT CAST(? AS TEXT) || (CAST(ROW_NUMBER() OVER (ORDER BY id) AS TEXT)), CAST(? AS TEXT), CAST(? AS TEXT), (((((CAST(? AS TEXT) || (json_quote("id"))) || CAST(? AS TEXT)) || (json_quote("topic"))) || CAST(? AS TEXT)) || (json_quote("last_error"))) || CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT) FROM "outbox" WHERE "state" = ('dead') AND "due_at" = ? AND "lease_token" = ? AND "topic" NOT IN (SELECT "id" FROM "outbox_endpoints" WHERE "owner" = ?)"#
     );
-    assert_eq!(keep.values()[0], text("evt_tok_"));
+    assert_eq!(keep.values()[0], text("evt_outbox_tok_"));
     let fan_out = events::fan_out_claim_deaths(&table("outbox"), Dialect::Sqlite, &deaths).unwrap();
     assert!(fan_out.sql().ends_with(
         r#"AND "outbox_events"."owner" = ? AND "outbox_events"."created_at" = ? AND "outbox_events"."id" LIKE ? ON CONFLICT ("dedup_key") WHERE "dedup_key" IS NOT NULL DO NOTHING"#
     ));
-    assert_eq!(fan_out.values().last(), Some(&text("evt_tok_%")));
+    assert_eq!(fan_out.values().last(), Some(&text("evt_outbox_tok_%")));
     #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
     assert!(
         events::keep_claim_deaths(&table("outbox"), Dialect::Postgres, &deaths)

@@ -58,7 +58,7 @@ const hooks = await receivers();
 const mf = await start("examples/durable-webhooks", {
   migrate: false,
   bindings: {
-    // The customers' own webhook (the example's first route) goes to the healthy receiver too.
+    // What the example's own demo receiver (/hooks) verifies with; unused here.
     WEBHOOK_SECRET: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
     ENDPOINTS_ALLOW_LOCAL: "1",
     ADMIN_TOKEN: "test-admin-token",

@@ -138,6 +138,7 @@ fn remembered(failing_id: &str, several: bool) -> BTreeMap<String, Streak> {
     let streak = Streak {
         failing_id: failing_id.into(),
         several,
+        stale: false,
     };
     BTreeMap::from([("mail".to_owned(), streak)])
 }
