@@ -775,18 +775,30 @@ impl Deliver for Operators {
     }
 }
 
-pub(crate) async fn operational_events_reach_the_operators_endpoints(h: Harness) -> CaseResult {
-    use crate::outbox::operational::{ENDPOINT_DISABLED, ENDPOINT_ENABLED, MESSAGE_DEAD};
+/// An outbox whose operational events go to owner `ops`, retrying every
+/// second up to `max_attempts`, as `configure` sets it further; its schema
+/// created.
+async fn operational_outbox(
+    h: &Harness,
+    max_attempts: u32,
+    configure: impl FnOnce(crate::outbox::OutboxBuilder) -> crate::outbox::OutboxBuilder,
+) -> Result<Outbox, Failure> {
     let backoff = crate::retry::ExponentialBackoff {
         base: Duration::from_secs(1),
         cap: Duration::from_secs(1),
     };
-    let outbox = h
+    let builder = h
         .outbox_builder(h.db(), &h.table("outbox"))
         .operational_events("ops")
-        .retry_policy(crate::retry::RetryPolicy::new(2, backoff)?)
-        .build()?;
+        .retry_policy(crate::retry::RetryPolicy::new(max_attempts, backoff)?);
+    let outbox = configure(builder).build()?;
     outbox.create_schema().await?;
+    Ok(outbox)
+}
+
+pub(crate) async fn operational_events_reach_the_operators_endpoints(h: Harness) -> CaseResult {
+    use crate::outbox::operational::{ENDPOINT_DISABLED, ENDPOINT_ENABLED, MESSAGE_DEAD};
+    let outbox = operational_outbox(&h, 2, |builder| builder).await?;
     let endpoints = Endpoints::new(&outbox);
     let ops = endpoints
         .create(new(
@@ -895,17 +907,10 @@ pub(crate) async fn a_receiver_failing_too_long_is_told_once_and_then_its_recove
     h: Harness,
 ) -> CaseResult {
     use crate::outbox::operational::{RECEIVER_FAILING, RECEIVER_RECOVERED};
-    let backoff = crate::retry::ExponentialBackoff {
-        base: Duration::from_secs(1),
-        cap: Duration::from_secs(1),
-    };
-    let outbox = h
-        .outbox_builder(h.db(), &h.table("outbox"))
-        .operational_events("ops")
-        .receiver_failing_after(Duration::from_secs(600))
-        .retry_policy(crate::retry::RetryPolicy::new(1_000, backoff)?)
-        .build()?;
-    outbox.create_schema().await?;
+    let outbox = operational_outbox(&h, 1_000, |builder| {
+        builder.receiver_failing_after(Duration::from_secs(600))
+    })
+    .await?;
     let endpoints = Endpoints::new(&outbox);
     let ops = endpoints
         .create(new(
@@ -972,17 +977,10 @@ pub(crate) async fn a_receiver_failing_too_long_is_told_once_and_then_its_recove
 
 pub(crate) async fn an_operators_own_failing_endpoint_is_not_reported(h: Harness) -> CaseResult {
     use crate::outbox::operational::RECEIVER_FAILING;
-    let backoff = crate::retry::ExponentialBackoff {
-        base: Duration::from_secs(1),
-        cap: Duration::from_secs(1),
-    };
-    let outbox = h
-        .outbox_builder(h.db(), &h.table("outbox"))
-        .operational_events("ops")
-        .receiver_failing_after(Duration::from_secs(600))
-        .retry_policy(crate::retry::RetryPolicy::new(1_000, backoff)?)
-        .build()?;
-    outbox.create_schema().await?;
+    let outbox = operational_outbox(&h, 1_000, |builder| {
+        builder.receiver_failing_after(Duration::from_secs(600))
+    })
+    .await?;
     let endpoints = Endpoints::new(&outbox);
     let ops = endpoints
         .create(new("ops", "ops.example", &[RECEIVER_FAILING]))
@@ -1013,16 +1011,7 @@ pub(crate) async fn an_operators_own_failing_endpoint_is_not_reported(h: Harness
 
 pub(crate) async fn messages_a_claim_parks_as_dead_are_told_in_its_batch(h: Harness) -> CaseResult {
     use crate::outbox::operational::MESSAGE_DEAD;
-    let backoff = crate::retry::ExponentialBackoff {
-        base: Duration::from_secs(1),
-        cap: Duration::from_secs(1),
-    };
-    let outbox = h
-        .outbox_builder(h.db(), &h.table("outbox"))
-        .operational_events("ops")
-        .retry_policy(crate::retry::RetryPolicy::new(1, backoff)?)
-        .build()?;
-    outbox.create_schema().await?;
+    let outbox = operational_outbox(&h, 1, |builder| builder).await?;
     let endpoints = Endpoints::new(&outbox);
     let ops = endpoints
         .create(new("ops", "ops.example", &[MESSAGE_DEAD, "order.paid"]))

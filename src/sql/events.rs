@@ -295,6 +295,17 @@ fn fan_out_of(
         .and_where(filtered)
         .and_where(Expr::col((endpoints, endpoint_col::ID)).in_subquery(subscribed));
     narrow(&mut select);
+    insert_deliveries(table, dialect, columns, select)
+}
+
+/// Inserts the delivery rows `select` yields into `columns`, but none
+/// whose dedup key (`<event id>:<endpoint id>`) is pending already.
+fn insert_deliveries(
+    table: &TableName,
+    dialect: Dialect,
+    columns: Vec<&'static str>,
+    select: SelectStatement,
+) -> Result<Statement> {
     let mut insert = Query::insert();
     insert
         .into_table(table.as_str().to_owned())
@@ -369,11 +380,6 @@ pub(crate) fn keep_claim_deaths(
             col::ID
         )),
     );
-    let mut operators = Query::select();
-    operators
-        .column(endpoint_col::ID)
-        .from(endpoints_table(table))
-        .and_where(Expr::col(endpoint_col::OWNER).eq(deaths.operator));
     let mut select = Query::select();
     select
         .exprs([
@@ -388,7 +394,7 @@ pub(crate) fn keep_claim_deaths(
         .and_where(super::state_is(state::DEAD))
         .and_where(Expr::col(col::DUE_AT).eq(deaths.at.as_unix_millis()))
         .and_where(Expr::col(col::LEASE_TOKEN).eq(deaths.token))
-        .and_where(Expr::col(col::TOPIC).not_in_subquery(operators));
+        .and_where(Expr::col(col::TOPIC).not_in_subquery(endpoints_of(table, deaths.operator)));
     keep_selected(table, dialect, select)
 }
 
@@ -525,19 +531,7 @@ pub(crate) fn recover(
         .exprs(values)
         .and_where(Expr::exists(owned(table, owner, id)))
         .limit(u64::from(limit));
-    let mut insert = Query::insert();
-    insert
-        .into_table(table.as_str().to_owned())
-        .columns(columns)
-        .select_from(select)
-        .map_err(query_error)?
-        .on_conflict(
-            OnConflict::column(col::DEDUP_KEY)
-                .target_and_where(Expr::col(col::DEDUP_KEY).is_not_null())
-                .do_nothing()
-                .to_owned(),
-        );
-    dialect.render(&insert)
+    insert_deliveries(table, dialect, columns, select)
 }
 
 /// The time of the event [`recover`] with the same arguments would reach
@@ -598,6 +592,15 @@ pub(crate) fn events_of_subject(
     dialect.render(&select)
 }
 
+/// The ids of `owner`'s endpoints: the topics of their deliveries.
+pub(crate) fn endpoints_of(table: &TableName, owner: &str) -> SelectStatement {
+    let mut ids = Query::select();
+    ids.column(endpoint_col::ID)
+        .from(endpoints_table(table))
+        .and_where(Expr::col(endpoint_col::OWNER).eq(owner));
+    ids
+}
+
 /// Which rows an operational event is about.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum About<'a> {
@@ -617,10 +620,6 @@ pub(crate) fn keep_if_held(
     event: &EventRow<'_>,
     about: About<'_>,
 ) -> Result<Statement> {
-    let mut endpoint_ids = Query::select();
-    endpoint_ids
-        .column(endpoint_col::ID)
-        .from(endpoints_table(table));
     let mut select = Query::select();
     select
         .exprs(event_exprs(event))
@@ -628,11 +627,14 @@ pub(crate) fn keep_if_held(
         .and_where(lease.holds());
     match about {
         About::AnEndpointsDelivery => {
+            let mut endpoint_ids = Query::select();
+            endpoint_ids
+                .column(endpoint_col::ID)
+                .from(endpoints_table(table));
             select.and_where(Expr::col(col::TOPIC).in_subquery(endpoint_ids));
         }
         About::NotADeliveryOf(owner) => {
-            endpoint_ids.and_where(Expr::col(endpoint_col::OWNER).eq(owner));
-            select.and_where(Expr::col(col::TOPIC).not_in_subquery(endpoint_ids));
+            select.and_where(Expr::col(col::TOPIC).not_in_subquery(endpoints_of(table, owner)));
         }
     }
     keep_selected(table, dialect, select)

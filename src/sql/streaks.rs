@@ -4,8 +4,8 @@
 
 use sea_query::{BinOper, Expr, ExprTrait, OnConflict, Query};
 
-use super::endpoints::{endpoint_col, endpoints_table, event_col, events_table};
-use super::events::{EventRow, event_exprs, keep_selected};
+use super::endpoints::{event_col, events_table};
+use super::events::{EventRow, endpoints_of, event_exprs, keep_selected};
 use crate::database::{Dialect, Statement, query_error};
 use crate::error::Result;
 use crate::identifier::TableName;
@@ -160,11 +160,6 @@ pub(crate) fn keep_if_failing(
         text("}"),
     );
     let [id, owner, event_type, _, subject, at] = event_exprs(event);
-    let mut operators = Query::select();
-    operators
-        .column(endpoint_col::ID)
-        .from(endpoints_table(table))
-        .and_where(Expr::col(endpoint_col::OWNER).eq(operator));
     let mut select = Query::select();
     select
         .exprs([id, owner, event_type, payload, subject, at])
@@ -173,7 +168,7 @@ pub(crate) fn keep_if_failing(
         .and_where(Expr::col(streak_col::SEVERAL).eq(1))
         .and_where(Expr::col(streak_col::TOLD).eq(0))
         .and_where(first_failure().lte(began_by.as_unix_millis()))
-        .and_where(Expr::col(streak_col::TOPIC).not_in_subquery(operators));
+        .and_where(Expr::col(streak_col::TOPIC).not_in_subquery(endpoints_of(table, operator)));
     keep_selected(table, dialect, select)
 }
 
