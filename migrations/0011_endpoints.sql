@@ -1,10 +1,7 @@
 -- workers-outbox 0.6: endpoints (receivers as data, src/endpoint/), for the example's two outboxes:
 -- the event a fan-out delivery carries, the tables of endpoints, their subscriptions and the events
--- published to them, and the attempt log; a receiver's streak remembers when it began and whether
--- its operator was told (see src/outbox/schema.sql).
+-- published to them, and the attempt log (see src/outbox/schema.sql).
 ALTER TABLE "outbox" ADD COLUMN event_id TEXT;
-ALTER TABLE "outbox_topics" ADD COLUMN since INTEGER;
-ALTER TABLE "outbox_topics" ADD COLUMN told INTEGER NOT NULL DEFAULT 0 CHECK (told IN (0, 1));
 CREATE TABLE IF NOT EXISTS "outbox_endpoints" (
     id         TEXT    NOT NULL PRIMARY KEY,
     owner      TEXT    NOT NULL,
@@ -34,8 +31,6 @@ CREATE TABLE IF NOT EXISTS "outbox_events" (
 CREATE INDEX IF NOT EXISTS "outbox_events_owner" ON "outbox_events" (owner, created_at);
 CREATE INDEX IF NOT EXISTS "outbox_events_created" ON "outbox_events" (created_at);
 ALTER TABLE "account_events" ADD COLUMN event_id TEXT;
-ALTER TABLE "account_events_topics" ADD COLUMN since INTEGER;
-ALTER TABLE "account_events_topics" ADD COLUMN told INTEGER NOT NULL DEFAULT 0 CHECK (told IN (0, 1));
 CREATE TABLE IF NOT EXISTS "account_events_endpoints" (
     id         TEXT    NOT NULL PRIMARY KEY,
     owner      TEXT    NOT NULL,

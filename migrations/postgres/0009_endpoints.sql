@@ -1,10 +1,8 @@
 -- workers-outbox 0.6: endpoints (receivers as data, src/endpoint/) for the table "outbox": the
 -- event a fan-out delivery carries, the tables of endpoints, their subscriptions and the events
--- published to them, and the attempt log; a receiver's streak remembers when it began and whether
--- its operator was told (see src/outbox/schema.sql). `Outbox::create_schema` applies the same.
+-- published to them, and the attempt log (see src/outbox/schema.sql). `Outbox::create_schema`
+-- applies the same.
 ALTER TABLE "outbox" ADD COLUMN IF NOT EXISTS event_id TEXT;
-ALTER TABLE "outbox_topics" ADD COLUMN IF NOT EXISTS since BIGINT;
-ALTER TABLE "outbox_topics" ADD COLUMN IF NOT EXISTS told BIGINT NOT NULL DEFAULT 0 CHECK (told IN (0, 1));
 CREATE TABLE IF NOT EXISTS "outbox_endpoints" (
     id         TEXT   COLLATE "C" NOT NULL PRIMARY KEY,
     owner      TEXT   COLLATE "C" NOT NULL,
