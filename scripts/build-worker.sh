@@ -4,7 +4,9 @@
 # otherwise download both). Skips the build when nothing it reads (the
 # library's src/, the crate's sources, the Cargo files, this script) changed
 # since the last one, so `npm run dev` builds once per change however often
-# wrangler asks; FORCE_BUILD=1 builds anyway.
+# wrangler asks; FORCE_BUILD=1 builds anyway. A crate whose Cargo.toml says
+# `strip-wasm-names = true` (under [package.metadata.workers-outbox]) ships
+# without the wasm's function-name section, which worker-build keeps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 crate=${1:?usage: build-worker.sh <crate directory>}
@@ -22,6 +24,13 @@ export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$(command -v wasm-bindgen)}"
 export WASM_OPT_BIN="${WASM_OPT_BIN:-$PWD/node_modules/.bin/wasm-opt}"
 started=$(mktemp)
 worker-build --release "$crate"
+if grep -q '^strip-wasm-names = true' "$crate/Cargo.toml"; then
+  # The feature set worker-build gives wasm-opt, and no optimization: only the names go.
+  "$WASM_OPT_BIN" --strip-debug --enable-mutable-globals --enable-sign-ext \
+    --enable-nontrapping-float-to-int --enable-bulk-memory --enable-multivalue \
+    --enable-reference-types --enable-exception-handling \
+    "$crate/build/index_bg.wasm" -o "$crate/build/index_bg.wasm"
+fi
 # Sources edited during the build are newer than the stamp: the next run builds them.
 touch -r "$started" "$stamp"
 rm -f "$started"

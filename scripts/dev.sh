@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the example Worker locally: installs what is missing, builds it,
-# applies migrations/ to local D1, starts a mail sink that prints each mail,
+# applies migrations/ to local D1, starts a stand-in mail API and webhook receiver
+# (scripts/mail-sink.mjs: it prints what it gets; the mail itself goes through local
+# send_email unless MAIL_API_URL is set),
 # and serves the Worker on http://127.0.0.1:8787 with cron testing enabled
 # (GET /__scheduled fires the drain).
 set -euo pipefail

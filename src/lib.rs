@@ -61,6 +61,7 @@ pub mod console;
 pub mod database;
 pub mod defer;
 pub mod drain;
+pub mod email;
 pub mod endpoint;
 mod erasure;
 mod error;
@@ -85,6 +86,7 @@ pub mod trace;
 mod vars;
 mod verdict;
 pub mod webhook;
+pub mod workflow;
 
 pub use batch::{
     Batch, Committed, InboxKey, OfErasure, OfEvent, OfLeasedMessage, OfMessage, OfStatement, Ticket,

@@ -1135,3 +1135,108 @@ pub(crate) async fn a_filter_lets_through_only_the_events_it_matches(h: Harness)
     );
     Ok(())
 }
+
+/// Platform destinations (`mailto:`, `service://`, `workflow://`,
+/// `queue://`) are endpoints like any other once the application allows
+/// them: stored with their kind, secrets only where they sign, and fanned
+/// out in the business batch with their URL at the attempt.
+pub(crate) async fn platform_endpoints_are_allowed_stored_and_fanned_out_alike(
+    h: Harness,
+) -> CaseResult {
+    use crate::endpoint::EndpointKind;
+    let outbox = h.outbox().await?;
+    let refused = |result: Result<crate::endpoint::Endpoint, Error>, what: &str| matches!(result, Err(Error::InvalidInput { what: w, .. }) if w == what);
+    let closed = Endpoints::new(&outbox);
+    for url in [
+        "mailto:ops@acme.example",
+        "workflow://FLOW",
+        "queue://EVENTS",
+    ] {
+        let result = closed.create(NewEndpoint::unsigned("acme", url)).await;
+        ensure!(refused(result, "endpoint URL"), "{url} without leave");
+    }
+    let endpoints = Endpoints::new(&outbox)
+        .allow_email(true)
+        .allow_bindings(["BILLING", "FLOW", "EVENTS"]);
+    let unlisted = endpoints
+        .create(NewEndpoint::unsigned("acme", "queue://OTHER"))
+        .await;
+    ensure!(refused(unlisted, "endpoint URL"), "a binding not allowed");
+    let unsigned_service = endpoints
+        .create(NewEndpoint::unsigned("acme", "service://BILLING/in"))
+        .await;
+    ensure!(
+        refused(unsigned_service, "webhook secret"),
+        "a service endpoint without a secret"
+    );
+    let mut kinds = Vec::new();
+    for new in [
+        NewEndpoint::unsigned("acme", "mailto:ops@acme.example"),
+        NewEndpoint::new("acme", "service://BILLING/in", FIRST),
+        NewEndpoint::unsigned("acme", "workflow://FLOW"),
+        NewEndpoint::unsigned("acme", "queue://EVENTS"),
+        NewEndpoint::new("acme", "https://hooks.acme.example/in", FIRST),
+    ] {
+        let endpoint = endpoints.create(new).await?;
+        kinds.push((endpoint.id.clone(), endpoint.kind, endpoint.url.clone()));
+    }
+    ensure_eq!(
+        kinds.iter().map(|(_, kind, _)| *kind).collect::<Vec<_>>(),
+        vec![
+            EndpointKind::Email,
+            EndpointKind::Service,
+            EndpointKind::Workflow,
+            EndpointKind::Queue,
+            EndpointKind::Https
+        ]
+    );
+    // An unsigned endpoint cannot become one that signs without a secret.
+    let workflow = &kinds[2].0;
+    let resigned = endpoints
+        .update(
+            "acme",
+            workflow,
+            EndpointUpdate::default().url("https://a.example/"),
+        )
+        .await;
+    ensure!(
+        matches!(
+            resigned,
+            Err(Error::InvalidInput {
+                what: "endpoint secret",
+                ..
+            })
+        ),
+        "an unsigned endpoint took an HTTPS URL"
+    );
+    let (_, published) = publish(&h, &endpoints, "acme", "order.paid").await?;
+    ensure_eq!(published, 5);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let deliver = crate::drain::deliver_fn(move |message: ClaimedMessage| {
+        let record = record.clone();
+        async move {
+            let url = message
+                .endpoint_target
+                .as_ref()
+                .and_then(|target| Target::from_json(&target.0).ok())
+                .map(|target| (target.url, target.secrets.len()));
+            record
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((message.topic.clone(), url));
+            Delivery::Delivered
+        }
+    });
+    let report = drainer_through(&h, &outbox, deliver, 1)?.drain().await;
+    ensure_eq!(report.delivered, 5);
+    let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    seen.sort();
+    let mut expected: Vec<_> = kinds
+        .iter()
+        .map(|(id, kind, url)| (id.clone(), Some((url.clone(), usize::from(kind.signs())))))
+        .collect();
+    expected.sort();
+    ensure_eq!(seen, expected);
+    Ok(())
+}

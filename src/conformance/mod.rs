@@ -265,6 +265,7 @@ pub fn cases() -> Vec<Case> {
         endpoints::a_disabled_endpoint_spends_no_attempts_and_loses_nothing,
         endpoints::a_rotated_secret_signs_beside_the_old_until_it_expires,
         endpoints::a_delivery_uses_its_endpoints_url_and_secret_at_the_attempt,
+        endpoints::platform_endpoints_are_allowed_stored_and_fanned_out_alike,
         endpoints::an_endpoint_answers_to_its_owner_only,
         endpoints::bad_endpoints_and_events_are_refused_and_write_nothing,
         endpoints::an_endpoint_is_given_the_events_since_a_time,

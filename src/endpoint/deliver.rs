@@ -1,14 +1,16 @@
-//! Delivering to endpoints: each delivery POSTs to its endpoint's URL,
-//! signed with its endpoint's secrets, as the claim read them.
+//! Delivering to endpoints: each delivery goes where its endpoint's URL
+//! says (an HTTPS POST signed with its endpoint's secrets, or a platform
+//! destination), as the claim read them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::destination::Destination;
 use super::model::{BodyFormat, Target};
 use crate::drain::{AttemptLog, AttemptRecord, Deliver};
 use crate::error::Result;
 use crate::future::BoxFuture;
-use crate::http::{HttpDeliverer, To};
+use crate::http::{HttpDeliverer, Service, To};
 use crate::outbox::{ClaimedMessage, Delivery};
 use crate::time::Clock;
 use crate::webhook::Signer;
@@ -27,10 +29,19 @@ use crate::webhook::Signer;
 /// (each is its deliveries' topic and destination), and an endpoint's own
 /// [rate limit](super::NewEndpoint::rate_limit) replaces the limits' rate
 /// for it.
+///
+/// On Workers, endpoints may also be the platform's own destinations (see
+/// [`EndpointKind`](super::EndpointKind)), each given to the deliverer by
+/// the name endpoints use: `email` for `mailto:`, `service`, `workflow`
+/// and `queue` for `service://NAME/…`, `workflow://NAME` and
+/// `queue://NAME`. A delivery whose binding the deliverer was not given
+/// waits ([`Delivery::Unavailable`], no attempt spent) and says so.
 pub struct EndpointDeliverer {
     http: HttpDeliverer,
     other: Option<Arc<dyn Deliver>>,
     disable_after: Duration,
+    #[cfg(target_arch = "wasm32")]
+    pub(super) platform: super::platform::Bindings,
 }
 
 impl std::fmt::Debug for EndpointDeliverer {
@@ -60,6 +71,8 @@ impl EndpointDeliverer {
             http,
             other: None,
             disable_after: Self::DEFAULT_DISABLE_AFTER,
+            #[cfg(target_arch = "wasm32")]
+            platform: super::platform::Bindings::default(),
         })
     }
 
@@ -149,26 +162,25 @@ impl EndpointDeliverer {
             Ok(target) => target,
             Err(error) => return refused(format!("the endpoint's target does not read: {error}")),
         };
-        let url = match url::Url::parse(&target.url) {
-            Ok(url) => url,
-            Err(error) => return refused(format!("the endpoint's URL does not parse: {error}")),
+        let destination = match Destination::of(&target.url) {
+            Ok(destination) => destination,
+            Err(error) => return refused(format!("the endpoint's URL does not read: {error}")),
         };
-        let signer = match target.signing_at(self.http.now()).and_then(Signer::new) {
-            Ok(signer) => signer,
-            Err(error) => return refused(format!("the endpoint's secrets do not sign: {error}")),
-        };
-        let to = To {
-            url: &url,
-            signer: Some(&signer),
-        };
-        let (verdict, record) = match target.body {
-            BodyFormat::Slack => {
-                let mut as_text = message.clone();
-                let event_id = message.event_id.as_deref().unwrap_or(&message.id);
-                as_text.payload = super::slack::body(event_id, &message.payload);
-                self.http.send_to(&to, &as_text).await
+        let (verdict, record) = match destination {
+            Destination::Https => match url::Url::parse(&target.url) {
+                Ok(url) => self.post(&url, &target, message, None).await,
+                Err(error) => {
+                    return refused(format!("the endpoint's URL does not parse: {error}"));
+                }
+            },
+            #[cfg(target_arch = "wasm32")]
+            platform => self.to_platform(&platform, &target, message).await,
+            #[cfg(not(target_arch = "wasm32"))]
+            _ => {
+                return refused(
+                    "the endpoint's destination is reachable on Workers only".to_owned(),
+                );
             }
-            BodyFormat::Payload => self.http.send_to(&to, message).await,
         };
         // Old, and failed before: not a backlog released at once that meets
         // one busy answer, nor a delivery that waited behind its key's head.
@@ -185,6 +197,40 @@ impl EndpointDeliverer {
                 (Delivery::gone(reason), record)
             }
             _ => (verdict, record),
+        }
+    }
+}
+
+impl EndpointDeliverer {
+    /// POSTs `message` to `url`, signed with `target`'s secrets, through
+    /// `via` if given (a service binding), else `fetch`.
+    pub(super) async fn post(
+        &self,
+        url: &url::Url,
+        target: &Target,
+        message: &ClaimedMessage,
+        via: Option<&Service>,
+    ) -> (Delivery, Option<AttemptRecord>) {
+        let signer = match target.signing_at(self.http.now()).and_then(Signer::new) {
+            Ok(signer) => signer,
+            Err(error) => {
+                let error = format!("the endpoint's secrets do not sign: {error}");
+                return (Delivery::permanent(error), None);
+            }
+        };
+        let to = To {
+            url,
+            signer: Some(&signer),
+            via,
+        };
+        match target.body {
+            BodyFormat::Slack => {
+                let mut as_text = message.clone();
+                let event_id = message.event_id.as_deref().unwrap_or(&message.id);
+                as_text.payload = super::slack::body(event_id, &message.payload);
+                self.http.send_to(&to, &as_text).await
+            }
+            BodyFormat::Payload => self.http.send_to(&to, message).await,
         }
     }
 }

@@ -57,8 +57,13 @@
     all(feature = "native-http", not(target_arch = "wasm32"))
 ))]
 mod deliver;
+mod destination;
 mod event;
+#[cfg(any(test, all(feature = "workers", target_arch = "wasm32")))]
+mod mail;
 pub(crate) mod model;
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
+mod platform;
 #[cfg(any(
     test,
     all(feature = "workers", target_arch = "wasm32"),
@@ -72,6 +77,7 @@ mod store;
     all(feature = "native-http", not(target_arch = "wasm32"))
 ))]
 pub use deliver::EndpointDeliverer;
+pub use destination::EndpointKind;
 pub(crate) use event::events_of_subject;
 pub use event::{Event, MAX_EVENT_ID_BYTES, PublishedEvent};
 pub use model::{

@@ -6,6 +6,7 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
+use super::destination::{Destination, EndpointKind};
 use crate::error::{Error, Result};
 use crate::http::is_private;
 use crate::outbox::check_key;
@@ -65,6 +66,14 @@ impl NewEndpoint {
             rate_limit: None,
             body: BodyFormat::Payload,
         }
+    }
+
+    /// An endpoint of `owner` whose deliveries are not HTTP requests, so
+    /// need no secret: `mailto:…`, `workflow://…` or `queue://…` (see
+    /// [`EndpointKind`]); an `https://` or `service://` endpoint made with
+    /// it is refused for its missing secret.
+    pub fn unsigned(owner: impl Into<String>, url: impl Into<String>) -> Self {
+        Self::new(owner, url, "")
     }
 
     /// How its deliveries' bodies are written (default: the event's
@@ -323,8 +332,11 @@ pub struct Endpoint {
     pub id: String,
     /// The tenant it belongs to.
     pub owner: String,
-    /// Where its deliveries are POSTed.
+    /// Where its deliveries go: an HTTPS URL, or a platform destination
+    /// (`mailto:`, `service://`, `workflow://`, `queue://`).
     pub url: String,
+    /// What its URL names.
+    pub kind: EndpointKind,
     /// The event types it receives (`"*"`: every type).
     pub event_types: Vec<String>,
     /// Only events whose payload matches it, if set.
@@ -461,18 +473,52 @@ pub(crate) fn shown_url(url: &str) -> String {
 pub(crate) struct Rules {
     pub(crate) allow_http: bool,
     pub(crate) allow_private: bool,
+    /// Whether `mailto:` endpoints are allowed.
+    pub(crate) allow_email: bool,
+    /// The bindings `service://`, `workflow://` and `queue://` endpoints
+    /// may name.
+    pub(crate) bindings: Vec<String>,
     /// The event types the application publishes, if it names them.
     pub(crate) known_types: Option<Vec<String>>,
 }
 
 impl Rules {
-    /// `url` as an endpoint may have it.
+    /// `url` as an endpoint may have it, and what it names.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] ("endpoint URL") for a URL that does not
     /// parse, is not HTTPS (unless allowed), holds credentials, or names a
-    /// loopback, private, link-local or unspecified address (unless allowed).
-    pub(crate) fn check_url(&self, url: &str) -> Result<()> {
+    /// loopback, private, link-local or unspecified address (unless
+    /// allowed); a `mailto:` URL unless e-mail is allowed; a platform URL
+    /// naming a binding the application does not allow.
+    pub(crate) fn check_url(&self, url: &str) -> Result<EndpointKind> {
+        let destination = Destination::of(url)?;
+        match &destination {
+            Destination::Https => self.check_http_url(url)?,
+            Destination::Email { .. } if !self.allow_email => {
+                return Err(Error::invalid(
+                    "endpoint URL",
+                    "mailto: endpoints are not allowed (allow them with `Endpoints::allow_email`)",
+                ));
+            }
+            other => {
+                if let Some(binding) = other.binding()
+                    && !self.bindings.iter().any(|allowed| allowed == binding)
+                {
+                    return Err(Error::invalid(
+                        "endpoint URL",
+                        format!(
+                            "binding {binding:?} is not one the application allows \
+                             (`Endpoints::allow_bindings`)"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(destination.kind())
+    }
+
+    fn check_http_url(&self, url: &str) -> Result<()> {
         let parsed = url::Url::parse(url)
             .map_err(|error| Error::invalid("endpoint URL", error.to_string()))?;
         match parsed.scheme() {
@@ -661,10 +707,38 @@ mod tests {
         let open = Rules {
             allow_http: true,
             allow_private: true,
-            known_types: None,
+            ..Rules::default()
         };
         assert!(open.check_url("http://127.0.0.1:8080/hook").is_ok());
         assert!(refused(&open, "not a url").contains("relative URL"));
+    }
+
+    #[test]
+    fn platform_destinations_need_the_application_s_leave() {
+        let closed = Rules::default();
+        assert!(refused(&closed, "mailto:ops@acme.example").contains("allow_email"));
+        assert!(refused(&closed, "service://BILLING/in").contains("allow_bindings"));
+        assert!(refused(&closed, "workflow://FLOW").contains("allow_bindings"));
+        assert!(refused(&closed, "queue://EVENTS").contains("allow_bindings"));
+        let open = Rules {
+            allow_email: true,
+            bindings: vec!["BILLING".into(), "FLOW".into()],
+            ..Rules::default()
+        };
+        assert_eq!(
+            open.check_url("mailto:ops@acme.example").unwrap(),
+            EndpointKind::Email
+        );
+        assert_eq!(
+            open.check_url("service://BILLING/in").unwrap(),
+            EndpointKind::Service
+        );
+        assert_eq!(
+            open.check_url("workflow://FLOW").unwrap(),
+            EndpointKind::Workflow
+        );
+        assert!(refused(&open, "queue://EVENTS").contains("\"EVENTS\""));
+        assert!(EndpointKind::Service.signs() && !EndpointKind::Workflow.signs());
     }
 
     #[test]

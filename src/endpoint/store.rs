@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::destination::{Destination, EndpointKind};
 use super::model::{
     Endpoint, EndpointFilter, EndpointState, EndpointUpdate, NewEndpoint, Rules, StoredSecret,
     Target, check_filter, check_owner, check_rate_limit, check_secret, metadata_text,
@@ -55,6 +56,27 @@ impl Endpoints {
         self
     }
 
+    /// Allows `mailto:` endpoints: each delivery a mail to the address,
+    /// through the deliverer's `send_email` binding
+    /// ([`EndpointDeliverer::email`](super::EndpointDeliverer)). Off by
+    /// default: a tenant must not mail whom it pleases from the
+    /// application's address.
+    #[must_use]
+    pub fn allow_email(mut self, allow: bool) -> Self {
+        self.rules.allow_email = allow;
+        self
+    }
+
+    /// The bindings `service://NAME/…`, `workflow://NAME` and `queue://NAME`
+    /// endpoints may name (none by default): the names the deliverer is
+    /// given with [`EndpointDeliverer::service`](super::EndpointDeliverer),
+    /// `workflow` and `queue`.
+    #[must_use]
+    pub fn allow_bindings<T: Into<String>>(mut self, names: impl IntoIterator<Item = T>) -> Self {
+        self.rules.bindings = names.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// The event types the application publishes: an endpoint subscribing
     /// to another, or an event published with another, is refused.
     #[must_use]
@@ -77,8 +99,16 @@ impl Endpoints {
     /// the metadata. Database errors.
     pub async fn create(&self, new: NewEndpoint) -> Result<Endpoint> {
         check_owner(&new.owner)?;
-        self.rules.check_url(&new.url)?;
-        check_secret(&new.secret)?;
+        let kind = self.rules.check_url(&new.url)?;
+        let secrets = if new.secret.is_empty() && !kind.signs() {
+            Vec::new()
+        } else {
+            check_secret(&new.secret)?;
+            vec![StoredSecret {
+                key: new.secret,
+                until_ms: None,
+            }]
+        };
         self.rules.check_subscriptions(&new.event_types)?;
         let metadata = metadata_text(&new.metadata)?;
         if let Some((field, equals)) = &new.filter {
@@ -89,10 +119,7 @@ impl Endpoints {
         let id = format!("ep_{}", self.outbox.new_ulid(now));
         let target = Target {
             url: new.url,
-            secrets: vec![StoredSecret {
-                key: new.secret,
-                until_ms: None,
-            }],
+            secrets,
             rate_limit: new.rate_limit,
             body: new.body,
         }
@@ -166,7 +193,13 @@ impl Endpoints {
     pub async fn update(&self, owner: &str, id: &str, update: EndpointUpdate) -> Result<Endpoint> {
         let (current, mut target) = self.read_one(owner, id).await?;
         if let Some(url) = update.url {
-            self.rules.check_url(&url)?;
+            if self.rules.check_url(&url)?.signs() && target.secrets.is_empty() {
+                return Err(Error::invalid(
+                    "endpoint secret",
+                    "an HTTPS or service endpoint signs its deliveries: give it a secret \
+                     (`rotate_secret`) before its URL",
+                ));
+            }
             target.url = url;
         }
         if let Some(types) = &update.event_types {
@@ -534,6 +567,7 @@ fn decode(row: &Row<'_>, event_types: Vec<String>, now: Timestamp) -> Result<(En
         id: row.get(endpoint_col::ID)?,
         owner: row.get(endpoint_col::OWNER)?,
         previous_secret_expires: target.previous_expires(now),
+        kind: Destination::of(&target.url).map_or(EndpointKind::Https, |d| d.kind()),
         url: target.url.clone(),
         rate_limit: target.rate_limit,
         body: target.body,

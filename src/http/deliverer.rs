@@ -44,6 +44,9 @@ pub struct HttpDeliverer {
     attempt_log: AttemptLog,
     #[cfg(not(target_arch = "wasm32"))]
     pub(super) client: reqwest::Client,
+    /// A service binding the requests go through instead of `fetch`.
+    #[cfg(target_arch = "wasm32")]
+    pub(super) service: Option<worker::Fetcher>,
 }
 
 /// Header values and a URL's path or query may be secrets (a chat
@@ -59,6 +62,7 @@ impl fmt::Debug for HttpDeliverer {
             .field("timeout", &self.timeout)
             .field("statuses", &self.statuses)
             .field("signed", &self.signer.is_some())
+            .field("through_a_service", &self.through_a_service())
             .finish_non_exhaustive()
     }
 }
@@ -68,7 +72,18 @@ impl fmt::Debug for HttpDeliverer {
 pub(crate) struct To<'a> {
     pub(crate) url: &'a Url,
     pub(crate) signer: Option<&'a Signer>,
+    /// The service binding it goes through instead of the deliverer's way.
+    pub(crate) via: Option<&'a Service>,
 }
+
+/// A service binding a request can go through: another Worker, on Workers
+/// (natively there is none).
+#[cfg(target_arch = "wasm32")]
+pub(crate) type Service = worker::Fetcher;
+/// A service binding a request can go through: another Worker, on Workers
+/// (natively there is none).
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) enum Service {}
 
 impl HttpDeliverer {
     /// The default timeout, 15 s: what Standard Webhooks senders give a
@@ -108,7 +123,31 @@ impl HttpDeliverer {
             attempt_log: AttemptLog::default(),
             #[cfg(not(target_arch = "wasm32"))]
             client: native_client()?,
+            #[cfg(target_arch = "wasm32")]
+            service: None,
         })
+    }
+
+    /// Delivers through the service binding `service` (another Worker,
+    /// `env.service("BILLING")`) instead of `fetch`: the same requests to
+    /// `url` (its path and query reach the other Worker; its host names the
+    /// destination for limits and the breaker), headers, signing, timeout
+    /// and status mapping, without leaving Cloudflare.
+    ///
+    /// # Errors
+    /// As [`new`](HttpDeliverer::new).
+    #[cfg(target_arch = "wasm32")]
+    pub fn service(service: worker::Fetcher, url: &str) -> Result<Self> {
+        let mut deliverer = Self::new(url)?;
+        deliverer.service = Some(service);
+        Ok(deliverer)
+    }
+
+    fn through_a_service(&self) -> bool {
+        #[cfg(target_arch = "wasm32")]
+        return self.service.is_some();
+        #[cfg(not(target_arch = "wasm32"))]
+        false
     }
 
     /// Adds a header to every request (e.g. an API key).
@@ -202,6 +241,7 @@ impl HttpDeliverer {
         To {
             url: &self.url,
             signer: self.signer.as_ref(),
+            via: None,
         }
     }
 

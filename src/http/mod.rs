@@ -48,5 +48,5 @@ pub use deliverer::HttpDeliverer;
     all(feature = "workers", target_arch = "wasm32"),
     all(feature = "native-http", not(target_arch = "wasm32"))
 ))]
-pub(crate) use deliverer::To;
+pub(crate) use deliverer::{Service, To};
 pub use status::{StatusMapping, Treat, parse_retry_after};

@@ -17,6 +17,9 @@ impl HttpDeliverer {
         to: &To<'_>,
         message: &ClaimedMessage,
     ) -> (Delivery, Option<AttemptRecord>) {
+        if let Some(service) = to.via {
+            match *service {}
+        }
         let started = self.now();
         let headers = match self.request_headers(to.signer, message, started) {
             Ok(headers) => headers,

@@ -44,11 +44,11 @@ impl HttpDeliverer {
             }
         };
         let exchange = async {
-            let fetch = Fetch::Request(request);
-            let mut response = fetch
-                .send_with_signal(&signal)
-                .await
-                .map_err(|error| format!("receiver unreachable: {error}"))?;
+            let sent = match to.via.or(self.service.as_ref()) {
+                Some(service) => through(service, &request, &signal).await,
+                None => Fetch::Request(request).send_with_signal(&signal).await,
+            };
+            let mut response = sent.map_err(|error| format!("receiver unreachable: {error}"))?;
             let status = response.status_code();
             let retry_after = response.headers().get("retry-after").ok().flatten();
             let content_type = response.headers().get("content-type").ok().flatten();
@@ -89,6 +89,19 @@ impl HttpDeliverer {
             .with_body(Some(JsValue::from_str(&message.payload)));
         Request::new_with_init(to.url.as_str(), &init)
     }
+}
+
+/// Sends `request` through the service binding `service`, aborted with
+/// `signal`.
+async fn through(
+    service: &worker::Fetcher,
+    request: &Request,
+    signal: &worker::AbortSignal,
+) -> worker::Result<worker::Response> {
+    let init = worker::web_sys::RequestInit::new();
+    init.set_signal(Some(signal));
+    let request = worker::web_sys::Request::new_with_request_and_init(request.inner(), &init)?;
+    service.fetch_request(Request::from(request)).await
 }
 
 /// At most the first [`EXCERPT_BYTES`] of a response body, as text: a

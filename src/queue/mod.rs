@@ -29,3 +29,5 @@ pub use fan_out::request_drains;
 pub use fan_out::{DrainRequest, FanOut};
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub use relay::QueueDeliverer;
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
+pub(crate) use relay::send_one;

@@ -94,6 +94,20 @@ impl DeliverBatch for QueueDeliverer {
     }
 }
 
+/// Sends `message` alone into `queue`, as an envelope: delivered once the
+/// Queue has it; a message the Queue cannot take is permanent; a failed
+/// send is the Queue's failure, not the message's (unavailable: no attempt
+/// spent), as in a relay.
+pub(crate) async fn send_one(queue: &worker::Queue, message: &ClaimedMessage) -> Delivery {
+    match Envelope::of(message).and_then(|envelope| envelope.queue_text()) {
+        Err(why) => Delivery::permanent(why.to_string()),
+        Ok(text) => match queue.send_raw_batch(bodies(&[text])).await {
+            Ok(()) => Delivery::Delivered,
+            Err(error) => Delivery::unavailable(format!("Queue send failed: {error}"), None),
+        },
+    }
+}
+
 /// The envelopes as Queue messages of content type text, so that nothing on
 /// the way parses them (a JavaScript number would round integers beyond
 /// 2^53); [`QueueConsumer`](super::QueueConsumer) reads them back.

@@ -4,6 +4,8 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
+import { readFileSync } from "node:fs";
+import { Log, LogLevel } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { consoleChange, eventually, outboxCounts, root, start } from "./harness.mjs";
 import { MailSink } from "./mail_sink.mjs";
@@ -13,13 +15,34 @@ const TOKEN = "test-admin-token";
 const { queueProducers, queueConsumers } = unstable_getMiniflareWorkerOptions(path.join(root, "wrangler.toml")).workerOptions;
 const admin = { authorization: `Bearer ${TOKEN}` };
 
-async function example(settings = {}) {
+// Miniflare's own log: where its send_email binding names each mail's .eml file.
+class Captured extends Log {
+  lines = [];
+  logWithLevel(level, message) {
+    this.lines.push(message);
+  }
+  /** The .eml files sent so far, in order. */
+  mails() {
+    return this.lines.flatMap((line) => [...line.matchAll(/(\/\S+\.eml)/g)].map((m) => m[1]));
+  }
+}
+
+/**
+ * The example Worker. By default its mail goes to an HTTP mail API (the
+ * `MailSink`); `{ email }` sends it through a `send_email` binding instead
+ * (`MAIL`, as wrangler.toml binds it), its files named in `captured`.
+ */
+async function example(settings = {}, { email } = {}) {
   const sink = new MailSink();
   const logs = [];
+  const captured = new Captured(LogLevel.INFO);
+  const mail = email ? {} : { MAIL_API_URL: "https://mail.test/send" };
   const mf = await start("examples/signup-mail", {
     onLog: (chunk) => logs.push(chunk),
+    email,
+    log: captured,
     bindings: {
-      MAIL_API_URL: "https://mail.test/send",
+      ...mail,
       ADMIN_TOKEN: TOKEN,
       BACKOFF_BASE_MS: "50",
       BACKOFF_CAP_MS: "100",
@@ -50,7 +73,7 @@ async function example(settings = {}) {
       .filter((report) => report.outbox === "outbox");
   const cron = async () => (await mf.getWorker()).scheduled({ cron: "*/1 * * * *" });
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-  return { mf, sink, call, api, change, signup, stats, welcomes, exported, erase, drains, cron, sleep };
+  return { mf, sink, captured, call, api, change, signup, stats, welcomes, exported, erase, drains, cron, sleep };
 }
 
 describe("example Worker", () => {
@@ -352,6 +375,41 @@ describe("example Worker", () => {
       const keys = sink.delivered().map((mail) => mail.key);
       assert.equal(keys.length, 150);
       assert.equal(new Set(keys).size, 150, "no mail delivered twice");
+    } finally {
+      await mf.dispose();
+    }
+  });
+});
+
+describe("example Worker, its mail through Cloudflare Email (send_email)", () => {
+  it("sends the confirmation through the MAIL binding, its Message-ID the outbox id", async () => {
+    const { mf, captured, signup, stats } = await example({}, { email: { send_email: [{ name: "MAIL" }] } });
+    try {
+      const response = await signup("ada@example.com");
+      assert.equal(response.status, 201);
+      const { account_id, outbox_id } = await response.json();
+      const [file] = await eventually(() => captured.mails().length === 1 && captured.mails());
+      const eml = readFileSync(file, "utf8");
+      assert.match(eml, new RegExp(`^Message-ID: <${outbox_id}@workers-outbox\\.example>`, "m"));
+      assert.match(eml, /^From: "workers-outbox example" <accounts@workers-outbox\.example>/m);
+      assert.match(eml, /^To: <ada@example\.com>/m);
+      assert.match(eml, /^Subject: Confirm your account/m);
+      assert.match(eml, new RegExp(account_id));
+      await eventually(async () => (await stats()).pending === 0 && (await stats()).leased === 0);
+    } finally {
+      await mf.dispose();
+    }
+  });
+
+  it("parks a mail to a recipient the binding refuses as dead, with the binding's words", async () => {
+    const refusing = { send_email: [{ name: "MAIL", allowed_destination_addresses: ["ada@example.com"] }] };
+    const { mf, captured, signup, stats, api } = await example({}, { email: refusing });
+    try {
+      assert.equal((await signup("bob@example.com")).status, 201);
+      await eventually(async () => (await stats()).dead === 1);
+      const [dead] = (await (await api("outboxes/mail/messages?state=dead")).json()).messages;
+      assert.match(dead.last_error, /send_email refused the mail: email to bob@example\.com not allowed/);
+      assert.equal(captured.mails().length, 0, "no mail was sent");
     } finally {
       await mf.dispose();
     }

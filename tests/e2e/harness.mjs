@@ -22,6 +22,8 @@ export async function start(
     hyperdrives,
     outboundService,
     analyticsEngineDatasets,
+    email,
+    log,
     migrate = true,
     onLog,
   } = {},
@@ -44,6 +46,8 @@ export async function start(
     bindings,
     outboundService,
     analyticsEngineDatasets,
+    email,
+    log,
     // The Worker's log lines (drain reports) go to `onLog`, and to the
     // terminal only with E2E_VERBOSE=1.
     handleRuntimeStdio(stdout, stderr) {

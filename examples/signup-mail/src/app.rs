@@ -6,6 +6,7 @@ use std::sync::Arc;
 use worker::Env;
 use workers_outbox::console::{BearerToken, Console};
 use workers_outbox::drain::DrainerBuilder;
+use workers_outbox::email::EmailDeliverer;
 use workers_outbox::endpoint::{EndpointDeliverer, Endpoints};
 use workers_outbox::http::HttpDeliverer;
 use workers_outbox::queue::{FanOut, QueueDeliverer};
@@ -18,7 +19,7 @@ use workers_outbox::{
 
 use crate::access::CloudflareAccess;
 use crate::accounts::Accounts;
-use crate::signup::Mail;
+use crate::signup::Confirmation;
 
 /// A cron run's relay of account events: a budget of its own, small beside
 /// the mail drain's (a Queue send takes milliseconds).
@@ -50,7 +51,10 @@ pub(crate) struct App {
     /// Limits of the immediate attempt (`wait_until`) and of the cron drain.
     pub(crate) after_response: DrainLimits,
     pub(crate) scheduled: DrainLimits,
-    mail_api: String,
+    /// Where confirmation mails go.
+    mail: MailRoute,
+    /// The address confirmation mails are sent from (`MAIL_FROM`).
+    pub(crate) mail_from: String,
     /// This invocation's drains, written to the `OUTBOX_ANALYTICS` dataset
     /// if bound.
     telemetry: Option<Arc<dyn Telemetry>>,
@@ -61,8 +65,8 @@ impl App {
         let vars = worker_vars(env);
         let db = D1Database::shared(env.d1("DB")?);
         let retry = RetryPolicy::from_vars(&vars)?;
-        let mail_api = vars("MAIL_API_URL").unwrap_or_default();
-        HttpDeliverer::new(&mail_api)?; // a missing or bad MAIL_API_URL fails here, before any write
+        let mail = MailRoute::from_env(env, &vars)?; // before any write
+        let mail_from = vars("MAIL_FROM").unwrap_or_else(|| DEFAULT_MAIL_FROM.to_owned());
         // The immediate attempt keeps its own deadline and budget (`wait_until` gets 30 s).
         let delivery_vars = |name: &str| vars(name).filter(|_| !name.starts_with("DRAIN_"));
         let whole = |name: &str, default: u32| -> Result<u32> {
@@ -95,7 +99,8 @@ impl App {
             .allow_private(local);
         Ok(App {
             endpoints,
-            mail_api,
+            mail,
+            mail_from,
             telemetry,
             events: Outbox::new(db.clone(), "account_events")?,
             events_queue: env.queue("ACCOUNT_EVENTS").ok(),
@@ -155,11 +160,17 @@ impl App {
                 == Some(self.admin_token.as_str()))
     }
 
-    /// A drainer sending confirmation mails to the mail API, and
-    /// `account.created` to the integrations' endpoints.
+    /// A drainer sending confirmation mails (through `send_email`, or to
+    /// the mail API), and `account.created` to the integrations' endpoints.
     pub(crate) fn drainer(&self, limits: DrainLimits) -> Result<Drainer> {
-        let mail_api = HttpDeliverer::new(&self.mail_api)?.timeout(limits.delivery_timeout);
-        let router = Router::new().route::<Mail, _>(mail_api);
+        let router = match &self.mail {
+            MailRoute::Email(binding) => {
+                Router::new().route::<Confirmation, _>(EmailDeliverer::new(binding.clone()))
+            }
+            MailRoute::Api(url) => Router::new().route::<Confirmation, _>(
+                HttpDeliverer::new(url)?.timeout(limits.delivery_timeout),
+            ),
+        };
         let deliver = EndpointDeliverer::new()?
             .timeout(limits.delivery_timeout)
             .or(router);
@@ -173,5 +184,31 @@ impl App {
             Some(telemetry) => drainer.telemetry(telemetry.clone()),
             None => drainer,
         }
+    }
+}
+
+/// The sender of confirmation mails unless `MAIL_FROM` says otherwise.
+const DEFAULT_MAIL_FROM: &str = "accounts@workers-outbox.example";
+
+/// Where confirmation mails go: Cloudflare Email (the `MAIL` binding), or
+/// an HTTP mail API when `MAIL_API_URL` is set.
+enum MailRoute {
+    Email(worker::SendEmail),
+    Api(String),
+}
+
+impl MailRoute {
+    fn from_env(env: &Env, vars: &impl Fn(&str) -> Option<String>) -> Result<Self> {
+        if let Some(url) = vars("MAIL_API_URL").filter(|url| !url.is_empty()) {
+            HttpDeliverer::new(&url)?; // a bad URL fails here
+            return Ok(MailRoute::Api(url));
+        }
+        env.send_email("MAIL")
+            .map(MailRoute::Email)
+            .map_err(|_| Error::InvalidInput {
+                what: "mail route",
+                reason: "bind send_email as MAIL (`[[send_email]]` in wrangler.toml) or set MAIL_API_URL"
+                    .into(),
+            })
     }
 }

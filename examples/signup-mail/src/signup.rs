@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use worker::{Context, Request, Response};
 use workers_outbox::defer::WaitUntil;
+use workers_outbox::email::Mail;
 use workers_outbox::endpoint::Event;
 use workers_outbox::trace::TraceContext;
 use workers_outbox::{
@@ -13,15 +14,14 @@ use workers_outbox::{
 use crate::app::App;
 use crate::{error_response, json, json_error};
 
-/// The confirmation mail, POSTed as is to the mail API (`Idempotency-Key`: its id).
+/// The confirmation mail: a library `Mail` under a topic of the example's
+/// own, sent through the `send_email` binding (or POSTed as JSON to the mail
+/// API at `MAIL_API_URL`, `Idempotency-Key`: its id).
 #[derive(Serialize, Deserialize)]
-pub(crate) struct Mail {
-    to: String,
-    subject: String,
-    text: String,
-}
+#[serde(transparent)]
+pub(crate) struct Confirmation(pub(crate) Mail);
 
-impl Topic for Mail {
+impl Topic for Confirmation {
     const NAME: &'static str = "signup-confirmation";
 }
 
@@ -90,11 +90,13 @@ async fn signup(
     now: Timestamp,
     trace: Option<TraceContext>,
 ) -> Result<String> {
-    let mail = Mail {
-        to: email.into(),
-        subject: "Confirm your account".into(),
-        text: format!("Welcome! Your account {id} is ready once you confirm this address."),
-    };
+    let mail = Confirmation(
+        Mail::new(&app.mail_from, email, "Confirm your account")
+            .from_name("workers-outbox example")
+            .text(format!(
+                "Welcome! Your account {id} is ready once you confirm this address."
+            )),
+    );
     let mut batch = Batch::new(app.db.clone());
     batch.push(Statement::new(
         "INSERT INTO accounts (id, email, created_at) VALUES (?, ?, ?)",

@@ -14,6 +14,9 @@
 //!   named `<object>` (see `durable.rs`).
 //! - `/relay/<route>` and the Queue consumers: outbox → Queue → consumer
 //!   (see `relay.rs`).
+//! - `POST /platform/…`: the platform's destinations (`send_email`, a
+//!   service binding, Workflows, a Queue) with real bindings (see
+//!   `platform.rs`).
 //! - `POST /analytics/drain`: a drain's Analytics Engine data points (see
 //!   `analytics.rs`).
 
@@ -21,6 +24,7 @@ mod analytics;
 // The `#[durable_object]` macro generates undocumented methods.
 #[allow(missing_docs)]
 mod durable;
+mod platform;
 mod relay;
 
 use worker::{Context, Env, Method, Request, Response, Result, event};
@@ -74,6 +78,9 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
                 .await
         }
         (_, "relay") => relay::route(request, env, rest).await,
+        (Method::Post, "platform") => platform::route(request, env, rest)
+            .await
+            .or_else(|error| Response::error(error.to_string(), 500)),
         (Method::Post, "analytics") if rest == "drain" => analytics::drain(&env).await,
         (_, "alarmed") => {
             let (object, inner) = rest.split_once('/').unwrap_or((rest, ""));
