@@ -76,17 +76,24 @@ export async function runFanOut(mf, log, { backlog = 2_000, delayMs = 50, ks = [
   return results;
 }
 
-/** The BENCHMARKS.md section. `http` is the example's HTTP drain: sink calls per mail. */
-export function queuesMarkdown(relay, fanOut, http) {
+/**
+ * The BENCHMARKS.md section. `http` is the example's HTTP drain: sink calls
+ * per mail; `platform` the platform destinations' drains (benches/platform.mjs).
+ */
+export function queuesMarkdown(relay, fanOut, http, platform) {
   const lines = [];
   const table = tableInto(lines);
   lines.push(
-    "## Cloudflare Queues: relay, and fanned-out drains",
+    "## Cloudflare Queues, Email, service bindings, Workflows: relay, delivery, fanned-out drains",
     "",
-    `**Relay.** ${int(relay.messages)} messages relayed from a D1 outbox into a Queue by one drain`,
+    `**Subrequests per message.** ${int(relay.messages)} messages relayed from a D1 outbox into a Queue by one drain`,
     "(`QueueDeliverer`, batch 100, 6 `send_batch` calls in flight), local Miniflare; beside it, the",
-    "example's HTTP drain of 1,000 mails (`HttpDeliverer`, one `fetch` each). Subrequests count the",
-    "deliverer's calls to the Queue or the mail API (D1 queries are counted apart).",
+    "example's HTTP drain of 1,000 mails (`HttpDeliverer`, one `fetch` each), and the platform's",
+    `destinations, ${int(platform.email.messages)} messages each drained by its deliverer with Miniflare's bindings (cron`,
+    "limits): mail through `send_email` (`EmailDeliverer`), a POST to a second Worker through a",
+    "service binding (`HttpDeliverer::service`), a Workflow instance each (`WorkflowDeliverer`).",
+    "Subrequests count the deliverer's calls to the Queue, the mail API or the binding (each binding",
+    "call counted by a proxy around it); D1 queries are the drains' own.",
     "",
   );
   table(
@@ -94,6 +101,11 @@ export function queuesMarkdown(relay, fanOut, http) {
     [
       ["Queue relay (`send_batch`)", (relay.sendCalls / relay.messages).toFixed(4), (relay.d1Queries / relay.messages).toFixed(4), int(relay.perSecond)],
       ["HTTP (`fetch` per message)", (http.calls / http.delivered).toFixed(4), (http.queries / http.delivered).toFixed(4), int(http.perSecond)],
+      ...[
+        ["Email (`send_email` per message)", platform.email],
+        ["service binding (`fetch` through it)", platform.service],
+        ["Workflows (`create` per message)", platform.workflow],
+      ].map(([name, row]) => [name, (row.calls / row.delivered).toFixed(4), (row.queries / row.delivered).toFixed(4), int(row.perSecond)]),
     ],
   );
   lines.push(

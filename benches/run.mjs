@@ -16,6 +16,7 @@ import { runSimulation, simulationMarkdown } from "./simulation.mjs";
 import { queuesMarkdown, runFanOut, runRelay } from "./queues.mjs";
 import { recoveryMarkdown, runRecovery } from "./recovery.mjs";
 import { endpointsMarkdown, runEndpoints } from "./endpoints.mjs";
+import { runPlatform } from "./platform.mjs";
 import { runWakeups, wakeupsMarkdown } from "./wakeups.mjs";
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 10_000);
@@ -37,6 +38,13 @@ const log = (...args) => console.error("bench:", ...args);
 // whole run wrote it).
 if (process.env.BENCH_ONLY === "postgres") {
   postgresOnly();
+  process.exit(0);
+}
+
+// `BENCH_ONLY=platform`: the platform destinations' drains alone, printed
+// (BENCHMARKS.md is written by a whole run only).
+if (process.env.BENCH_ONLY === "platform") {
+  console.log(JSON.stringify(await runPlatform(log), null, 2));
   process.exit(0);
 }
 
@@ -229,6 +237,9 @@ await mf.dispose();
 log("relay into a Queue");
 results.relay = await runRelay(log);
 
+log("the platform's destinations: send_email, a service binding, Workflows");
+results.platform = await runPlatform(log);
+
 log("example Worker: a 1,000-message cron drain");
 {
   const sink = { status: 503, calls: 0 };
@@ -321,7 +332,14 @@ results.postgresClaim = runPostgresClaim(root, log);
 results.simulation = runSimulation(root, log);
 
 const wasm = readFileSync(path.join(root, "examples/signup-mail/build/index_bg.wasm"));
-results.wasm = { bytes: wasm.length, gzipped: gzipSync(wasm, { level: 9 }).length };
+// The same build before its function-name section was dropped (scripts/build-worker.sh).
+const named = readFileSync(path.join(root, "examples/signup-mail/build/with-names.wasm"));
+results.wasm = {
+  bytes: wasm.length,
+  gzipped: gzipSync(wasm, { level: 9 }).length,
+  namedBytes: named.length,
+  namedGzipped: gzipSync(named, { level: 9 }).length,
+};
 
 writeFileSync(path.join(root, "benches/chart.png"), await renderChart(results));
 const report = markdown(results);
@@ -592,7 +610,7 @@ function markdown(r) {
     [[e.claimed, e.delivered, e.batches, e.queries, fmt(e.delivered / e.queries, 1), int(r.exampleDrain.wallMs), e.stopped.reason]],
   );
   lines.push(...wakeupsMarkdown(r.wakeups));
-  lines.push(...queuesMarkdown(r.relay, r.fanOut, r.httpDrain));
+  lines.push(...queuesMarkdown(r.relay, r.fanOut, r.httpDrain, r.platform));
   lines.push(...drainersMarkdown(r.drainers));
   lines.push(...recoveryMarkdown(r.recovery));
   lines.push(...postgresClaimMarkdown(r.postgresClaim));
@@ -601,6 +619,9 @@ function markdown(r) {
     "## Size",
     "",
     `The example Worker's wasm: ${int(r.wasm.bytes)} bytes, ${int(r.wasm.gzipped)} bytes gzipped (${fmt(r.wasm.gzipped / 1024 / 1024, 2)} MB).`,
+    `The same build with the function-name section worker-build keeps (the example drops it:`,
+    `\`strip-wasm-names\` in its Cargo.toml): ${int(r.wasm.namedBytes)} bytes, ${int(r.wasm.namedGzipped)} gzipped (${fmt(r.wasm.namedGzipped / 1024 / 1024, 2)} MB).`,
+    `The names cost ${int(r.wasm.namedGzipped - r.wasm.gzipped)} gzipped bytes; a panic's stack shows \`wasm-function[N]\` without them.`,
     "",
     "## Reading the figures",
     "",

@@ -26,6 +26,8 @@ started=$(mktemp)
 worker-build --release "$crate"
 if grep -q '^strip-wasm-names = true' "$crate/Cargo.toml"; then
   # The feature set worker-build gives wasm-opt, and no optimization: only the names go.
+  # The named build stays beside it (not imported, so not deployed) for the bench's size table.
+  cp "$crate/build/index_bg.wasm" "$crate/build/with-names.wasm"
   "$WASM_OPT_BIN" --strip-debug --enable-mutable-globals --enable-sign-ext \
     --enable-nontrapping-float-to-int --enable-bulk-memory --enable-multivalue \
     --enable-reference-types --enable-exception-handling \

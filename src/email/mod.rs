@@ -243,13 +243,13 @@ pub fn message_id_of(id: &str) -> String {
 /// refused sender or recipient, an address not verified, or a mail the
 /// binding cannot take (`not allowed`, `not verified`, `invalid`, `could not
 /// parse`, `does not match`, `rejected`) is [permanent](Delivery::Permanent);
-/// a rate limit (`rate limit`, `too many`, `quota`, `throttl…`) is
+/// a rate limit (`rate limit`, `too many requests`, `quota`, `throttl…`) is
 /// [unavailable](Delivery::Unavailable) (no attempt spent); anything else
 /// is [retried](Delivery::Retry).
 pub fn verdict_of(error: &str) -> Delivery {
     let said = error.to_ascii_lowercase();
     let error = format!("send_email refused the mail: {error}");
-    if ["rate limit", "too many", "quota", "throttl"]
+    if ["rate limit", "too many requests", "quota", "throttl"]
         .iter()
         .any(|word| said.contains(word))
     {

@@ -49,7 +49,7 @@ pub fn instance_id_of(id: &str) -> String {
 }
 
 /// The verdict of a failed `create` whose instance is not there either, by
-/// what the error says: a rate limit (`rate limit`, `too many`, `429`,
+/// what the error says: a rate limit (`rate limit`, `too many requests`, `429`,
 /// `throttl…`) is [unavailable](Delivery::Unavailable) (no attempt spent); a
 /// request Workflows will never take (`invalid`, `too large`, `not
 /// serializable`, `could not be cloned`) is [permanent](Delivery::Permanent);
@@ -57,7 +57,7 @@ pub fn instance_id_of(id: &str) -> String {
 pub fn verdict_of(error: &str) -> Delivery {
     let said = error.to_ascii_lowercase();
     let error = format!("the Workflow instance was not created: {error}");
-    if ["rate limit", "too many", "429", "throttl"]
+    if ["rate limit", "too many requests", "429", "throttl"]
         .iter()
         .any(|word| said.contains(word))
     {

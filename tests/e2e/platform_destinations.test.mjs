@@ -8,9 +8,9 @@
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import path from "node:path";
-import { Log, LogLevel, Miniflare } from "miniflare";
-import { compatibilityDate, eventually, root } from "./harness.mjs";
+import { Log, LogLevel } from "miniflare";
+import { eventually } from "./harness.mjs";
+import { startPlatform } from "./platform_workers.mjs";
 
 // Miniflare's log names each mail's .eml file.
 class Captured extends Log {
@@ -23,88 +23,8 @@ class Captured extends Log {
   }
 }
 
-// A second Worker: answers `/status/<code>` with that status, anything else
-// with 200, and keeps every request it saw (GET /__seen).
-const billing = `
-const seen = [];
-export default {
-  async fetch(request) {
-    const url = new URL(request.url);
-    if (url.pathname === "/__seen") return Response.json(seen);
-    seen.push({
-      path: url.pathname,
-      key: request.headers.get("idempotency-key"),
-      webhook_id: request.headers.get("webhook-id"),
-      signed: (request.headers.get("webhook-signature") ?? "").startsWith("v1,"),
-      body: await request.text(),
-    });
-    const status = url.pathname.match(/^\\/status\\/(\\d+)$/);
-    return new Response("billing says " + (status ? status[1] : "ok"), { status: status ? Number(status[1]) : 200 });
-  },
-};`;
-
-// The Workflow's Worker: each run is kept (GET /runs), and so is each
-// message of the EVENTS Queue (GET /queue).
-const flows = `
-import { WorkflowEntrypoint } from "cloudflare:workers";
-const runs = [];
-const queued = [];
-export class Onboarding extends WorkflowEntrypoint {
-  async run(event, step) {
-    await step.do("record", async () => { runs.push({ id: event.instanceId, payload: event.payload }); });
-  }
-}
-export default {
-  async fetch(request) {
-    const url = new URL(request.url);
-    if (url.pathname === "/runs") return Response.json(runs);
-    if (url.pathname === "/queue") return Response.json(queued);
-    return new Response("no such route", { status: 404 });
-  },
-  async queue(batch) {
-    for (const message of batch.messages) queued.push(message.body);
-    batch.ackAll();
-  },
-};`;
-
-const build = path.join(root, "tests/d1-worker/build");
 const log = new Captured(LogLevel.INFO);
-const mf = new Miniflare({
-  log,
-  handleRuntimeStdio(stdout, stderr) {
-    for (const stream of [stdout, stderr]) {
-      if (process.env.E2E_VERBOSE) stream.pipe(stream === stdout ? process.stdout : process.stderr);
-      stream.resume();
-    }
-  },
-  workers: [
-    {
-      name: "main",
-      modules: true,
-      scriptPath: path.join(build, "index.js"),
-      modulesRoot: build,
-      modulesRules: [
-        { type: "ESModule", include: ["**/*.js"] },
-        { type: "CompiledWasm", include: ["**/*.wasm"] },
-      ],
-      compatibilityDate,
-      d1Databases: { DB: "platform-db" },
-      serviceBindings: { BILLING: "billing" },
-      workflows: { ONBOARDING: { name: "onboarding", className: "Onboarding", scriptName: "flows" } },
-      email: { send_email: [{ name: "MAIL", allowed_destination_addresses: ["ada@example.com", "ops@acme.example"] }] },
-      queueProducers: { EVENTS: { queueName: "platform-events" } },
-    },
-    { name: "billing", modules: true, script: billing, compatibilityDate },
-    {
-      name: "flows",
-      modules: true,
-      script: flows,
-      compatibilityDate,
-      queueConsumers: { "platform-events": { maxBatchSize: 10, maxBatchTimeout: 0 } },
-    },
-  ],
-});
-await mf.ready;
+const mf = await startPlatform(log);
 after(() => mf.dispose());
 
 async function post(route) {

@@ -10,11 +10,19 @@
 //!   one whose calls fail with `<error>`, for the failures Miniflare's own
 //!   bindings cannot give (`shim_get=found`: a Workflow's `get` finds the
 //!   instance all the same).
+//! - `POST /platform/bench/<kind>?count=N`: N messages drained by the
+//!   kind's deliverer (`email`, `service`, `workflow`) until none is due;
+//!   answers the messages, the D1 queries, the milliseconds and, for the
+//!   Workflow, its binding's calls (`create`, `get`: a mail's and a
+//!   request's land where the bench counts them), for the bench's table of
+//!   subrequests per message.
 //! - `POST /platform/endpoints`: endpoints of every kind (and a service
 //!   endpoint that answers 500), an event published to them, one drain;
 //!   answers the event, the endpoints, the report and the failing
 //!   endpoint's attempt log.
 
+use std::cell::Cell;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use wasm_bindgen::JsCast;
@@ -101,6 +109,7 @@ pub(crate) async fn route(request: Request, env: Env, route: &str) -> Result<Res
     };
     match route.split_once('/') {
         Some(("deliver", kind)) => deliver(&env, kind, &param).await,
+        Some(("bench", kind)) => bench(&env, kind, &param).await,
         None if route == "endpoints" => endpoints(&env).await,
         _ => Response::error("no such route", 404),
     }
@@ -269,5 +278,102 @@ async fn endpoints(env: &Env) -> Result<Response> {
         "delivered": report.delivered,
         "retried": report.retried,
         "failing_attempts": attempts,
+    }))
+}
+
+/// `binding` with every method call counted in `calls` (`constructor`
+/// aside, so the binding still reads as its type).
+fn counted(binding: &JsValue, calls: &Rc<Cell<u32>>) -> JsValue {
+    let calls = calls.clone();
+    let get = Closure::<dyn FnMut(JsValue, JsValue) -> JsValue>::new(
+        move |target: JsValue, property: JsValue| {
+            let value = js_sys::Reflect::get(&target, &property).unwrap_or(JsValue::UNDEFINED);
+            let method = match value.dyn_ref::<js_sys::Function>() {
+                Some(method) if property.as_string().as_deref() != Some("constructor") => {
+                    method.clone()
+                }
+                _ => return value,
+            };
+            let calls = calls.clone();
+            // Every method the deliverers call takes one argument.
+            Closure::<dyn FnMut(JsValue) -> JsValue>::new(move |argument: JsValue| {
+                calls.set(calls.get() + 1);
+                method
+                    .call1(&target, &argument)
+                    .unwrap_or_else(|error| js_sys::Promise::reject(&error).into())
+            })
+            .into_js_value()
+        },
+    );
+    let handler = js_sys::Object::new();
+    let _ = js_sys::Reflect::set(&handler, &JsValue::from_str("get"), get.as_ref());
+    get.forget();
+    js_sys::Proxy::new(binding, &handler).into()
+}
+
+async fn bench(env: &Env, kind: &str, param: &dyn Fn(&str) -> Option<String>) -> Result<Response> {
+    let count: u32 = param("count").and_then(|n| n.parse().ok()).unwrap_or(100);
+    let outbox = outbox(
+        env,
+        &format!("platform_bench_{kind}_{}", js_sys::Date::now() as u64),
+    )
+    .await?;
+    let calls = Rc::new(Cell::new(0));
+    let limits = DrainLimits {
+        deadline: std::time::Duration::from_secs(25),
+        ..DrainLimits::scheduled()
+    };
+    let (drainer, payload) = match kind {
+        "email" => {
+            // A stub of Miniflare's mail service cannot be wrapped: its calls
+            // are counted where they land (the bench reads the .eml lines).
+            let binding = env.send_email("MAIL")?;
+            let mail = Mail::new("outbox@app.example", "ada@example.com", "Bench").text("hello");
+            let drainer = Drainer::builder(outbox.clone(), EmailDeliverer::new(binding));
+            (drainer, serde_json::to_value(&mail)?)
+        }
+        "service" => {
+            // Counted where they land: the other Worker's requests.
+            let deliverer =
+                HttpDeliverer::service(env.service("BILLING")?, "https://billing.internal/ok")?
+                    .signed(Signer::new(vec![Secret::parse(SECRET)?])?);
+            let drainer = Drainer::builder(outbox.clone(), deliverer);
+            (drainer, serde_json::json!({ "invoice": "inv-1" }))
+        }
+        "workflow" => {
+            let raw: JsValue = WorkflowBinding::from_env(env, "ONBOARDING")?.into();
+            let binding = counted(&raw, &calls).unchecked_into();
+            let drainer = Drainer::builder(
+                outbox.clone(),
+                WorkflowDeliverer::new(binding, "ONBOARDING"),
+            );
+            (drainer, serde_json::json!({ "account": "a-1" }))
+        }
+        _ => return Response::error("no such kind", 404),
+    };
+    let drainer = drainer.limits(limits).build()?;
+    let mut batch = Batch::new(outbox.database().clone());
+    for _ in 0..count {
+        drop(batch.enqueue(&outbox, Message::json("platform", &payload)?)?);
+    }
+    batch.commit().await?;
+    let started = js_sys::Date::now();
+    let (mut delivered, mut queries) = (0, 0);
+    // A drain runs until nothing is due; another starts only if its
+    // deadline or budget stopped it.
+    loop {
+        let report = drainer.drain().await;
+        if report.claimed == 0 {
+            break;
+        }
+        delivered += report.delivered;
+        queries += report.queries;
+    }
+    Response::from_json(&serde_json::json!({
+        "messages": count,
+        "delivered": delivered,
+        "calls": calls.get(),
+        "queries": queries,
+        "wall_ms": js_sys::Date::now() - started,
     }))
 }
