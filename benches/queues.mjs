@@ -92,8 +92,9 @@ export function queuesMarkdown(relay, fanOut, http, platform) {
     `destinations, ${int(platform.email.messages)} messages each drained by its deliverer with Miniflare's bindings (cron`,
     "limits): mail through `send_email` (`EmailDeliverer`), a POST to a second Worker through a",
     "service binding (`HttpDeliverer::service`), a Workflow instance each (`WorkflowDeliverer`).",
-    "Subrequests count the deliverer's calls to the Queue, the mail API or the binding (each binding",
-    "call counted by a proxy around it); D1 queries are the drains' own.",
+    "Subrequests count the deliverer's calls to the Queue, the mail API or the binding: where they",
+    "land (Miniflare's mail log, the second Worker's requests) or, for Workflows, by a proxy around",
+    "the binding; D1 queries are the drains' own.",
     "",
   );
   table(

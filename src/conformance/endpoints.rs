@@ -1156,7 +1156,7 @@ pub(crate) async fn platform_endpoints_are_allowed_stored_and_fanned_out_alike(
         ensure!(refused(result, "endpoint URL"), "{url} without leave");
     }
     let endpoints = Endpoints::new(&outbox)
-        .allow_email(true)
+        .allow_email_to(["acme.example"])
         .allow_bindings(["BILLING", "FLOW", "EVENTS"]);
     let unlisted = endpoints
         .create(NewEndpoint::unsigned("acme", "queue://OTHER"))

@@ -4,15 +4,16 @@ use std::sync::Arc;
 
 use worker::{EmailMessage, SendEmail};
 
-use super::{Mail, verdict_of};
+use super::{Mail, Refusal, refusal_of};
 use crate::drain::{AttemptLog, AttemptRecord, Deliver};
 use crate::future::BoxFuture;
 use crate::outbox::{ClaimedMessage, Delivery};
-use crate::time::{Clock, SystemClock};
+use crate::time::{Clock, SystemClock, Timestamp};
 
 /// Sends each message's [`Mail`] payload through a `send_email` binding
 /// (Cloudflare Email): one binding call a message, the MIME built here, its
-/// `Message-ID` the message's own. See [the module](super) for how the
+/// `Message-ID` the message's own and its `Date` the message's creation, so
+/// a mail sent again is the same bytes. See [the module](super) for how the
 /// binding's errors become verdicts; a payload that is not a mail is
 /// permanent.
 ///
@@ -61,21 +62,19 @@ impl EmailDeliverer {
         self
     }
 
-    /// Sends `mail` as the mail of message `id`.
-    pub(crate) async fn send(&self, id: &str, mail: &Mail) -> (Delivery, Option<AttemptRecord>) {
+    /// Sends `mail` as the mail of message `id`, dated `at`; a refusal's
+    /// verdict is `verdict`'s.
+    pub(crate) async fn send(
+        &self,
+        id: &str,
+        mail: &Mail,
+        at: Timestamp,
+        verdict: impl Fn(Refusal, String) -> Delivery,
+    ) -> (Delivery, Option<AttemptRecord>) {
         let started = self.clock.now();
-        let verdict = match mail.to_mime(id, started) {
-            Err(error) => Delivery::permanent(error.to_string()),
-            Ok(raw) => match EmailMessage::new(&mail.from, &mail.to, &raw) {
-                Err(error) => Delivery::permanent(format!(
-                    "the mail cannot be made: {}",
-                    String::from(error.message())
-                )),
-                Ok(message) => match self.binding.send(&message).await {
-                    Ok(_) => Delivery::Delivered,
-                    Err(error) => verdict_of(&String::from(error.message())),
-                },
-            },
+        let verdict = match self.try_send(id, mail, at).await {
+            Ok(()) => Delivery::Delivered,
+            Err((refusal, error)) => verdict(refusal, error),
         };
         let took = self.clock.now().duration_since(started);
         let record = self
@@ -83,6 +82,33 @@ impl EmailDeliverer {
             .keeps(&verdict)
             .then(|| AttemptRecord::new(None, took).body(verdict.error().unwrap_or_default()));
         (verdict, record)
+    }
+}
+
+impl EmailDeliverer {
+    async fn try_send(
+        &self,
+        id: &str,
+        mail: &Mail,
+        at: Timestamp,
+    ) -> Result<(), (Refusal, String)> {
+        let raw = mail
+            .to_mime(id, at)
+            .map_err(|error| (Refusal::Mail, error.to_string()))?;
+        let message = EmailMessage::new(&mail.from, &mail.to, &raw).map_err(|error| {
+            let error = String::from(error.message());
+            (Refusal::Mail, format!("the mail cannot be made: {error}"))
+        })?;
+        match self.binding.send(&message).await {
+            Ok(_) => Ok(()),
+            Err(error) => {
+                let error = String::from(error.message());
+                Err((
+                    refusal_of(&error),
+                    format!("send_email refused the mail: {error}"),
+                ))
+            }
+        }
     }
 }
 
@@ -97,7 +123,11 @@ impl Deliver for EmailDeliverer {
     ) -> BoxFuture<'a, (Delivery, Option<AttemptRecord>)> {
         Box::pin(async move {
             match serde_json::from_str::<Mail>(&message.payload) {
-                Ok(mail) => self.send(&message.id, &mail).await,
+                Ok(mail) => {
+                    let verdict = |refusal: Refusal, error| refusal.verdict(error);
+                    self.send(&message.id, &mail, message.created_at, verdict)
+                        .await
+                }
                 Err(error) => (
                     Delivery::permanent(format!("the payload is not a mail: {error}")),
                     None,

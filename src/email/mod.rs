@@ -6,10 +6,12 @@
 //!   with `Message-ID: <message id@sender's domain>`: a mail sent again after
 //!   a lost reply carries the same id, so a receiving system (and a person)
 //!   can tell it is the same mail.
-//! - The binding's errors become verdicts by what they say ([`verdict_of`]):
-//!   a sender or recipient the binding refuses, or a mail it cannot parse, is
-//!   permanent; a rate limit defers the message (no attempt spent); anything
-//!   else is retried.
+//! - The binding's errors become verdicts by what they say ([`refusal_of`],
+//!   [`verdict_of`]): a sender or recipient the binding refuses, or a mail it
+//!   cannot parse, is permanent; a rate limit defers the message (no attempt
+//!   spent); anything else is retried.
+//! - A mail is dated when its message was created, so a mail sent again is
+//!   the same bytes.
 //!
 //! ```
 //! use workers_outbox::Message;
@@ -30,14 +32,18 @@ pub use deliverer::EmailDeliverer;
 
 use serde::{Deserialize, Serialize};
 
+use sha2::Digest;
+
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 use crate::topic::typed::Topic;
 use crate::verdict::Delivery;
 
 /// One mail: who sends it, to whom, and what it says (text, HTML or both).
-/// As a payload it is JSON with these field names.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// As a payload it is JSON with these field names. `Debug` shows its
+/// sender, its recipient's domain and which bodies it has, never what they
+/// say (a confirmation link is a secret).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Mail {
     /// The sender's address (`hello@app.example`): the envelope's and the
@@ -59,6 +65,18 @@ pub struct Mail {
     /// The HTML body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub html: Option<String>,
+}
+
+impl std::fmt::Debug for Mail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let domain = self.to.rsplit_once('@').map_or("?", |(_, domain)| domain);
+        f.debug_struct("Mail")
+            .field("from", &self.from)
+            .field("to", &format_args!("…@{domain}"))
+            .field("text", &self.text.is_some())
+            .field("html", &self.html.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Topic for Mail {
@@ -191,10 +209,13 @@ fn boundary_of(id: &str, text: &str, html: &str) -> String {
     format!("outbox_{hex}")
 }
 
-/// The most bytes of an address.
+/// The most bytes of an address, and of its local part and of a domain label.
 const MAX_ADDRESS_BYTES: usize = 254;
+const MAX_LOCAL_BYTES: usize = 64;
+const MAX_LABEL_BYTES: usize = 63;
 
-/// Checks `address` is one `local@domain` address, and returns its domain.
+/// Checks `address` is one `local@domain` address (a dot-atom local part, a
+/// host name), and returns its domain.
 pub(crate) fn check_address<'a>(field: &str, address: &'a str) -> Result<&'a str> {
     let refused = |why: &str| {
         Err(Error::invalid(
@@ -208,68 +229,125 @@ pub(crate) fn check_address<'a>(field: &str, address: &'a str) -> Result<&'a str
     let Some((local, domain)) = address.rsplit_once('@') else {
         return refused("has no '@'");
     };
-    let atom = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~.".contains(c);
-    if local.is_empty() || !local.chars().all(atom) {
+    let atext = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~".contains(c);
+    let dot_atom = local.len() <= MAX_LOCAL_BYTES
+        && local
+            .split('.')
+            .all(|atom| !atom.is_empty() && atom.chars().all(atext));
+    if !dot_atom {
         return refused("has a local part that is not plain");
     }
-    let label = |c: char| c.is_ascii_alphanumeric() || c == '-';
-    if domain.is_empty()
-        || !domain
-            .split('.')
-            .all(|l| !l.is_empty() && l.chars().all(label))
-    {
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= MAX_LABEL_BYTES
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    if !domain.split('.').all(label) {
         return refused("has a domain that is not a host name");
     }
     Ok(domain)
 }
 
 /// The id part of the `Message-ID` of the mail of outbox message `id`: the
-/// id itself, with any character a message id cannot hold (an endpoint
-/// delivery's `:`) written as `.`. The same message always gets the same
-/// id.
+/// id itself when a message id can hold it (a dot-atom: every generated
+/// id); otherwise the id with each other character (an endpoint delivery's
+/// `:`) written as `.`, and 16 hex digits of the id's SHA-256, so two ids
+/// never share one by their mapping. The same message always gets the
+/// same id.
 pub fn message_id_of(id: &str) -> String {
     let atext = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~".contains(c);
+    if !id.is_empty()
+        && id
+            .split('.')
+            .all(|atom| !atom.is_empty() && atom.chars().all(atext))
+    {
+        return id.to_owned();
+    }
     let mapped: String = id.chars().map(|c| if atext(c) { c } else { '.' }).collect();
     // Dots may neither lead, trail nor repeat in a message id.
     let parts: Vec<&str> = mapped.split('.').filter(|part| !part.is_empty()).collect();
+    let digest = sha2::Sha256::digest(id.as_bytes());
+    let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     if parts.is_empty() {
-        "outbox".to_owned()
+        format!("outbox.{hash}")
     } else {
-        parts.join(".")
+        format!("{}.{hash}", parts.join("."))
     }
 }
 
-/// The verdict of a `send_email` binding's error, by what it says: a
-/// refused sender or recipient, an address not verified, or a mail the
-/// binding cannot take (`not allowed`, `not verified`, `invalid`, `could not
-/// parse`, `does not match`, `rejected`) is [permanent](Delivery::Permanent);
-/// a rate limit (`rate limit`, `too many requests`, `quota`, `throttl…`) is
-/// [unavailable](Delivery::Unavailable) (no attempt spent); anything else
-/// is [retried](Delivery::Retry).
-pub fn verdict_of(error: &str) -> Delivery {
-    let said = error.to_ascii_lowercase();
-    let error = format!("send_email refused the mail: {error}");
-    if ["rate limit", "too many requests", "quota", "throttl"]
-        .iter()
-        .any(|word| said.contains(word))
-    {
-        Delivery::unavailable(error, None)
-    } else if [
-        "not allowed",
-        "not verified",
-        "unverified",
-        "invalid",
-        "could not parse",
-        "does not match",
-        "rejected",
-    ]
-    .iter()
-    .any(|word| said.contains(word))
-    {
-        Delivery::permanent(error)
-    } else {
-        Delivery::retry(error)
+/// What a `send_email` binding's error is about, read from what it says
+/// (addresses in it left out, so an address cannot steer it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// A rate limit: `rate limit`, `too many requests`, `quota`,
+    /// `throttl…`.
+    Throttled,
+    /// The recipient refused (`email to … not allowed`, a recipient or
+    /// destination `not verified`, `unverified` or `rejected`).
+    Recipient,
+    /// The sender refused (`email from … not allowed`, a sender `not
+    /// verified`…).
+    Sender,
+    /// The mail itself: `invalid`, `could not parse`, `does not match`, or
+    /// refused with no party named.
+    Mail,
+    /// Anything else: a failure that may pass.
+    Transient,
+}
+
+impl Refusal {
+    /// The verdict of a refusal saying `error`: a rate limit is
+    /// [unavailable](Delivery::Unavailable) (no attempt spent); a refused
+    /// recipient, sender or mail is [permanent](Delivery::Permanent);
+    /// anything else is [retried](Delivery::Retry).
+    pub fn verdict(self, error: String) -> Delivery {
+        match self {
+            Refusal::Throttled => Delivery::unavailable(error, None),
+            Refusal::Recipient | Refusal::Sender | Refusal::Mail => Delivery::permanent(error),
+            Refusal::Transient => Delivery::retry(error),
+        }
     }
+}
+
+/// What the `send_email` error `error` is about: see [`Refusal`].
+pub fn refusal_of(error: &str) -> Refusal {
+    let said: String = error
+        .split_whitespace()
+        .map(|word| {
+            if word.contains('@') {
+                "<address>"
+            } else {
+                word
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_ascii_lowercase();
+    let says = |words: &[&str]| words.iter().any(|word| said.contains(word));
+    if says(&["rate limit", "too many requests", "quota", "throttl"]) {
+        Refusal::Throttled
+    } else if says(&["invalid", "could not parse", "does not match"]) {
+        Refusal::Mail
+    } else if says(&["not allowed", "not verified", "unverified", "rejected"]) {
+        if says(&["email to", "recipient", "destination"]) {
+            Refusal::Recipient
+        } else if says(&["email from", "sender"]) {
+            Refusal::Sender
+        } else {
+            Refusal::Mail
+        }
+    } else {
+        Refusal::Transient
+    }
+}
+
+/// The verdict of the `send_email` error `error`:
+/// [`refusal_of`]`(error)`'s [`verdict`](Refusal::verdict).
+pub fn verdict_of(error: &str) -> Delivery {
+    refusal_of(error).verdict(format!("send_email refused the mail: {error}"))
 }
 
 #[cfg(test)]
@@ -300,22 +378,58 @@ mod tests {
     }
 
     #[test]
-    fn an_endpoint_delivery_s_id_becomes_a_valid_message_id() {
-        assert_eq!(message_id_of("evt_1:ep_2"), "evt_1.ep_2");
+    fn an_endpoint_delivery_s_id_becomes_a_valid_distinct_message_id() {
         assert_eq!(message_id_of("01JABC"), "01JABC");
-        assert_eq!(message_id_of("::a  b::"), "a.b");
-        assert_eq!(message_id_of(""), "outbox");
+        let mapped: Vec<String> = [
+            "evt_1:ep_2",
+            "order:1",
+            "order@1",
+            "order/1",
+            "::a  b::",
+            "",
+        ]
+        .iter()
+        .map(|id| message_id_of(id))
+        .collect();
+        assert!(mapped[0].starts_with("evt_1.ep_2."), "{}", mapped[0]);
+        assert!(mapped[4].starts_with("a.b."), "{}", mapped[4]);
+        assert!(mapped[5].starts_with("outbox."), "{}", mapped[5]);
+        let distinct: std::collections::HashSet<&String> = mapped.iter().collect();
+        assert_eq!(distinct.len(), mapped.len(), "{mapped:?}");
+        for id in &mapped {
+            let mime = Mail::new("a@b.example", "c@d.example", "s").text("t");
+            assert!(mime.to_mime(id, at()).is_ok(), "{id}");
+        }
     }
 
     #[test]
     fn bad_mails_are_refused_with_the_field_named() {
-        let good = Mail::new("a@b.example", "c@d.example", "s").text("t");
+        let good = Mail::new("a.b@b.example", "c@d-e.example", "s").text("t");
         assert!(good.to_mime("m", at()).is_ok());
         for (mail, field) in [
-            (Mail::new("nobody", "c@d.example", "s").text("t"), "from"),
+            (
+                Mail::new("nobody", "c@d.example", "s").text("t"),
+                "its from address",
+            ),
             (
                 Mail::new("a@b.example", "c@d.example\r\nBcc: x@y.example", "s").text("t"),
-                "to",
+                "its to address",
+            ),
+            (
+                Mail::new(".a@b.example", "c@d.example", "s").text("t"),
+                "its from address",
+            ),
+            (
+                Mail::new("a..b@b.example", "c@d.example", "s").text("t"),
+                "its from address",
+            ),
+            (
+                Mail::new("a@b.example", "c@-d.example", "s").text("t"),
+                "its to address",
+            ),
+            (
+                Mail::new("a@b.example", format!("c@{}.example", "d".repeat(64)), "s").text("t"),
+                "its to address",
             ),
             (
                 Mail::new("a@b.example", "c@d.example", "s\r\nBcc: x").text("t"),
@@ -332,6 +446,36 @@ mod tests {
             let error = mail.to_mime("m", at()).unwrap_err().to_string();
             assert!(error.contains(field), "{error}");
         }
+    }
+
+    #[test]
+    fn an_address_in_an_error_does_not_steer_its_verdict() {
+        assert_eq!(
+            refusal_of("email to quota@acme.example not allowed"),
+            Refusal::Recipient
+        );
+        assert_eq!(
+            refusal_of("email from invalid-user@acme.example not allowed"),
+            Refusal::Sender
+        );
+        assert_eq!(
+            refusal_of("upstream timeout for invalid@acme.example"),
+            Refusal::Transient
+        );
+        assert_eq!(
+            refusal_of("From: header does not match mail from"),
+            Refusal::Mail
+        );
+    }
+
+    #[test]
+    fn a_mail_s_debug_hides_what_it_says() {
+        let mail = Mail::new("a@b.example", "ada@example.com", "s").text("secret-token");
+        let shown = format!("{mail:?}");
+        assert!(
+            !shown.contains("secret-token") && !shown.contains("ada@"),
+            "{shown}"
+        );
     }
 
     #[test]

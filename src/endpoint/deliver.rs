@@ -35,11 +35,16 @@ use crate::webhook::Signer;
 /// the name endpoints use: `email` for `mailto:`, `service`, `workflow`
 /// and `queue` for `service://NAME/…`, `workflow://NAME` and
 /// `queue://NAME`. A delivery whose binding the deliverer was not given
-/// waits ([`Delivery::Unavailable`], no attempt spent) and says so.
+/// (natively: any platform destination) waits ([`Delivery::Unavailable`],
+/// no attempt spent) and says so.
 pub struct EndpointDeliverer {
     http: HttpDeliverer,
     other: Option<Arc<dyn Deliver>>,
     disable_after: Duration,
+    /// What the platform destinations' attempts are timed by and log (the
+    /// HTTP deliverer keeps its own copies).
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) attempt_log: AttemptLog,
     #[cfg(target_arch = "wasm32")]
     pub(super) platform: super::platform::Bindings,
 }
@@ -71,6 +76,8 @@ impl EndpointDeliverer {
             http,
             other: None,
             disable_after: Self::DEFAULT_DISABLE_AFTER,
+            clock: Arc::new(crate::time::SystemClock),
+            attempt_log: AttemptLog::default(),
             #[cfg(target_arch = "wasm32")]
             platform: super::platform::Bindings::default(),
         })
@@ -143,13 +150,16 @@ impl EndpointDeliverer {
     #[must_use]
     pub fn attempt_log(mut self, log: AttemptLog) -> Self {
         self.http = self.http.attempt_log(log);
+        self.attempt_log = log;
         self
     }
 
-    /// The clock that stamps signatures and decides which secrets sign.
+    /// The clock that stamps signatures, decides which secrets sign, and
+    /// times every attempt.
     #[must_use]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.http = self.http.clock(clock);
+        self.http = self.http.clock(clock.clone());
+        self.clock = clock;
         self
     }
 
@@ -175,11 +185,11 @@ impl EndpointDeliverer {
             },
             #[cfg(target_arch = "wasm32")]
             platform => self.to_platform(&platform, &target, message).await,
+            // A Worker's drain of the same outbox can deliver it: wait for one.
             #[cfg(not(target_arch = "wasm32"))]
             _ => {
-                return refused(
-                    "the endpoint's destination is reachable on Workers only".to_owned(),
-                );
+                let error = "the endpoint's destination is reachable on Workers only";
+                return (Delivery::unavailable(error, None), None);
             }
         };
         // Old, and failed before: not a backlog released at once that meets

@@ -19,7 +19,7 @@ pub enum EndpointKind {
     /// service binding the deliverer names `BILLING`.
     Service,
     /// `workflow://ONBOARDING`: an instance of the Workflow the deliverer
-    /// names `ONBOARDING`, its id the delivery's.
+    /// names `ONBOARDING`, its id derived from the delivery's.
     Workflow,
     /// `queue://EVENTS`: a message into the Queue the deliverer names
     /// `EVENTS`, as the Queue relay sends it.
@@ -87,16 +87,6 @@ impl<'a> Destination<'a> {
             Destination::Service { .. } => EndpointKind::Service,
             Destination::Workflow { .. } => EndpointKind::Workflow,
             Destination::Queue { .. } => EndpointKind::Queue,
-        }
-    }
-
-    /// The binding it names, if it is one of the platform's.
-    pub(crate) fn binding(&self) -> Option<&'a str> {
-        match self {
-            Destination::Service { binding, .. }
-            | Destination::Workflow { binding }
-            | Destination::Queue { binding } => Some(binding),
-            Destination::Https | Destination::Email { .. } => None,
         }
     }
 }

@@ -460,8 +460,21 @@ impl Target {
     }
 }
 
-/// Only a URL's origin is shown (its path or query may hold a token).
+/// Only a URL's origin is shown (its path or query may hold a token); of a
+/// platform destination, its kind and binding (of an address, its domain).
 pub(crate) fn shown_url(url: &str) -> String {
+    match Destination::of(url) {
+        Ok(Destination::Email { address }) => {
+            return format!(
+                "mailto:…@{}",
+                address.rsplit_once('@').map_or("", |(_, d)| d)
+            );
+        }
+        Ok(Destination::Service { binding, .. }) => return format!("service://{binding}"),
+        Ok(Destination::Workflow { binding }) => return format!("workflow://{binding}"),
+        Ok(Destination::Queue { binding }) => return format!("queue://{binding}"),
+        Ok(Destination::Https) | Err(_) => {}
+    }
     url::Url::parse(url).map_or_else(
         |_| "(unparsable)".to_owned(),
         |url| url.origin().ascii_serialization(),
@@ -473,10 +486,10 @@ pub(crate) fn shown_url(url: &str) -> String {
 pub(crate) struct Rules {
     pub(crate) allow_http: bool,
     pub(crate) allow_private: bool,
-    /// Whether `mailto:` endpoints are allowed.
-    pub(crate) allow_email: bool,
+    /// The domains `mailto:` endpoints may mail (lower case; `*`: any).
+    pub(crate) email_domains: Vec<String>,
     /// The bindings `service://`, `workflow://` and `queue://` endpoints
-    /// may name.
+    /// may name, each as `NAME` or, for a service, `NAME/path-prefix`.
     pub(crate) bindings: Vec<String>,
     /// The event types the application publishes, if it names them.
     pub(crate) known_types: Option<Vec<String>>,
@@ -493,24 +506,47 @@ impl Rules {
     /// naming a binding the application does not allow.
     pub(crate) fn check_url(&self, url: &str) -> Result<EndpointKind> {
         let destination = Destination::of(url)?;
+        let refused = |why: String| Err(Error::invalid("endpoint URL", why));
         match &destination {
             Destination::Https => self.check_http_url(url)?,
-            Destination::Email { .. } if !self.allow_email => {
-                return Err(Error::invalid(
-                    "endpoint URL",
-                    "mailto: endpoints are not allowed (allow them with `Endpoints::allow_email`)",
-                ));
+            Destination::Email { address } => {
+                let domain = address
+                    .rsplit_once('@')
+                    .map_or("", |(_, d)| d)
+                    .to_ascii_lowercase();
+                if !self.email_domains.iter().any(|d| d == "*" || *d == domain) {
+                    return refused(format!(
+                        "mail to {domain:?} is not allowed (`Endpoints::allow_email_to`)"
+                    ));
+                }
             }
-            other => {
-                if let Some(binding) = other.binding()
-                    && !self.bindings.iter().any(|allowed| allowed == binding)
-                {
-                    return Err(Error::invalid(
-                        "endpoint URL",
-                        format!(
-                            "binding {binding:?} is not one the application allows \
-                             (`Endpoints::allow_bindings`)"
-                        ),
+            Destination::Service { binding, path } => {
+                // The path as the deliverer will send it: dot segments and
+                // their encodings resolved.
+                let sent = url::Url::parse(&format!("https://{binding}{path}"))
+                    .map_err(|error| Error::invalid("endpoint URL", error.to_string()))?;
+                let allowed = self
+                    .bindings
+                    .iter()
+                    .any(|entry| match entry.split_once('/') {
+                        None => entry == binding,
+                        Some((name, prefix)) => {
+                            name == *binding && sent.path().starts_with(&format!("/{prefix}"))
+                        }
+                    });
+                if !allowed {
+                    return refused(format!(
+                        "service {binding:?} at {:?} is not one the application allows \
+                         (`Endpoints::allow_bindings`)",
+                        sent.path()
+                    ));
+                }
+            }
+            Destination::Workflow { binding } | Destination::Queue { binding } => {
+                if !self.bindings.iter().any(|entry| entry == binding) {
+                    return refused(format!(
+                        "binding {binding:?} is not one the application allows \
+                         (`Endpoints::allow_bindings`)"
                     ));
                 }
             }
@@ -716,19 +752,33 @@ mod tests {
     #[test]
     fn platform_destinations_need_the_application_s_leave() {
         let closed = Rules::default();
-        assert!(refused(&closed, "mailto:ops@acme.example").contains("allow_email"));
+        assert!(refused(&closed, "mailto:ops@acme.example").contains("allow_email_to"));
         assert!(refused(&closed, "service://BILLING/in").contains("allow_bindings"));
         assert!(refused(&closed, "workflow://FLOW").contains("allow_bindings"));
         assert!(refused(&closed, "queue://EVENTS").contains("allow_bindings"));
         let open = Rules {
-            allow_email: true,
-            bindings: vec!["BILLING".into(), "FLOW".into()],
+            email_domains: vec!["acme.example".into()],
+            bindings: vec!["BILLING".into(), "FLOW".into(), "LEDGER/hooks/".into()],
             ..Rules::default()
         };
         assert_eq!(
-            open.check_url("mailto:ops@acme.example").unwrap(),
+            open.check_url("mailto:ops@ACME.example").unwrap(),
             EndpointKind::Email
         );
+        assert!(refused(&open, "mailto:ops@other.example").contains("\"other.example\""));
+        // A service allowed under a prefix only: the path as it will be sent.
+        assert!(open.check_url("service://LEDGER/hooks/in").is_ok());
+        for escaping in [
+            "service://LEDGER/admin",
+            "service://LEDGER/hooks/../admin",
+            "service://LEDGER/hooks/%2e%2e/admin",
+            "service://LEDGER/hooksx",
+        ] {
+            assert!(
+                refused(&open, escaping).contains("allow_bindings"),
+                "{escaping}"
+            );
+        }
         assert_eq!(
             open.check_url("service://BILLING/in").unwrap(),
             EndpointKind::Service

@@ -6,7 +6,8 @@ use super::deliver::EndpointDeliverer;
 use super::destination::Destination;
 use super::model::Target;
 use crate::drain::AttemptRecord;
-use crate::email::EmailDeliverer;
+use crate::email::{EmailDeliverer, Refusal, check_address};
+use crate::error::Result;
 use crate::outbox::{ClaimedMessage, Delivery};
 use crate::workflow::{WorkflowBinding, WorkflowDeliverer};
 
@@ -14,10 +15,10 @@ use crate::workflow::{WorkflowBinding, WorkflowDeliverer};
 /// use.
 #[derive(Default)]
 pub(super) struct Bindings {
-    /// The `send_email` deliverer and the address mails are sent from.
-    email: Option<(EmailDeliverer, String)>,
+    /// The `send_email` binding and the address mails are sent from.
+    email: Option<(worker::SendEmail, String)>,
     services: Vec<(String, worker::Fetcher)>,
-    workflows: Vec<(String, WorkflowDeliverer)>,
+    workflows: Vec<(String, WorkflowBinding)>,
     queues: Vec<(String, worker::Queue)>,
 }
 
@@ -31,11 +32,19 @@ fn named<'a, T>(bindings: &'a [(String, T)], name: &str) -> Option<&'a T> {
 impl EndpointDeliverer {
     /// Delivers `mailto:` endpoints' events as mails from `from` through
     /// `binding` (`env.send_email("MAIL")`): the subject names the event,
-    /// the text is its JSON, the `Message-ID` the delivery's.
-    #[must_use]
-    pub fn email(mut self, binding: worker::SendEmail, from: impl Into<String>) -> Self {
-        self.platform.email = Some((EmailDeliverer::new(binding), from.into()));
-        self
+    /// the text is its JSON, the `Message-ID` the delivery's. An address the
+    /// binding refuses is its endpoint's receiver gone (the endpoint is
+    /// disabled, as by a `410`); a sender it refuses is the application's
+    /// to fix, so every delivery waits (no attempt spent).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) ("mail") when
+    /// `from` is not one `local@domain` address.
+    pub fn email(mut self, binding: worker::SendEmail, from: impl Into<String>) -> Result<Self> {
+        let from = from.into();
+        check_address("from", &from)?;
+        self.platform.email = Some((binding, from));
+        Ok(self)
     }
 
     /// Delivers `service://name/…` endpoints' events through `service`
@@ -48,13 +57,13 @@ impl EndpointDeliverer {
     }
 
     /// Delivers `workflow://name` endpoints' events as instances of
-    /// `workflow`, each instance's id the delivery's and its params the
-    /// event's payload (see [`WorkflowDeliverer`]).
+    /// `workflow` (see [`WorkflowDeliverer`]): each instance's id is
+    /// derived from the delivery's (`evt_…:ep_…`), its params are
+    /// `{"event_id", "endpoint_id", "payload"}`, the event's payload in
+    /// the last, so one Workflow can serve every tenant's endpoints.
     #[must_use]
     pub fn workflow(mut self, name: impl Into<String>, workflow: WorkflowBinding) -> Self {
-        let name = name.into();
-        let deliverer = WorkflowDeliverer::new(workflow, name.clone());
-        self.platform.workflows.push((name, deliverer));
+        self.platform.workflows.push((name.into(), workflow));
         self
     }
 
@@ -81,9 +90,18 @@ impl EndpointDeliverer {
         let event_id = message.event_id.as_deref().unwrap_or(&message.id);
         match *destination {
             Destination::Email { address } => match &self.platform.email {
-                Some((deliverer, from)) => {
+                Some((binding, from)) => {
                     let mail = super::mail::mail(from, address, event_id, &message.payload);
-                    deliverer.send(&message.id, &mail).await
+                    let verdict = |refusal: Refusal, error: String| match refusal {
+                        Refusal::Recipient => Delivery::gone(error),
+                        Refusal::Sender => Delivery::unavailable(error, None),
+                        other => other.verdict(error),
+                    };
+                    EmailDeliverer::new(binding.clone())
+                        .clock(self.clock.clone())
+                        .attempt_log(self.attempt_log)
+                        .send(&message.id, &mail, message.created_at, verdict)
+                        .await
                 }
                 None => missing("send_email binding".to_owned()),
             },
@@ -102,11 +120,35 @@ impl EndpointDeliverer {
                 }
             }
             Destination::Workflow { binding } => match named(&self.platform.workflows, binding) {
-                Some(workflow) => workflow.start(&message.id, &message.payload).await,
+                Some(workflow) => {
+                    let params = match serde_json::from_str::<serde_json::Value>(&message.payload) {
+                        Ok(payload) => serde_json::json!({
+                            "event_id": event_id,
+                            "endpoint_id": message.topic,
+                            "payload": payload,
+                        })
+                        .to_string(),
+                        // Refused as not JSON by the deliverer.
+                        Err(_) => message.payload.clone(),
+                    };
+                    WorkflowDeliverer::new(workflow.clone(), binding)
+                        .clock(self.clock.clone())
+                        .attempt_log(self.attempt_log)
+                        .start(&message.id, &params)
+                        .await
+                }
                 None => missing(format!("Workflow {binding:?}")),
             },
             Destination::Queue { binding } => match named(&self.platform.queues, binding) {
-                Some(queue) => (crate::queue::send_one(queue, message).await, None),
+                Some(queue) => {
+                    let started = self.clock.now();
+                    let verdict = crate::queue::send_one(queue, message).await;
+                    let took = self.clock.now().duration_since(started);
+                    let record = self.attempt_log.keeps(&verdict).then(|| {
+                        AttemptRecord::new(None, took).body(verdict.error().unwrap_or_default())
+                    });
+                    (verdict, record)
+                }
                 None => missing(format!("Queue {binding:?}")),
             },
             Destination::Https => (

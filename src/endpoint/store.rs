@@ -56,21 +56,28 @@ impl Endpoints {
         self
     }
 
-    /// Allows `mailto:` endpoints: each delivery a mail to the address,
-    /// through the deliverer's `send_email` binding
-    /// ([`EndpointDeliverer::email`](super::EndpointDeliverer)). Off by
-    /// default: a tenant must not mail whom it pleases from the
-    /// application's address.
+    /// Allows `mailto:` endpoints to addresses in `domains` (`"*"`: any
+    /// domain), each delivery a mail from the application's sender through
+    /// the deliverer's `send_email` binding (`EndpointDeliverer::email`).
+    /// None by default: a tenant must not mail whom it pleases from the
+    /// application's address; `"*"` lets every tenant do just that.
     #[must_use]
-    pub fn allow_email(mut self, allow: bool) -> Self {
-        self.rules.allow_email = allow;
+    pub fn allow_email_to<T: Into<String>>(mut self, domains: impl IntoIterator<Item = T>) -> Self {
+        self.rules.email_domains = domains
+            .into_iter()
+            .map(|domain| domain.into().to_ascii_lowercase())
+            .collect();
         self
     }
 
     /// The bindings `service://NAME/…`, `workflow://NAME` and `queue://NAME`
     /// endpoints may name (none by default): the names the deliverer is
-    /// given with [`EndpointDeliverer::service`](super::EndpointDeliverer),
-    /// `workflow` and `queue`.
+    /// given with `EndpointDeliverer::service`, `workflow` and `queue`. An
+    /// entry `NAME/prefix/` allows that service under the path `/prefix/`
+    /// only (as the request will carry it, `..` resolved); `NAME` allows
+    /// every path. Checked when an endpoint is created or its URL changes:
+    /// narrowing the list later leaves stored endpoints as they are
+    /// (update or delete them).
     #[must_use]
     pub fn allow_bindings<T: Into<String>>(mut self, names: impl IntoIterator<Item = T>) -> Self {
         self.rules.bindings = names.into_iter().map(Into::into).collect();

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use wasm_bindgen::prelude::*;
 
-use super::{instance_id_of, verdict_of};
+use super::{instance_id_of, verdict_for};
 use crate::drain::{AttemptLog, AttemptRecord, Deliver};
 use crate::future::BoxFuture;
 use crate::outbox::{ClaimedMessage, Delivery};
@@ -137,7 +137,7 @@ impl WorkflowDeliverer {
                     .map(|error| String::from(error.message()))
                     .or_else(|| error.as_string())
                     .unwrap_or_else(|| "an error without a message".to_owned());
-                verdict_of(&format!("{} ({said})", self.name))
+                verdict_for(Some(&self.name), &said)
             }
         }
     }

@@ -49,28 +49,36 @@ pub fn instance_id_of(id: &str) -> String {
 }
 
 /// The verdict of a failed `create` whose instance is not there either, by
-/// what the error says: a rate limit (`rate limit`, `too many requests`, `429`,
-/// `throttl…`) is [unavailable](Delivery::Unavailable) (no attempt spent); a
-/// request Workflows will never take (`invalid`, `too large`, `not
-/// serializable`, `could not be cloned`) is [permanent](Delivery::Permanent);
-/// anything else is [retried](Delivery::Retry).
+/// what the error says: a rate limit (`rate limit`, `too many requests`,
+/// `throttl…`, or the code `429`) is [unavailable](Delivery::Unavailable)
+/// (no attempt spent); a request Workflows will never take (`invalid`, `too
+/// large`, `not serializable`, `could not be cloned`) is
+/// [permanent](Delivery::Permanent); anything else is
+/// [retried](Delivery::Retry).
 pub fn verdict_of(error: &str) -> Delivery {
+    verdict_for(None, error)
+}
+
+/// [`verdict_of`]`(error)`, its message naming `workflow` (which is not
+/// read: a Workflow's name cannot steer the verdict).
+pub(crate) fn verdict_for(workflow: Option<&str>, error: &str) -> Delivery {
     let said = error.to_ascii_lowercase();
-    let error = format!("the Workflow instance was not created: {error}");
-    if ["rate limit", "too many requests", "429", "throttl"]
-        .iter()
-        .any(|word| said.contains(word))
-    {
+    let says = |words: &[&str]| words.iter().any(|word| said.contains(word));
+    let code_429 = said
+        .split(|c: char| !c.is_ascii_digit())
+        .any(|n| n == "429");
+    let error = match workflow {
+        Some(name) => format!("the {name} instance was not created: {error}"),
+        None => format!("the Workflow instance was not created: {error}"),
+    };
+    if code_429 || says(&["rate limit", "too many requests", "throttl"]) {
         Delivery::unavailable(error, None)
-    } else if [
+    } else if says(&[
         "invalid",
         "too large",
         "not serializable",
         "could not be cloned",
-    ]
-    .iter()
-    .any(|word| said.contains(word))
-    {
+    ]) {
         Delivery::permanent(error)
     } else {
         Delivery::retry(error)
@@ -132,5 +140,18 @@ mod tests {
             verdict_of("internal error"),
             Delivery::Retry { .. }
         ));
+        // Digits that merely hold 429 are no status.
+        assert!(matches!(
+            verdict_of("instance 14290 failed"),
+            Delivery::Retry { .. }
+        ));
+        // The Workflow's own name is not read.
+        let outage = verdict_for(Some("CACHE_INVALIDATION"), "internal error");
+        assert!(matches!(outage, Delivery::Retry { .. }), "{outage:?}");
+        assert!(
+            outage
+                .error()
+                .is_some_and(|e| e.contains("CACHE_INVALIDATION"))
+        );
     }
 }

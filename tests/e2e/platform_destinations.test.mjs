@@ -76,6 +76,14 @@ describe("service bindings", () => {
     assert.match(await verdict(500), /^retry: receiver answered 500/);
     assert.match(await verdict(429), /^unavailable: /);
   });
+
+  it("aborts a request the other Worker never answers, at the deliverer's timeout", async () => {
+    const started = performance.now();
+    const { verdicts } = await post("deliver/service?path=/hang&timeout_ms=300");
+    assert.deepEqual(verdicts.map((v) => v.split(":")[0]), ["retry", "retry"]);
+    assert.match(verdicts[1], /no answer within 300 ms; the request was aborted/);
+    assert.ok(performance.now() - started < 5_000, "both attempts ended at their timeout");
+  });
 });
 
 describe("Workflows", () => {
@@ -97,6 +105,12 @@ describe("Workflows", () => {
     assert.match(await verdict("Workflow instance has invalid id"), /^permanent: /);
     assert.match(await verdict("internal error"), /^retry: /);
     assert.match(await verdict("429 Too Many Requests"), /^unavailable: /);
+  });
+
+  it("asks the real binding for an instance create did not make, and finds none", async () => {
+    const error = encodeURIComponent("internal error");
+    const { verdicts } = await post(`deliver/workflow?shim=${error}&shim_get=real`);
+    assert.match(verdicts[1], /^retry: the ONBOARDING instance was not created: internal error/);
   });
 
   it("counts an instance already there as delivered, whatever create said", async () => {
@@ -129,13 +143,14 @@ describe("endpoint kinds", () => {
     const posted = (await read("billing", "/__seen")).filter((request) => request.webhook_id === event);
     assert.deepEqual(posted.map((request) => request.path).sort(), ["/hooks", "/status/500"]);
     assert.ok(posted.every((request) => request.signed));
-    // The Workflow instance, its id the delivery's.
+    // The Workflow instance, its id the delivery's, told whose event it is.
     const delivery = `${event}:${endpoints.workflow.id}`;
     const runs = await eventually(async () => {
       const all = await read("flows", "/runs");
-      return all.some((run) => run.payload?.account === "a-2") && all;
+      return all.some((run) => run.payload?.event_id === event) && all;
     });
-    const run = runs.find((run) => run.payload?.account === "a-2");
+    const run = runs.find((run) => run.payload?.event_id === event);
+    assert.deepEqual(run.payload, { event_id: event, endpoint_id: endpoints.workflow.id, payload: { account: "a-2" } });
     assert.match(run.id, /^x[A-Za-z0-9_-]+$/);
     assert.ok(run.id.startsWith(`x${delivery.replace(":", "-")}`.slice(0, 40)), `${run.id} for ${delivery}`);
     // The Queue message, an envelope as the relay sends.

@@ -6,14 +6,21 @@ import path from "node:path";
 import { Miniflare } from "miniflare";
 import { compatibilityDate, root } from "./harness.mjs";
 
-// A second Worker: answers `/status/<code>` with that status, anything else
-// with 200, and keeps every request it saw (GET /__seen).
+// A second Worker: answers `/status/<code>` with that status, `/hang` only
+// after 10 s, anything else with 200, and keeps every request it saw (GET
+// /__seen).
 const billing = `
 const seen = [];
 export default {
   async fetch(request) {
     const url = new URL(request.url);
     if (url.pathname === "/__seen") return Response.json(seen);
+    // Answers after 10 s: long past its caller's timeout. (A promise that
+    // never settles is ended by workerd at once, as a failed request.)
+    if (url.pathname === "/hang") {
+      await new Promise((resolve) => setTimeout(resolve, 10_000));
+      return new Response("late");
+    }
     seen.push({
       path: url.pathname,
       key: request.headers.get("idempotency-key"),

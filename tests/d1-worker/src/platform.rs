@@ -6,10 +6,11 @@
 //!   own, drained once by the kind's deliverer wrapped so that each message
 //!   is delivered **twice** (the first reply lost); answers the message id,
 //!   both verdicts and the drain's report. `kind` is `email` (`to=`),
-//!   `service` (`path=`), `workflow`; `shim=<error>` swaps the binding for
+//!   `service` (`path=`, `timeout_ms=`), `workflow`; `shim=<error>` swaps the binding for
 //!   one whose calls fail with `<error>`, for the failures Miniflare's own
 //!   bindings cannot give (`shim_get=found`: a Workflow's `get` finds the
-//!   instance all the same).
+//!   instance all the same; `shim_get=real`: the real binding's `get`
+//!   looks).
 //! - `POST /platform/bench/<kind>?count=N`: N messages drained by the
 //!   kind's deliverer (`email`, `service`, `workflow`) until none is due;
 //!   answers the messages, the D1 queries, the milliseconds and, for the
@@ -163,11 +164,15 @@ async fn deliver(
         "service" => {
             let path = param("path").unwrap_or_else(|| "/ok".into());
             let signer = Signer::new(vec![Secret::parse(SECRET)?])?;
-            let service = HttpDeliverer::service(
+            let timeout = param("timeout_ms").and_then(|ms| ms.parse().ok());
+            let mut service = HttpDeliverer::service(
                 env.service("BILLING")?,
                 &format!("https://billing.internal{path}"),
             )?
             .signed(signer);
+            if let Some(ms) = timeout {
+                service = service.timeout(std::time::Duration::from_millis(ms));
+            }
             let twice = Twice {
                 inner: service,
                 verdicts: verdicts.clone(),
@@ -180,13 +185,23 @@ async fn deliver(
             )
         }
         "workflow" => {
-            let binding = match &shim {
-                // `shim_get=found`: `create` fails, the instance is there.
-                Some(error) => {
-                    let found = param("shim_get").is_some_and(|get| get == "found");
+            let binding = match (&shim, param("shim_get").as_deref()) {
+                // `create` fails, and the real binding's `get` looks.
+                (Some(error), Some("real")) => {
+                    let real: JsValue = WorkflowBinding::from_env(env, "ONBOARDING")?.into();
+                    let get = js_sys::Reflect::get(&real, &JsValue::from_str("get"))?
+                        .unchecked_into::<js_sys::Function>()
+                        .bind0(&real);
+                    let stand_in = failing(&["create"], error, None);
+                    js_sys::Reflect::set(&stand_in, &JsValue::from_str("get"), &get)?;
+                    stand_in.unchecked_into()
+                }
+                // `found`: `create` fails, the instance is there.
+                (Some(error), found) => {
+                    let found = found == Some("found");
                     failing(&["create", "get"], error, found.then_some("get")).unchecked_into()
                 }
-                None => WorkflowBinding::from_env(env, "ONBOARDING")?,
+                (None, _) => WorkflowBinding::from_env(env, "ONBOARDING")?,
             };
             let twice = Twice {
                 inner: WorkflowDeliverer::new(binding, "ONBOARDING"),
@@ -222,11 +237,9 @@ async fn endpoints(env: &Env) -> Result<Response> {
         &format!("platform_endpoints_{}", js_sys::Date::now() as u64),
     )
     .await?;
-    let endpoints = Endpoints::new(&outbox).allow_email(true).allow_bindings([
-        "BILLING",
-        "ONBOARDING",
-        "EVENTS",
-    ]);
+    let endpoints = Endpoints::new(&outbox)
+        .allow_email_to(["acme.example"])
+        .allow_bindings(["BILLING", "ONBOARDING", "EVENTS"]);
     let mut made = serde_json::Map::new();
     for (name, new) in [
         (
@@ -257,7 +270,7 @@ async fn endpoints(env: &Env) -> Result<Response> {
     )?;
     let published = batch.commit().await?.published(&event)?;
     let deliver = EndpointDeliverer::new()?
-        .email(env.send_email("MAIL")?, "outbox@app.example")
+        .email(env.send_email("MAIL")?, "outbox@app.example")?
         .service("BILLING", env.service("BILLING")?)
         .workflow("ONBOARDING", WorkflowBinding::from_env(env, "ONBOARDING")?)
         .queue("EVENTS", env.queue("EVENTS")?);
