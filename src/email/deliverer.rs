@@ -62,26 +62,26 @@ impl EmailDeliverer {
         self
     }
 
-    /// Sends `mail` as the mail of message `id`, dated `at`; a refusal's
-    /// verdict is `verdict`'s.
+    /// Sends `mail` as the mail of message `id`, dated `at`: the verdict
+    /// (a refusal's is [`Refusal::verdict`]), the attempt's record if it is
+    /// logged, and what refused it, if anything did.
     pub(crate) async fn send(
         &self,
         id: &str,
         mail: &Mail,
         at: Timestamp,
-        verdict: impl Fn(Refusal, String) -> Delivery,
-    ) -> (Delivery, Option<AttemptRecord>) {
+    ) -> (Delivery, Option<AttemptRecord>, Option<Refusal>) {
         let started = self.clock.now();
-        let verdict = match self.try_send(id, mail, at).await {
-            Ok(()) => Delivery::Delivered,
-            Err((refusal, error)) => verdict(refusal, error),
+        let (verdict, refusal) = match self.try_send(id, mail, at).await {
+            Ok(()) => (Delivery::Delivered, None),
+            Err((refusal, error)) => (refusal.verdict(error), Some(refusal)),
         };
         let took = self.clock.now().duration_since(started);
         let record = self
             .attempt_log
             .keeps(&verdict)
             .then(|| AttemptRecord::new(None, took).body(verdict.error().unwrap_or_default()));
-        (verdict, record)
+        (verdict, record, refusal)
     }
 }
 
@@ -124,9 +124,9 @@ impl Deliver for EmailDeliverer {
         Box::pin(async move {
             match serde_json::from_str::<Mail>(&message.payload) {
                 Ok(mail) => {
-                    let verdict = |refusal: Refusal, error| refusal.verdict(error);
-                    self.send(&message.id, &mail, message.created_at, verdict)
-                        .await
+                    let (verdict, record, _) =
+                        self.send(&message.id, &mail, message.created_at).await;
+                    (verdict, record)
                 }
                 Err(error) => (
                     Delivery::permanent(format!("the payload is not a mail: {error}")),

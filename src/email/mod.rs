@@ -253,9 +253,9 @@ pub(crate) fn check_address<'a>(field: &str, address: &'a str) -> Result<&'a str
 /// The id part of the `Message-ID` of the mail of outbox message `id`: the
 /// id itself when a message id can hold it (a dot-atom: every generated
 /// id); otherwise the id with each other character (an endpoint delivery's
-/// `:`) written as `.`, and 16 hex digits of the id's SHA-256, so two ids
-/// never share one by their mapping. The same message always gets the
-/// same id.
+/// `:`) written as `.`, and 16 hex digits of the id's SHA-256. The same
+/// message always gets the same id, and two outbox ids never share one (a
+/// mapped id holds a `.`, which an outbox id cannot).
 pub fn message_id_of(id: &str) -> String {
     let atext = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-/=?^_`{|}~".contains(c);
     if !id.is_empty()
@@ -285,14 +285,16 @@ pub enum Refusal {
     /// A rate limit: `rate limit`, `too many requests`, `quota`,
     /// `throttl…`.
     Throttled,
-    /// The recipient refused (`email to … not allowed`, a recipient or
-    /// destination `not verified`, `unverified` or `rejected`).
+    /// The recipient refused: `not allowed`, `not verified`, `unverified`,
+    /// `rejected` or `invalid` said of `email to …`, a recipient or a
+    /// destination.
     Recipient,
-    /// The sender refused (`email from … not allowed`, a sender `not
-    /// verified`…).
+    /// The sender refused: the same said of `email from …` or a sender
+    /// (`email from` is read before `email to`, and both before the
+    /// bare words).
     Sender,
-    /// The mail itself: `invalid`, `could not parse`, `does not match`, or
-    /// refused with no party named.
+    /// The mail itself: `could not parse`, `does not match`, or refused
+    /// with no party named.
     Mail,
     /// Anything else: a failure that may pass.
     Transient,
@@ -328,17 +330,30 @@ pub fn refusal_of(error: &str) -> Refusal {
         .to_ascii_lowercase();
     let says = |words: &[&str]| words.iter().any(|word| said.contains(word));
     if says(&["rate limit", "too many requests", "quota", "throttl"]) {
-        Refusal::Throttled
-    } else if says(&["invalid", "could not parse", "does not match"]) {
+        return Refusal::Throttled;
+    }
+    // Whom it names, the explicit `email to` / `email from` first.
+    let party = if says(&["email from"]) {
+        Some(Refusal::Sender)
+    } else if says(&["email to"]) {
+        Some(Refusal::Recipient)
+    } else if says(&["sender"]) {
+        Some(Refusal::Sender)
+    } else if says(&["recipient", "destination"]) {
+        Some(Refusal::Recipient)
+    } else {
+        None
+    };
+    if says(&[
+        "not allowed",
+        "not verified",
+        "unverified",
+        "rejected",
+        "invalid",
+    ]) {
+        party.unwrap_or(Refusal::Mail)
+    } else if says(&["could not parse", "does not match"]) {
         Refusal::Mail
-    } else if says(&["not allowed", "not verified", "unverified", "rejected"]) {
-        if says(&["email to", "recipient", "destination"]) {
-            Refusal::Recipient
-        } else if says(&["email from", "sender"]) {
-            Refusal::Sender
-        } else {
-            Refusal::Mail
-        }
     } else {
         Refusal::Transient
     }
@@ -466,6 +481,12 @@ mod tests {
             refusal_of("From: header does not match mail from"),
             Refusal::Mail
         );
+        assert_eq!(refusal_of("Recipient address invalid"), Refusal::Recipient);
+        assert_eq!(
+            refusal_of("email from a@b.example not allowed for this destination"),
+            Refusal::Sender
+        );
+        assert_eq!(refusal_of("invalid message-id"), Refusal::Mail);
     }
 
     #[test]

@@ -184,7 +184,11 @@ impl EndpointDeliverer {
                 }
             },
             #[cfg(target_arch = "wasm32")]
-            platform => self.to_platform(&platform, &target, message).await,
+            platform => match self.to_platform(&platform, &target, message).await {
+                (attempt, super::mail::Fault::Endpoint) => attempt,
+                // The application's to fix: nothing counts against the endpoint.
+                (attempt, super::mail::Fault::Application) => return attempt,
+            },
             // A Worker's drain of the same outbox can deliver it: wait for one.
             #[cfg(not(target_arch = "wasm32"))]
             _ => {

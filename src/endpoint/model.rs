@@ -502,8 +502,8 @@ impl Rules {
     /// [`Error::InvalidInput`] ("endpoint URL") for a URL that does not
     /// parse, is not HTTPS (unless allowed), holds credentials, or names a
     /// loopback, private, link-local or unspecified address (unless
-    /// allowed); a `mailto:` URL unless e-mail is allowed; a platform URL
-    /// naming a binding the application does not allow.
+    /// allowed); a `mailto:` URL to a domain not allowed; a platform URL
+    /// naming a binding, or a service path, the application does not allow.
     pub(crate) fn check_url(&self, url: &str) -> Result<EndpointKind> {
         let destination = Destination::of(url)?;
         let refused = |why: String| Err(Error::invalid("endpoint URL", why));
@@ -525,20 +525,30 @@ impl Rules {
                 // their encodings resolved.
                 let sent = url::Url::parse(&format!("https://{binding}{path}"))
                     .map_err(|error| Error::invalid("endpoint URL", error.to_string()))?;
+                let path = sent.path();
+                // An encoded slash or backslash may be decoded by the other
+                // Worker's router: a path the prefix check cannot vouch for.
+                let lower = path.to_ascii_lowercase();
+                if lower.contains("%2f") || lower.contains("%5c") {
+                    return refused(format!(
+                        "service path {path:?} holds an encoded slash or backslash"
+                    ));
+                }
                 let allowed = self
                     .bindings
                     .iter()
                     .any(|entry| match entry.split_once('/') {
                         None => entry == binding,
                         Some((name, prefix)) => {
-                            name == *binding && sent.path().starts_with(&format!("/{prefix}"))
+                            let prefix = format!("/{}", prefix.trim_end_matches('/'));
+                            name == *binding
+                                && (path == prefix || path.starts_with(&format!("{prefix}/")))
                         }
                     });
                 if !allowed {
                     return refused(format!(
-                        "service {binding:?} at {:?} is not one the application allows \
-                         (`Endpoints::allow_bindings`)",
-                        sent.path()
+                        "service {binding:?} at {path:?} is not one the application allows \
+                         (`Endpoints::allow_bindings`)"
                     ));
                 }
             }
@@ -768,6 +778,15 @@ mod tests {
         assert!(refused(&open, "mailto:ops@other.example").contains("\"other.example\""));
         // A service allowed under a prefix only: the path as it will be sent.
         assert!(open.check_url("service://LEDGER/hooks/in").is_ok());
+        assert!(open.check_url("service://LEDGER/hooks").is_ok());
+        assert!(open.check_url("service://LEDGER/hooks?x=1").is_ok());
+        let no_slash = Rules {
+            bindings: vec!["LEDGER/hooks".into()],
+            ..Rules::default()
+        };
+        assert!(no_slash.check_url("service://LEDGER/hooks/in").is_ok());
+        assert!(refused(&no_slash, "service://LEDGER/hooks-admin").contains("allow_bindings"));
+        assert!(refused(&open, "service://LEDGER/hooks/a%2Fb").contains("encoded slash"));
         for escaping in [
             "service://LEDGER/admin",
             "service://LEDGER/hooks/../admin",

@@ -4,9 +4,10 @@
 
 use super::deliver::EndpointDeliverer;
 use super::destination::Destination;
+use super::mail::Fault;
 use super::model::Target;
 use crate::drain::AttemptRecord;
-use crate::email::{EmailDeliverer, Refusal, check_address};
+use crate::email::{EmailDeliverer, check_address};
 use crate::error::Result;
 use crate::outbox::{ClaimedMessage, Delivery};
 use crate::workflow::{WorkflowBinding, WorkflowDeliverer};
@@ -76,45 +77,54 @@ impl EndpointDeliverer {
         self
     }
 
-    /// Delivers `message` to the platform destination its endpoint names.
+    /// Delivers `message` to the platform destination its endpoint names,
+    /// and says whose a failure is to fix.
     pub(super) async fn to_platform(
         &self,
         destination: &Destination<'_>,
         target: &Target,
         message: &ClaimedMessage,
-    ) -> (Delivery, Option<AttemptRecord>) {
+    ) -> ((Delivery, Option<AttemptRecord>), Fault) {
         let missing = |what: String| {
             let error = format!("the deliverer was given no {what} (`EndpointDeliverer`)");
-            (Delivery::unavailable(error, None), None)
+            (
+                (Delivery::unavailable(error, None), None),
+                Fault::Application,
+            )
         };
+        let endpoint_s = |attempt| (attempt, Fault::Endpoint);
         let event_id = message.event_id.as_deref().unwrap_or(&message.id);
         match *destination {
             Destination::Email { address } => match &self.platform.email {
                 Some((binding, from)) => {
                     let mail = super::mail::mail(from, address, event_id, &message.payload);
-                    let verdict = |refusal: Refusal, error: String| match refusal {
-                        Refusal::Recipient => Delivery::gone(error),
-                        Refusal::Sender => Delivery::unavailable(error, None),
-                        other => other.verdict(error),
-                    };
-                    EmailDeliverer::new(binding.clone())
+                    let (verdict, record, refusal) = EmailDeliverer::new(binding.clone())
                         .clock(self.clock.clone())
                         .attempt_log(self.attempt_log)
-                        .send(&message.id, &mail, message.created_at, verdict)
-                        .await
+                        .send(&message.id, &mail, message.created_at)
+                        .await;
+                    match refusal {
+                        Some(refusal) => {
+                            let (verdict, fault) = super::mail::refused(refusal, verdict);
+                            ((verdict, record), fault)
+                        }
+                        None => endpoint_s((verdict, record)),
+                    }
                 }
                 None => missing("send_email binding".to_owned()),
             },
             Destination::Service { binding, path } => {
                 match named(&self.platform.services, binding) {
                     Some(service) => match url::Url::parse(&format!("https://{binding}{path}")) {
-                        Ok(url) => self.post(&url, target, message, Some(service)).await,
-                        Err(error) => (
+                        Ok(url) => {
+                            endpoint_s(self.post(&url, target, message, Some(service)).await)
+                        }
+                        Err(error) => endpoint_s((
                             Delivery::permanent(format!(
                                 "the endpoint's service URL does not parse: {error}"
                             )),
                             None,
-                        ),
+                        )),
                     },
                     None => missing(format!("service binding {binding:?}")),
                 }
@@ -131,11 +141,13 @@ impl EndpointDeliverer {
                         // Refused as not JSON by the deliverer.
                         Err(_) => message.payload.clone(),
                     };
-                    WorkflowDeliverer::new(workflow.clone(), binding)
-                        .clock(self.clock.clone())
-                        .attempt_log(self.attempt_log)
-                        .start(&message.id, &params)
-                        .await
+                    endpoint_s(
+                        WorkflowDeliverer::new(workflow.clone(), binding)
+                            .clock(self.clock.clone())
+                            .attempt_log(self.attempt_log)
+                            .start(&message.id, &params)
+                            .await,
+                    )
                 }
                 None => missing(format!("Workflow {binding:?}")),
             },
@@ -147,14 +159,14 @@ impl EndpointDeliverer {
                     let record = self.attempt_log.keeps(&verdict).then(|| {
                         AttemptRecord::new(None, took).body(verdict.error().unwrap_or_default())
                     });
-                    (verdict, record)
+                    endpoint_s((verdict, record))
                 }
                 None => missing(format!("Queue {binding:?}")),
             },
-            Destination::Https => (
+            Destination::Https => endpoint_s((
                 Delivery::permanent("an HTTPS endpoint is not a platform destination"),
                 None,
-            ),
+            )),
         }
     }
 }

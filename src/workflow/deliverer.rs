@@ -137,7 +137,7 @@ impl WorkflowDeliverer {
                     .map(|error| String::from(error.message()))
                     .or_else(|| error.as_string())
                     .unwrap_or_else(|| "an error without a message".to_owned());
-                verdict_for(Some(&self.name), &said)
+                verdict_for(Some(&self.name), Some(&instance), &said)
             }
         }
     }

@@ -56,17 +56,23 @@ pub fn instance_id_of(id: &str) -> String {
 /// [permanent](Delivery::Permanent); anything else is
 /// [retried](Delivery::Retry).
 pub fn verdict_of(error: &str) -> Delivery {
-    verdict_for(None, error)
+    verdict_for(None, None, error)
 }
 
-/// [`verdict_of`]`(error)`, its message naming `workflow` (which is not
-/// read: a Workflow's name cannot steer the verdict).
-pub(crate) fn verdict_for(workflow: Option<&str>, error: &str) -> Delivery {
-    let said = error.to_ascii_lowercase();
+/// [`verdict_of`]`(error)`, its message naming `workflow`; neither the
+/// Workflow's name nor the `instance` id is read, so neither can steer the
+/// verdict.
+pub(crate) fn verdict_for(workflow: Option<&str>, instance: Option<&str>, error: &str) -> Delivery {
+    let said = match instance {
+        Some(instance) if !instance.is_empty() => error.replace(instance, "<instance>"),
+        _ => error.to_owned(),
+    }
+    .to_ascii_lowercase();
     let says = |words: &[&str]| words.iter().any(|word| said.contains(word));
+    // 429 as a word of its own, not digits inside an id.
     let code_429 = said
-        .split(|c: char| !c.is_ascii_digit())
-        .any(|n| n == "429");
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|word| word == "429");
     let error = match workflow {
         Some(name) => format!("the {name} instance was not created: {error}"),
         None => format!("the Workflow instance was not created: {error}"),
@@ -145,8 +151,18 @@ mod tests {
             verdict_of("instance 14290 failed"),
             Delivery::Retry { .. }
         ));
-        // The Workflow's own name is not read.
-        let outage = verdict_for(Some("CACHE_INVALIDATION"), "internal error");
+        assert!(matches!(
+            verdict_of("instance x01J429K failed"),
+            Delivery::Retry { .. }
+        ));
+        // Neither the instance id nor the Workflow's own name is read.
+        let echoed = verdict_for(
+            None,
+            Some("invalid-7"),
+            "instance invalid-7: internal error",
+        );
+        assert!(matches!(echoed, Delivery::Retry { .. }), "{echoed:?}");
+        let outage = verdict_for(Some("CACHE_INVALIDATION"), None, "internal error");
         assert!(matches!(outage, Delivery::Retry { .. }), "{outage:?}");
         assert!(
             outage

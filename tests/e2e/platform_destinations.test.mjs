@@ -125,13 +125,13 @@ describe("endpoint kinds", () => {
   it("fans one event out to an address, a Worker, a Workflow and a Queue alike", async () => {
     const mailsBefore = log.mails().length;
     const result = await post("endpoints");
-    assert.equal(result.published, 5);
+    assert.equal(result.published, 6);
     assert.equal(result.delivered, 4, JSON.stringify(result));
     assert.equal(result.retried, 1);
-    const { endpoints, event } = result;
+    const { endpoints, event, after } = result;
     assert.deepEqual(
       Object.fromEntries(Object.entries(endpoints).map(([name, endpoint]) => [name, endpoint.kind])),
-      { email: "email", service: "service", failing: "service", workflow: "workflow", queue: "queue" },
+      { email: "email", service: "service", failing: "service", workflow: "workflow", queue: "queue", refused: "email" },
     );
     // The mail to the address.
     const [file] = await eventually(() => log.mails().length > mailsBefore && log.mails().slice(mailsBefore));
@@ -160,8 +160,16 @@ describe("endpoint kinds", () => {
     });
     const envelope = JSON.parse(queued.find((body) => body.includes(event)));
     assert.equal(envelope.topic, endpoints.queue.id);
-    // The failing endpoint's attempt is in the log, with its status.
-    assert.equal(result.failing_attempts.length, 1);
-    assert.equal(result.failing_attempts[0].status, 500);
+    // Every attempt is in its endpoint's log: the failing one with its status.
+    for (const name of ["email", "service", "workflow", "queue"]) {
+      assert.equal(after[name].attempts.length, 1, name);
+      assert.equal(after[name].endpoint.state, "enabled", name);
+    }
+    assert.equal(after.failing.attempts[0].status, 500);
+    assert.equal(after.workflow.attempts[0].status, null);
+    // An address the binding refuses is that endpoint's receiver gone: it is disabled, with why.
+    assert.equal(after.refused.endpoint.state, "disabled");
+    assert.match(after.refused.endpoint.reason, /email to bob@acme\.example not allowed/);
+    assert.equal(after.email.endpoint.state, "enabled", "the other mail endpoint is untouched");
   });
 });

@@ -18,9 +18,10 @@
 //!   request's land where the bench counts them), for the bench's table of
 //!   subrequests per message.
 //! - `POST /platform/endpoints`: endpoints of every kind (and a service
-//!   endpoint that answers 500), an event published to them, one drain;
-//!   answers the event, the endpoints, the report and the failing
-//!   endpoint's attempt log.
+//!   endpoint that answers 500, an address the binding refuses), an event
+//!   published to them, one drain logging every attempt; answers the event,
+//!   the endpoints before and after with their attempt logs, and the
+//!   report.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -29,7 +30,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use worker::{Env, Request, Response, Result};
-use workers_outbox::drain::{AttemptRecord, Deliver};
+use workers_outbox::drain::{AttemptLog, AttemptRecord, Deliver};
 use workers_outbox::email::{EmailDeliverer, Mail};
 use workers_outbox::endpoint::{EndpointDeliverer, Endpoints, Event, NewEndpoint};
 use workers_outbox::future::BoxFuture;
@@ -259,6 +260,11 @@ async fn endpoints(env: &Env) -> Result<Response> {
             NewEndpoint::unsigned("acme", "workflow://ONBOARDING"),
         ),
         ("queue", NewEndpoint::unsigned("acme", "queue://EVENTS")),
+        // An address of an allowed domain that the binding refuses.
+        (
+            "refused",
+            NewEndpoint::unsigned("acme", "mailto:bob@acme.example"),
+        ),
     ] {
         let endpoint = endpoints.create(new).await?;
         made.insert(name.to_owned(), serde_json::to_value(&endpoint)?);
@@ -273,24 +279,32 @@ async fn endpoints(env: &Env) -> Result<Response> {
         .email(env.send_email("MAIL")?, "outbox@app.example")?
         .service("BILLING", env.service("BILLING")?)
         .workflow("ONBOARDING", WorkflowBinding::from_env(env, "ONBOARDING")?)
-        .queue("EVENTS", env.queue("EVENTS")?);
+        .queue("EVENTS", env.queue("EVENTS")?)
+        .attempt_log(AttemptLog::All);
     let report = Drainer::builder(outbox.clone(), deliver)
         .limits(limits())
         .build()?
         .drain()
         .await;
-    let failing = made["failing"]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let attempts = endpoints.attempts("acme", &failing, 10).await?;
+    // Each endpoint as the drain left it, and its attempt log.
+    let mut after = serde_json::Map::new();
+    for (name, endpoint) in &made {
+        let id = endpoint["id"].as_str().unwrap_or_default();
+        after.insert(
+            name.clone(),
+            serde_json::json!({
+                "endpoint": endpoints.get("acme", id).await?,
+                "attempts": endpoints.attempts("acme", id, 10).await?,
+            }),
+        );
+    }
     Response::from_json(&serde_json::json!({
         "event": event.id(),
         "published": published,
         "endpoints": made,
+        "after": after,
         "delivered": report.delivered,
         "retried": report.retried,
-        "failing_attempts": attempts,
     }))
 }
 
