@@ -141,6 +141,19 @@ impl AttemptLog {
             AttemptLog::All => true,
         }
     }
+
+    /// The record of an attempt that ended in `verdict` after `took` with
+    /// no status to tell (a binding call, not an HTTP answer): its error as
+    /// the body, if this log keeps it.
+    #[cfg(all(feature = "workers", target_arch = "wasm32"))]
+    pub(crate) fn without_status(
+        self,
+        verdict: &Delivery,
+        took: Duration,
+    ) -> Option<AttemptRecord> {
+        self.keeps(verdict)
+            .then(|| AttemptRecord::new(None, took).body(verdict.error().unwrap_or_default()))
+    }
 }
 
 /// Sends many messages in one call: a Cloudflare Queue's `send_batch`, a

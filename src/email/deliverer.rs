@@ -77,10 +77,7 @@ impl EmailDeliverer {
             Err((refusal, error)) => (refusal.verdict(error), Some(refusal)),
         };
         let took = self.clock.now().duration_since(started);
-        let record = self
-            .attempt_log
-            .keeps(&verdict)
-            .then(|| AttemptRecord::new(None, took).body(verdict.error().unwrap_or_default()));
+        let record = self.attempt_log.without_status(&verdict, took);
         (verdict, record, refusal)
     }
 }

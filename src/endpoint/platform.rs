@@ -156,9 +156,7 @@ impl EndpointDeliverer {
                     let started = self.clock.now();
                     let verdict = crate::queue::send_one(queue, message).await;
                     let took = self.clock.now().duration_since(started);
-                    let record = self.attempt_log.keeps(&verdict).then(|| {
-                        AttemptRecord::new(None, took).body(verdict.error().unwrap_or_default())
-                    });
+                    let record = self.attempt_log.without_status(&verdict, took);
                     endpoint_s((verdict, record))
                 }
                 None => missing(format!("Queue {binding:?}")),

@@ -107,10 +107,7 @@ impl WorkflowDeliverer {
         let started = self.clock.now();
         let verdict = self.verdict(id, payload).await;
         let took = self.clock.now().duration_since(started);
-        let record = self
-            .attempt_log
-            .keeps(&verdict)
-            .then(|| AttemptRecord::new(None, took).body(verdict.error().unwrap_or_default()));
+        let record = self.attempt_log.without_status(&verdict, took);
         (verdict, record)
     }
 

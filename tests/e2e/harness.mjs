@@ -8,6 +8,20 @@ import { Miniflare } from "miniflare";
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const compatibilityDate = "2026-04-01";
 
+/** The Miniflare options that load the worker-build output in `crate` (relative to the repo root). */
+export function builtWorker(crate) {
+  const build = path.join(root, crate, "build");
+  return {
+    modules: true,
+    scriptPath: path.join(build, "index.js"),
+    modulesRoot: build,
+    modulesRules: [
+      { type: "ESModule", include: ["**/*.js"] },
+      { type: "CompiledWasm", include: ["**/*.wasm"] },
+    ],
+  };
+}
+
 /**
  * A Miniflare running the worker-build output in `crate` (relative to the repo
  * root). `durableObjects` maps bindings to `{ className, useSQLite }`.
@@ -28,15 +42,8 @@ export async function start(
     onLog,
   } = {},
 ) {
-  const build = path.join(root, crate, "build");
   const mf = new Miniflare({
-    modules: true,
-    scriptPath: path.join(build, "index.js"),
-    modulesRoot: build,
-    modulesRules: [
-      { type: "ESModule", include: ["**/*.js"] },
-      { type: "CompiledWasm", include: ["**/*.wasm"] },
-    ],
+    ...builtWorker(crate),
     compatibilityDate,
     d1Databases: { DB: "test-db" },
     durableObjects,

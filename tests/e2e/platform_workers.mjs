@@ -2,9 +2,8 @@
 // test Worker (`tests/d1-worker`) with a `send_email` binding (two allowed
 // recipients), a service binding to a second Worker, a Workflow in a third
 // that also consumes the EVENTS Queue.
-import path from "node:path";
 import { Miniflare } from "miniflare";
-import { compatibilityDate, root } from "./harness.mjs";
+import { builtWorker, compatibilityDate } from "./harness.mjs";
 
 // A second Worker: answers `/status/<code>` with that status, `/hang` only
 // after 10 s, anything else with 200, and keeps every request it saw (GET
@@ -59,7 +58,6 @@ export default {
 
 /** A Miniflare running the three Workers; `log` receives Miniflare's own lines (the .eml paths). */
 export async function startPlatform(log) {
-  const build = path.join(root, "tests/d1-worker/build");
   const mf = new Miniflare({
     log,
     handleRuntimeStdio(stdout, stderr) {
@@ -71,13 +69,7 @@ export async function startPlatform(log) {
     workers: [
       {
         name: "main",
-        modules: true,
-        scriptPath: path.join(build, "index.js"),
-        modulesRoot: build,
-        modulesRules: [
-          { type: "ESModule", include: ["**/*.js"] },
-          { type: "CompiledWasm", include: ["**/*.wasm"] },
-        ],
+        ...builtWorker("tests/d1-worker"),
         compatibilityDate,
         d1Databases: { DB: "platform-db" },
         serviceBindings: { BILLING: "billing" },
