@@ -948,6 +948,54 @@ async fn as_a_tower_service_it_answers_as_handle_does_and_refuses_an_oversized_b
     assert_eq!(service.call(outside).await.unwrap().status(), 404);
 }
 
+/// A body of 10,000 bytes that never ends: only an answer given before the
+/// body is read comes back.
+fn endless_body() -> http_body_util::StreamBody<
+    impl futures_util::Stream<Item = Result<http_body::Frame<std::io::Cursor<Vec<u8>>>, std::io::Error>>,
+> {
+    use futures_util::StreamExt;
+    let first = http_body::Frame::data(std::io::Cursor::new(vec![b'x'; 10_000]));
+    http_body_util::StreamBody::new(
+        futures_util::stream::iter([Ok(first)]).chain(futures_util::stream::pending()),
+    )
+}
+
+#[tokio::test]
+async fn as_a_tower_service_it_reads_no_body_before_credentials_role_and_origin() {
+    use tower_service::Service;
+    let t = TestOutbox::new().await.unwrap();
+    let mut service = console(&t);
+    let route = "/admin/outbox/api/outboxes/mail/dead/replay";
+    let cases = [
+        (None, true, 401),
+        (Some(VIEWER), true, 403),
+        (Some(OPERATOR), false, 403),
+    ];
+    for (token, same_site, status) in cases {
+        let mut request = http::Request::post(format!("https://ops.example{route}"))
+            .header("content-type", "application/json")
+            .header(
+                "sec-fetch-site",
+                if same_site {
+                    "same-origin"
+                } else {
+                    "cross-site"
+                },
+            )
+            .header(MUTATION_HEADER, "1");
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        let answered = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            service.call(request.body(endless_body()).unwrap()),
+        )
+        .await
+        .expect("answered without reading the body");
+        assert_eq!(answered.unwrap().status(), status, "{token:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_console_reads_through_the_handle_its_outboxes_were_given() {
     use workers_outbox::testing::CountingDatabase;

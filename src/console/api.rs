@@ -25,52 +25,89 @@ const MAX_MINUTES: u32 = 48 * 60;
 /// A list's largest page.
 const MAX_PAGE: u32 = 100;
 
-pub(super) async fn handle(console: &Console, parts: &Parts, body: &[u8]) -> Response<String> {
-    let prefix = console.inner.prefix.as_str();
-    let path = parts.uri.path();
-    let Some(rest) = path
-        .strip_prefix(prefix)
-        .filter(|rest| rest.is_empty() || rest.starts_with('/'))
-    else {
-        return failure(StatusCode::NOT_FOUND, "not a path of the console");
-    };
-    let reading = parts.method == Method::GET || parts.method == Method::HEAD;
-    match rest {
-        "" if reading => page::redirect(&format!("{prefix}/")),
-        "/" if reading => page::html(),
-        "/console.js" if reading => page::script(),
-        "/console.css" if reading => page::style(),
-        _ => match rest.strip_prefix("/api/") {
-            Some(route) => api(console, parts, body, route).await,
-            None => failure(StatusCode::NOT_FOUND, "no such page"),
-        },
-    }
+/// What the console makes of a request before it reads a byte of its body.
+pub(super) enum Admission {
+    /// Answered without a body: a page, an asset, or a refusal.
+    Answered(Response<String>),
+    /// An API request `role` may make; when it `changes` something, its
+    /// body (at most [`MAX_BODY`]) is read next, and only then.
+    Api { role: Role, changes: bool },
 }
 
-async fn api(console: &Console, parts: &Parts, body: &[u8], route: &str) -> Response<String> {
-    let Some(role) = role_of(console, parts).await else {
-        let mut response = failure(StatusCode::UNAUTHORIZED, "missing or wrong credentials");
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer realm=\"outbox console\""),
-        );
-        return response;
+/// Serves the page and its assets, and checks an API request's credentials,
+/// cross-site rules and role: everything that needs no body, so an anonymous
+/// or cross-site request is refused before its body is read.
+pub(super) async fn admit(console: &Console, parts: &Parts) -> Admission {
+    let reading = parts.method == Method::GET || parts.method == Method::HEAD;
+    let answer = match console_path(console, parts) {
+        None => failure(StatusCode::NOT_FOUND, "not a path of the console"),
+        Some("") if reading => page::redirect(&format!("{}/", console.inner.prefix)),
+        Some("/") if reading => page::html(),
+        Some("/console.js") if reading => page::script(),
+        Some("/console.css") if reading => page::style(),
+        Some(rest) if rest.starts_with("/api/") => {
+            let Some(role) = role_of(console, parts).await else {
+                return Admission::Answered(unauthorized());
+            };
+            if reading {
+                return Admission::Api {
+                    role,
+                    changes: false,
+                };
+            }
+            if let Some(why) = cross_site(parts) {
+                return Admission::Answered(failure(StatusCode::FORBIDDEN, why));
+            }
+            if role < Role::Operator {
+                return Admission::Answered(failure(
+                    StatusCode::FORBIDDEN,
+                    "only an operator may change anything",
+                ));
+            }
+            return Admission::Api {
+                role,
+                changes: true,
+            };
+        }
+        Some(_) => failure(StatusCode::NOT_FOUND, "no such page"),
     };
-    let changes = !(parts.method == Method::GET || parts.method == Method::HEAD);
-    if changes {
-        if let Some(why) = cross_site(parts) {
-            return failure(StatusCode::FORBIDDEN, why);
-        }
-        if role < Role::Operator {
-            return failure(
-                StatusCode::FORBIDDEN,
-                "only an operator may change anything",
-            );
-        }
-        if body.len() > MAX_BODY {
-            return failure(StatusCode::PAYLOAD_TOO_LARGE, "the body is over 64 KiB");
-        }
-    }
+    Admission::Answered(answer)
+}
+
+/// The 413 of a body over [`MAX_BODY`], with the console's headers.
+pub(super) fn too_large() -> Response<String> {
+    failure(StatusCode::PAYLOAD_TOO_LARGE, "the body is over 64 KiB")
+}
+
+fn unauthorized() -> Response<String> {
+    let mut response = failure(StatusCode::UNAUTHORIZED, "missing or wrong credentials");
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer realm=\"outbox console\""),
+    );
+    response
+}
+
+/// The path under the console's prefix (`""` for the prefix itself).
+fn console_path<'p>(console: &Console, parts: &'p Parts) -> Option<&'p str> {
+    parts
+        .uri
+        .path()
+        .strip_prefix(console.inner.prefix.as_str())
+        .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Answers an API request [`admit`] let through as `role`, with its body.
+pub(super) async fn answer(
+    console: &Console,
+    parts: &Parts,
+    role: Role,
+    body: &[u8],
+) -> Response<String> {
+    let Some(route) = console_path(console, parts).and_then(|rest| rest.strip_prefix("/api/"))
+    else {
+        return failure(StatusCode::NOT_FOUND, "no such page");
+    };
     let query: Vec<(String, String)> =
         form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
             .into_owned()

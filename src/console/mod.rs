@@ -62,6 +62,8 @@ use std::sync::Arc;
 pub use access::{Authorizer, BearerToken, MUTATION_HEADER, Role};
 pub use subjects::SubjectRows;
 
+use api::Admission;
+
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
 use crate::outbox::{MAX_SCAN, Outbox};
@@ -147,13 +149,26 @@ impl Console {
 
     /// Answers `request`: the page, its assets, or the JSON API. Never
     /// fails: an error is a response with its status and a JSON body
-    /// `{"error": "…"}` (404 for a path outside the prefix).
+    /// `{"error": "…"}` (404 for a path outside the prefix, 413 for a
+    /// change's body over 64 KiB). A body is looked at only after the
+    /// request's credentials, role and origin passed; on Workers
+    /// ([`Console::handle_worker`]) and as a `tower::Service` it is not
+    /// even read before.
     pub async fn handle<B: AsRef<[u8]>>(
         &self,
         request: http::Request<B>,
     ) -> http::Response<String> {
         let (parts, body) = request.into_parts();
-        api::handle(self, &parts, body.as_ref()).await
+        match api::admit(self, &parts).await {
+            Admission::Answered(response) => response,
+            Admission::Api { role, changes } => {
+                let body = if changes { body.as_ref() } else { &[] };
+                if body.len() > api::MAX_BODY {
+                    return api::too_large();
+                }
+                api::answer(self, &parts, role, body).await
+            }
+        }
     }
 }
 

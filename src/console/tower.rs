@@ -8,10 +8,11 @@ use std::task::{Context, Poll};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::Console;
-use super::api::{MAX_BODY, failure};
+use super::api::{self, Admission, MAX_BODY};
 
-/// Answers every request as [`Console::handle`] does, reading at most 64 KiB
-/// of its body (413 past that, without reading on). Never fails: its errors
+/// Answers every request as [`Console::handle`] does, reading a body only
+/// once the request was admitted, and at most 64 KiB of it (413 past that,
+/// without reading on). Never fails: its errors
 /// are responses. Mount it where the console's prefix is routed without
 /// stripping the prefix (axum: `route_service`, `fallback_service`).
 impl<B> tower_service::Service<http::Request<B>> for Console
@@ -32,22 +33,25 @@ where
         let console = self.clone();
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let body = match Limited::new(body, MAX_BODY).collect().await {
-                Ok(collected) => collected.to_bytes(),
-                Err(error) if error.is::<LengthLimitError>() => {
-                    return Ok(failure(
-                        http::StatusCode::PAYLOAD_TOO_LARGE,
-                        "the body is over 64 KiB",
-                    ));
-                }
-                Err(_) => {
-                    return Ok(failure(
-                        http::StatusCode::BAD_REQUEST,
-                        "the request body could not be read",
-                    ));
-                }
+            let (role, changes) = match api::admit(&console, &parts).await {
+                Admission::Answered(response) => return Ok(response),
+                Admission::Api { role, changes } => (role, changes),
             };
-            Ok(console.handle(http::Request::from_parts(parts, body)).await)
+            let body = if changes {
+                match Limited::new(body, MAX_BODY).collect().await {
+                    Ok(collected) => collected.to_bytes(),
+                    Err(error) if error.is::<LengthLimitError>() => return Ok(api::too_large()),
+                    Err(_) => {
+                        return Ok(api::failure(
+                            http::StatusCode::BAD_REQUEST,
+                            "the request body could not be read",
+                        ));
+                    }
+                }
+            } else {
+                Default::default()
+            };
+            Ok(api::answer(&console, &parts, role, &body).await)
         })
     }
 }

@@ -1,9 +1,15 @@
 //! The console in a Worker's fetch handler.
 
+use futures_util::StreamExt;
+
 use super::Console;
+use super::api::{self, Admission, MAX_BODY};
 
 impl Console {
-    /// Answers a Worker's request (see [`handle`](Console::handle)).
+    /// Answers a Worker's request (see [`handle`](Console::handle)). A
+    /// body is read only after the request was admitted (credentials, role,
+    /// origin), and never past 64 KiB: a longer one, declared or streamed,
+    /// is answered 413 without reading on.
     ///
     /// ```ignore
     /// if console.serves(&request.path()) {
@@ -25,34 +31,65 @@ impl Console {
         for (name, value) in request.headers().entries() {
             builder = builder.header(name, value);
         }
-        // A body is read only where the API reads one, and not past its bound.
-        let declared = request
-            .headers()
-            .get("content-length")?
-            .and_then(|length| length.parse::<usize>().ok());
-        let reads_body = !matches!(request.method(), worker::Method::Get | worker::Method::Head);
-        let body = match declared {
-            _ if !reads_body => Vec::new(),
-            Some(length) if length > super::api::MAX_BODY => {
-                return worker::Response::error("the body is over 64 KiB", 413);
+        let (parts, ()) = builder
+            .body(())
+            .map_err(|error| {
+                worker::Error::RustError(format!("a request the console cannot read: {error}"))
+            })?
+            .into_parts();
+        let response = match api::admit(self, &parts).await {
+            Admission::Answered(response) => response,
+            Admission::Api { role, changes } => {
+                let body = if changes {
+                    bounded_body(&mut request).await?
+                } else {
+                    Some(Vec::new())
+                };
+                match body {
+                    Some(body) => api::answer(self, &parts, role, &body).await,
+                    None => api::too_large(),
+                }
             }
-            _ => request.bytes().await?,
         };
-        let request = builder.body(body).map_err(|error| {
-            worker::Error::RustError(format!("a request the console cannot read: {error}"))
-        })?;
-        let response = self.handle(request).await;
-        let headers = worker::Headers::new();
-        for (name, value) in response.headers() {
-            if let Ok(value) = value.to_str() {
-                headers.set(name.as_str(), value)?;
-            }
-        }
-        let status = response.status().as_u16();
-        Ok(
-            worker::Response::from_bytes(response.into_body().into_bytes())?
-                .with_status(status)
-                .with_headers(headers),
-        )
+        worker_response(response)
     }
+}
+
+/// The body, or `None` once it is (or declares itself) over [`MAX_BODY`]:
+/// what is past the bound is never read.
+async fn bounded_body(request: &mut worker::Request) -> worker::Result<Option<Vec<u8>>> {
+    let declared = request
+        .headers()
+        .get("content-length")?
+        .and_then(|length| length.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > MAX_BODY) {
+        return Ok(None);
+    }
+    if request.inner().body().is_none() {
+        return Ok(Some(Vec::new()));
+    }
+    let mut stream = request.stream()?;
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        body.extend_from_slice(&chunk?);
+        if body.len() > MAX_BODY {
+            return Ok(None);
+        }
+    }
+    Ok(Some(body))
+}
+
+fn worker_response(response: http::Response<String>) -> worker::Result<worker::Response> {
+    let headers = worker::Headers::new();
+    for (name, value) in response.headers() {
+        if let Ok(value) = value.to_str() {
+            headers.set(name.as_str(), value)?;
+        }
+    }
+    let status = response.status().as_u16();
+    Ok(
+        worker::Response::from_bytes(response.into_body().into_bytes())?
+            .with_status(status)
+            .with_headers(headers),
+    )
 }

@@ -64,6 +64,70 @@ describe("the operator console, over its API", () => {
     assert.match(page.headers.get("content-security-policy"), /frame-ancestors 'none'/);
   });
 
+  it("reads no body before the credentials, and at most 64 KiB after, answering as the console", async () => {
+    const chunk = new TextEncoder().encode("x".repeat(10_000));
+    // 70,000 bytes, then a body that never ends: only an answer given
+    // before the body is read comes back.
+    const endless = () => {
+      let sent = 0;
+      return new ReadableStream({
+        pull(controller) {
+          if (sent < 7) {
+            sent += 1;
+            controller.enqueue(chunk);
+          }
+        },
+      });
+    };
+    const anonymous = await w.call("/console/api/outboxes/mail/dead/replay", {
+      method: "POST",
+      body: endless(),
+      duplex: "half",
+      headers: { "content-type": "application/json", "x-outbox-console": "1" },
+      signal: AbortSignal.timeout(10_000),
+    });
+    assert.equal(anonymous.status, 401);
+    assert.equal((await anonymous.json()).error, "missing or wrong credentials");
+    const viewer = await w.call("/console/api/outboxes/mail/dead/replay", {
+      method: "POST",
+      body: endless(),
+      duplex: "half",
+      headers: { ...change, authorization: "Bearer wrong" },
+      signal: AbortSignal.timeout(10_000),
+    });
+    assert.equal(viewer.status, 401);
+    const seventyK = () => {
+      let sent = 0;
+      return new ReadableStream({
+        pull(controller) {
+          if (sent === 7) return controller.close();
+          sent += 1;
+          controller.enqueue(chunk);
+        },
+      });
+    };
+    const refusals = [
+      { body: "x".repeat(70_000) },
+      { body: seventyK(), duplex: "half" },
+      { body: endless(), duplex: "half" },
+    ];
+    for (const init of refusals) {
+      const response = await w.call("/console/api/outboxes/mail/dead/replay", {
+        method: "POST",
+        headers: change,
+        signal: AbortSignal.timeout(10_000),
+        ...init,
+      });
+      assert.equal(response.status, 413);
+      assert.deepEqual(await response.json(), { error: "the body is over 64 KiB" });
+      assert.match(response.headers.get("content-security-policy"), /frame-ancestors 'none'/);
+      assert.equal(response.headers.get("x-content-type-options"), "nosniff");
+      assert.equal(response.headers.get("x-frame-options"), "DENY");
+      assert.equal(response.headers.get("cache-control"), "no-store");
+    }
+    assert.equal((await w.api("session")).status, 200);
+  });
+
   it("shows dead letters with the receiver's error, replays a group and pauses a topic", async () => {
     w.sink.status = 400;
     w.sink.refusal = HOSTILE_ERROR;
