@@ -271,15 +271,16 @@ async fn counts_stop_at_their_cap_and_say_so() {
 }
 
 #[tokio::test]
-async fn dead_letters_show_their_error_as_data_and_hide_payloads() {
+async fn dead_letters_show_their_error_as_data_and_hide_payloads_and_keys() {
     let t = TestOutbox::new().await.unwrap();
-    enqueue(
-        &t,
-        "mail",
-        json!({ "html": "<script>alert(1)</script>" }),
-        Some("user-1"),
-    )
-    .await;
+    let mut batch = Batch::new(t.db.clone());
+    let message = Message::json("mail", &json!({ "html": "<script>alert(1)</script>" }))
+        .unwrap()
+        .subject("user-1")
+        .dedup_key("ada@example.com")
+        .ordering_key("ada@example.com");
+    let _ = batch.enqueue(&t.outbox, message).unwrap();
+    batch.commit().await.unwrap();
     let hostile = "<img src=x onerror=alert(1)>";
     let report = t
         .drain_now(RecordingDeliverer::answering(Delivery::permanent(hostile)))
@@ -305,6 +306,21 @@ async fn dead_letters_show_their_error_as_data_and_hide_payloads() {
         message["payload_bytes"],
         json!(r#"{"html":"<script>alert(1)</script>"}"#.len())
     );
+    for key in ["dedup_key", "ordering_key"] {
+        assert_eq!(message[key], Json::Null, "{key} is hidden with payloads");
+    }
+    assert_eq!(message["keys_hidden"], true);
+    assert!(
+        !get(
+            &console,
+            "/admin/outbox/api/outboxes/mail/messages?state=dead",
+            OPERATOR
+        )
+        .await
+        .body
+        .contains("ada@example.com"),
+        "not even to an operator"
+    );
     assert_eq!(body["next"], Json::Null);
 
     let showing = Console::builder()
@@ -324,6 +340,9 @@ async fn dead_letters_show_their_error_as_data_and_hide_payloads() {
         shown["messages"][0]["payload"],
         r#"{"html":"<script>alert(1)</script>"}"#
     );
+    assert_eq!(shown["messages"][0]["dedup_key"], "ada@example.com");
+    assert_eq!(shown["messages"][0]["ordering_key"], "ada@example.com");
+    assert_eq!(shown["messages"][0]["keys_hidden"], false);
 }
 
 #[tokio::test]

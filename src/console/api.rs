@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value as Json, json};
 
 use super::access::{Role, cross_site};
-use super::wire::{hide_payload, no_nul, read_body};
+use super::wire::{hide_personal, no_nul, read_body};
 use super::{Console, page, subjects};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
@@ -316,7 +316,7 @@ async fn messages<'q>(
     let mut body = json!(page);
     if let Some(messages) = body["messages"].as_array_mut() {
         for message in messages {
-            hide_payload(console, message);
+            hide_personal(console, message);
         }
     }
     body["scan"] = json!(console.inner.scan);

@@ -44,8 +44,12 @@
 //!   The exception: a subject's export and erasure read the subject's rows,
 //!   which on SQLite and D1 (no `subject` index on their outboxes) means
 //!   reading the outbox tables whole.
-//!   Payloads are shown only where [`ConsoleBuilder::show_payloads`] is on;
-//!   otherwise their size.
+//!   Payloads, dedup keys and ordering keys are shown only where
+//!   [`ConsoleBuilder::show_payloads`] is on; otherwise a payload's size,
+//!   and the keys not at all (the application chooses them, and an e-mail
+//!   address is a common dedup key). Subjects are shown: they are how an
+//!   operator finds a subject's data to export or erase, so make them
+//!   opaque ids.
 
 mod access;
 mod api;
@@ -205,8 +209,9 @@ impl ConsoleBuilder {
         self
     }
 
-    /// Shows payloads in lists (off by default: a payload's size is shown
-    /// instead, since payloads often hold personal data).
+    /// Shows payloads, dedup keys and ordering keys in lists and exports
+    /// (off by default: a payload's size is shown instead, and the keys
+    /// not at all, since all three often hold personal data).
     pub fn show_payloads(mut self, on: bool) -> Self {
         self.inner.show_payloads = on;
         self

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value as Json, json};
 
 use super::Console;
-use super::wire::{hide_payload, no_nul, read_body};
+use super::wire::{hide_personal, no_nul, read_body};
 use crate::batch::{Batch, OfErasure, OfStatement, Ticket};
 use crate::database::Database;
 use crate::error::{Error, Result};
@@ -64,7 +64,7 @@ pub(super) async fn export(console: &Console, subject: &str) -> Result<Json> {
         let mut messages = json!(outbox.export_subject(subject).await?);
         if let Some(messages) = messages.as_array_mut() {
             for message in messages {
-                hide_payload(console, message);
+                hide_personal(console, message);
             }
         }
         outboxes.insert(name.clone(), messages);

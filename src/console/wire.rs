@@ -6,13 +6,18 @@ use serde_json::{Value as Json, json};
 use super::Console;
 use crate::error::{Error, Result};
 
-/// Adds `payload_bytes` to a message's JSON, and blanks its payload
-/// unless the console shows payloads.
-pub(super) fn hide_payload(console: &Console, message: &mut Json) {
+/// Adds `payload_bytes` and `keys_hidden` to a message's JSON, and blanks
+/// its payload and the keys the application chose (dedup and ordering keys,
+/// often an address) unless the console shows payloads.
+pub(super) fn hide_personal(console: &Console, message: &mut Json) {
     let bytes = message["payload"].as_str().map_or(0, str::len);
     message["payload_bytes"] = json!(bytes);
-    if !console.inner.show_payloads {
-        message["payload"] = Json::Null;
+    let hidden = !console.inner.show_payloads;
+    message["keys_hidden"] = json!(hidden);
+    if hidden {
+        for field in ["payload", "dedup_key", "ordering_key"] {
+            message[field] = Json::Null;
+        }
     }
 }
 

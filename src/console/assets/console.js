@@ -245,9 +245,9 @@ async function messages(which) {
         `created: ${new Date(message.created_at).toLocaleString()}`,
         `unsettled leases: ${message.unsettled_leases}`,
         `deferrals: ${message.deferrals}`,
-        `ordering key: ${message.ordering_key ?? "–"}`,
+        `ordering key: ${message.keys_hidden ? "(hidden)" : message.ordering_key ?? "–"}`,
         ...(message.waits_on ? [`waits on: ${message.waits_on.id} (${message.waits_on.state})`] : []),
-        `dedup key: ${message.dedup_key ?? "–"}`,
+        `dedup key: ${message.keys_hidden ? "(hidden)" : message.dedup_key ?? "–"}`,
         `trace id: ${message.trace_id ?? "–"}`,
         message.payload === null ? `payload: ${message.payload_bytes} bytes (hidden)` : `payload: ${message.payload}`,
       ].join("\n");
