@@ -231,7 +231,13 @@ async fn cross_site_mutations_are_refused_and_change_nothing() {
         assert_eq!(answer.status, 403, "{case}: {}", answer.body);
     }
     assert!(t.outbox.paused_topics().await.unwrap().is_empty());
-    let allowed = post(&console, path, OPERATOR, body).await;
+    let allowed = post(
+        &console,
+        path,
+        OPERATOR,
+        json!({ "topic": "mail", "unseen": true }),
+    )
+    .await;
     assert_eq!(allowed.status, 200, "{}", allowed.body);
     assert_eq!(t.outbox.paused_topics().await.unwrap().len(), 1);
 }
@@ -346,6 +352,56 @@ async fn dead_letters_show_their_error_as_data_and_hide_payloads_and_keys() {
 }
 
 #[tokio::test]
+async fn a_message_is_shown_by_its_key_until_it_moves_on() {
+    let t = TestOutbox::new().await.unwrap();
+    enqueue(&t, "mail", json!({ "to": "ada" }), Some("user-1")).await;
+    t.drain_now(RecordingDeliverer::answering(Delivery::permanent(
+        "HTTP 400: no",
+    )))
+    .await;
+    let console = console(&t);
+    let base = "/admin/outbox/api/outboxes/mail/messages";
+    let listed = get(&console, &format!("{base}?state=dead"), VIEWER)
+        .await
+        .json();
+    let message = &listed["messages"][0];
+    let key = format!("{}.{}", message["due_at"], message["id"].as_str().unwrap());
+    let detail = get(&console, &format!("{base}/{key}"), VIEWER).await;
+    assert_eq!(detail.status, 200, "{}", detail.body);
+    let detail = detail.json();
+    assert_eq!(detail["message"]["id"], message["id"]);
+    assert_eq!(detail["message"]["state"], "dead");
+    assert_eq!(detail["message"]["last_error"], "HTTP 400: no");
+    assert_eq!(
+        detail["message"]["payload"],
+        Json::Null,
+        "hidden as in lists"
+    );
+    assert_eq!(detail["message"]["paused"], Json::Null);
+    assert!(detail["attempts"].is_array());
+    let id = message["id"].as_str().unwrap().to_owned();
+    let purged = post(
+        &console,
+        "/admin/outbox/api/outboxes/mail/dead/purge",
+        OPERATOR,
+        json!({ "ids": [id] }),
+    )
+    .await;
+    assert_eq!(purged.json()["done"], 1);
+    assert_eq!(
+        get(&console, &format!("{base}/{key}"), VIEWER).await.status,
+        404
+    );
+    for bad in ["nokey", "12", "x.y"] {
+        assert_eq!(
+            get(&console, &format!("{base}/{bad}"), VIEWER).await.status,
+            400,
+            "{bad}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn lists_page_by_key_and_walk_a_bounded_number_of_rows() {
     let t = TestOutbox::new().await.unwrap();
     for n in 0..5 {
@@ -457,11 +513,11 @@ async fn dead_letters_are_grouped_and_a_group_replayed() {
     assert_eq!(
         summary,
         vec![
-            ("mail".into(), "HTTP 500".into(), 3),
+            ("mail".into(), "HTTP 500: down".into(), 3),
             ("sms".into(), "no route".into(), 1)
         ]
     );
-    let group = json!({ "topic": "mail", "error_class": "HTTP 500" });
+    let group = json!({ "topic": "mail", "error_class": "HTTP 500: down" });
     let viewer = post(
         &console,
         "/admin/outbox/api/outboxes/mail/dead/replay",
@@ -547,13 +603,28 @@ async fn a_selection_is_purged_and_ids_that_are_not_dead_are_skipped() {
 }
 
 #[tokio::test]
-async fn a_paused_topic_is_skipped_by_drains_until_resumed() {
+async fn a_paused_topic_is_skipped_by_drains_until_resumed_and_its_messages_say_so() {
     let t = TestOutbox::new().await.unwrap();
     enqueue(&t, "mail", json!({}), None).await;
     let console = console(&t);
+    let pause = "/admin/outbox/api/outboxes/mail/topics/pause";
+    let unsettled = post(&console, pause, OPERATOR, json!({ "topic": "mail" })).await;
+    assert_eq!(unsettled.status, 400, "no message of it settled yet");
+    assert!(
+        unsettled.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("\"unseen\": true")
+    );
+    assert!(t.outbox.paused_topics().await.unwrap().is_empty());
+    t.drain_now(RecordingDeliverer::default()).await;
+    let typo = post(&console, pause, OPERATOR, json!({ "topic": "mial" })).await;
+    assert_eq!(typo.status, 400, "a typo pauses nothing");
+    assert!(t.outbox.paused_topics().await.unwrap().is_empty());
+    enqueue(&t, "mail", json!({}), None).await;
     let paused = post(
         &console,
-        "/admin/outbox/api/outboxes/mail/topics/pause",
+        pause,
         OPERATOR,
         json!({ "topic": "mail", "reason": "receiver migrating" }),
     )
@@ -562,10 +633,29 @@ async fn a_paused_topic_is_skipped_by_drains_until_resumed() {
         paused.json(),
         json!({ "topic": "mail", "paused": true, "changed": true })
     );
+    let explicit = post(
+        &console,
+        pause,
+        OPERATOR,
+        json!({ "topic": "sms", "unseen": true }),
+    )
+    .await;
+    assert_eq!(explicit.json()["changed"], json!(true), "{}", explicit.body);
     let overview = get(&console, "/admin/outbox/api/outboxes/mail", VIEWER)
         .await
         .json();
     assert_eq!(overview["paused"][0]["reason"], "receiver migrating");
+    let listed = get(
+        &console,
+        "/admin/outbox/api/outboxes/mail/messages?state=due",
+        VIEWER,
+    )
+    .await
+    .json();
+    assert_eq!(
+        listed["messages"][0]["paused"]["reason"], "receiver migrating",
+        "a held message says what holds it"
+    );
     let recorder = RecordingDeliverer::default();
     assert_eq!(t.drain_now(recorder.clone()).await.delivered, 0);
     let resumed = post(

@@ -187,7 +187,7 @@ pub(crate) async fn dead_letters_are_grouped_and_acted_on_by_selection(h: Harnes
         .collect();
     ensure_eq!(
         summary,
-        vec![("mail", "HTTP 500", 3), ("sms", "no route", 1)]
+        vec![("mail", "HTTP 500: down", 3), ("sms", "no route", 1)]
     );
     ensure!(
         !outbox.dead_letter_groups(2).await?.complete,
@@ -195,13 +195,13 @@ pub(crate) async fn dead_letters_are_grouped_and_acted_on_by_selection(h: Harnes
     );
 
     let mail = outbox
-        .dead_letters_of_group("mail", "HTTP 500", 2, 100, None)
+        .dead_letters_of_group("mail", "HTTP 500: down", 2, 100, None)
         .await?;
     ensure_eq!(mail.len(), 2);
     ensure_eq!(outbox.replay_selected(&mail).await?, 2);
     ensure_eq!(outbox.replay_selected(&mail).await?, 0);
     let rest = outbox
-        .dead_letters_of_group("mail", "HTTP 500", 100, 100, None)
+        .dead_letters_of_group("mail", "HTTP 500: down", 100, 100, None)
         .await?;
     ensure_eq!(rest.len(), 1);
     let mut selection = rest.clone();
@@ -238,7 +238,7 @@ pub(crate) async fn dead_letters_are_grouped_and_acted_on_by_selection(h: Harnes
         keyed.bury(message.lease(), "400: no").await?;
     }
     let before_listing = keyed
-        .dead_letters_of_group("k", "400", 100, 100, Some(listed_at))
+        .dead_letters_of_group("k", "400: no", 100, 100, Some(listed_at))
         .await?;
     ensure_eq!(before_listing, vec![head.clone()]);
     ensure_eq!(keyed.purge_selected(&before_listing).await?, 1);
@@ -363,5 +363,78 @@ pub(crate) async fn a_waiting_message_names_the_head_it_waits_on(h: Harness) -> 
         .await?;
     let dead_waits = dead.messages.first().map(|m| m.waits_on.clone());
     ensure_eq!(dead_waits, Some(None)); // only waiting messages wait
+    Ok(())
+}
+
+pub(crate) async fn a_message_is_found_by_its_key_in_any_state(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let ordered = || Message::raw_json("mail", "{}").ordering_key("k");
+    let head = enqueue_message(&outbox, ordered().subject("s-1")).await?;
+    let behind = enqueue_message(&outbox, ordered()).await?;
+    let first = |page: crate::outbox::BrowsePage| {
+        page.messages
+            .into_iter()
+            .next()
+            .ok_or_else(|| Failure("the list is empty".into()))
+    };
+    let due = first(
+        outbox
+            .browse(&BrowseFilter::new(Listed::Due), None, 10, 100)
+            .await?,
+    )?;
+    let key = BrowseCursor::of(&due.message);
+    let found = outbox.message_at(&key).await?;
+    ensure_eq!(
+        found.as_ref().map(|m| m.message.id.as_str()),
+        Some(head.as_str())
+    );
+    ensure_eq!(
+        found.and_then(|m| m.message.subject),
+        Some("s-1".to_owned())
+    );
+    let waiting = first(
+        outbox
+            .browse(&BrowseFilter::new(Listed::Waiting), None, 10, 100)
+            .await?,
+    )?;
+    let found = outbox
+        .message_at(&BrowseCursor::of(&waiting.message))
+        .await?;
+    ensure_eq!(
+        found.as_ref().map(|m| m.message.id.as_str()),
+        Some(behind.as_str())
+    );
+    ensure_eq!(
+        found.and_then(|m| m.waits_on).map(|h| (h.id, h.state)),
+        Some((head.clone(), MessageState::Pending))
+    );
+
+    let claim = outbox.claim(10, LEASE).await?;
+    ensure!(
+        outbox.message_at(&key).await?.is_none(),
+        "a claim moves a message to its lease's end: its old key finds nothing"
+    );
+    let leased = claim
+        .messages
+        .first()
+        .ok_or_else(|| Failure("the claim took nothing".into()))?;
+    outbox.bury(leased.lease(), "HTTP 500: down").await?;
+    let dead = first(
+        outbox
+            .browse(&BrowseFilter::new(Listed::Dead), None, 10, 100)
+            .await?,
+    )?;
+    let found = outbox.message_at(&BrowseCursor::of(&dead.message)).await?;
+    ensure_eq!(
+        found.map(|m| (m.message.id, m.message.state, m.message.last_error)),
+        Some((head, MessageState::Dead, Some("HTTP 500: down".to_owned())))
+    );
+    ensure!(
+        outbox
+            .message_at(&BrowseCursor::from(h.clock().now()))
+            .await
+            .is_err(),
+        "a key without an id is refused"
+    );
     Ok(())
 }

@@ -300,6 +300,7 @@ pub fn cases() -> Vec<Case> {
         browse::scheduled_messages_are_made_due_now_and_no_other,
         browse::inbox_keys_are_counted_up_to_a_cap,
         browse::a_waiting_message_names_the_head_it_waits_on,
+        browse::a_message_is_found_by_its_key_in_any_state,
     ]
 }
 

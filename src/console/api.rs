@@ -14,7 +14,8 @@ use super::{Console, page, subjects};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
 use crate::outbox::{
-    BrowseCursor, BrowseFilter, Histogram, Listed, MAX_SELECTION, Outbox, Resolution, Rollup,
+    BrowseCursor, BrowseFilter, Histogram, Listed, MAX_SELECTION, Outbox, PausedTopic, Resolution,
+    Rollup,
 };
 use crate::time::Timestamp;
 
@@ -148,6 +149,7 @@ pub(super) async fn answer(
             rollups(console, name, param("minutes")).await
         }
         (&Method::GET, ["outboxes", name, "messages"]) => messages(console, name, &param).await,
+        (&Method::GET, ["outboxes", name, "messages", key]) => message(console, name, key).await,
         (&Method::GET, ["outboxes", name, "dead", "groups"]) => groups(console, name).await,
         (&Method::POST, ["outboxes", name, "dead", action @ ("replay" | "purge")]) => {
             dead_letters(console, name, action, body).await
@@ -313,14 +315,52 @@ async fn messages<'q>(
     let page = outbox
         .browse(&filter, after.as_ref(), limit, console.inner.scan)
         .await?;
+    let paused = outbox.paused_topics().await?;
     let mut body = json!(page);
     if let Some(messages) = body["messages"].as_array_mut() {
         for message in messages {
             hide_personal(console, message);
+            held_by_pause(message, &paused);
         }
     }
     body["scan"] = json!(console.inner.scan);
     Ok(body)
+}
+
+/// One message, found by its key (`<due_at>.<id>`, as a list gave it), with
+/// its logged attempts, oldest first; 404 once it moved on.
+async fn message(console: &Console, name: &str, key: &str) -> Result<Json> {
+    let outbox = outbox(console, name)?;
+    no_nul("message key", key)?;
+    let key = BrowseCursor::parse(key)?;
+    let found = outbox
+        .message_at(&key)
+        .await?
+        .ok_or_else(|| Error::NotFound {
+            what: "message at that key (delivered, purged, or due at another time since)",
+            id: key.to_string(),
+        })?;
+    let attempts = outbox.attempts_of(&found.message.id).await?;
+    let paused = outbox.paused_topics().await?;
+    let mut message = json!(found);
+    hide_personal(console, &mut message);
+    held_by_pause(&mut message, &paused);
+    Ok(json!({ "message": message, "attempts": attempts }))
+}
+
+/// Adds `paused: {reason, paused_at_ms}` to a message a pause of its topic
+/// holds back (a pending or waiting one), and `null` to any other.
+fn held_by_pause(message: &mut Json, paused: &[PausedTopic]) {
+    let pending = matches!(message["state"].as_str(), Some("pending" | "waiting"));
+    let pause = paused
+        .iter()
+        .find(|pause| pending && message["topic"].as_str() == Some(pause.topic.as_str()));
+    message["paused"] = match pause {
+        Some(pause) => {
+            json!({ "reason": pause.reason, "paused_at_ms": pause.paused_at.as_unix_millis() })
+        }
+        None => Json::Null,
+    };
 }
 
 async fn groups(console: &Console, name: &str) -> Result<Json> {
@@ -453,17 +493,37 @@ async fn reschedule(console: &Console, name: &str, body: &[u8]) -> Result<Json> 
     Ok(json!({ "selected": keys.len(), "done": done }))
 }
 
+/// A pause or a resume. A pause names a topic settled in the last
+/// [`SEEN_HOURS`] hours (per the rollups) or paused already, unless
+/// `unseen` says the operator means one with no such message: a typo
+/// pauses nothing.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TopicSwitch {
     topic: String,
     reason: Option<String>,
+    #[serde(default)]
+    unseen: bool,
 }
+
+/// How far back a pause looks for a topic's messages (in the hourly
+/// rollups: one row per topic and hour).
+const SEEN_HOURS: u64 = 48;
 
 async fn topic_switch(console: &Console, name: &str, action: &str, body: &[u8]) -> Result<Json> {
     let outbox = outbox(console, name)?;
     let switch: TopicSwitch = read_body(body)?;
     no_nul("topic", &switch.topic)?;
+    if action == "pause" && !switch.unseen && !seen(outbox, &switch.topic).await? {
+        return Err(Error::invalid(
+            "topic",
+            format!(
+                "{:?} is not paused and had no message settled in the last {SEEN_HOURS} \
+                 hours: send \"unseen\": true to pause it all the same",
+                switch.topic
+            ),
+        ));
+    }
     let changed = if action == "pause" {
         let reason = switch
             .reason
@@ -474,6 +534,26 @@ async fn topic_switch(console: &Console, name: &str, action: &str, body: &[u8]) 
         outbox.resume_topic(&switch.topic).await?
     };
     Ok(json!({ "topic": switch.topic, "paused": action == "pause", "changed": changed }))
+}
+
+/// Whether `topic` is paused, or had a message settled in the last
+/// [`SEEN_HOURS`] hours.
+async fn seen(outbox: &Outbox, topic: &str) -> Result<bool> {
+    if outbox
+        .paused_topics()
+        .await?
+        .iter()
+        .any(|p| p.topic == topic)
+    {
+        return Ok(true);
+    }
+    let to = outbox.clock().now();
+    let from = to.saturating_sub(Duration::from_secs(SEEN_HOURS * 3600));
+    Ok(outbox
+        .rollups(from, to, Resolution::Hour)
+        .await?
+        .iter()
+        .any(|rollup| rollup.topic == topic))
 }
 
 /// A query parameter that is a whole number in `1 ..= most`; `default`

@@ -254,14 +254,43 @@ pub struct DeadLetterGroups {
 }
 
 /// The error class of a dead letter's `last_error`: the text before its
-/// first colon, at most 80 characters.
+/// first colon (at most 80 characters: a status, such as `receiver answered
+/// 400`), then `": "` and the start of what follows (the receiver's answer:
+/// its first 40 characters, each run of whitespace one space and each run
+/// of digits `#`, so answers that differ only in an id or a count share a
+/// class). `"none"` for no error.
 pub fn error_class(last_error: Option<&str>) -> String {
     let Some(error) = last_error.map(str::trim).filter(|e| !e.is_empty()) else {
         return "none".to_owned();
     };
-    let head = error.split(':').next().unwrap_or(error).trim();
-    head.chars().take(80).collect()
+    let (head, rest) = error.split_once(':').unwrap_or((error, ""));
+    let mut class: String = head.trim().chars().take(80).collect();
+    let mut answer = String::new();
+    for c in rest.trim().chars() {
+        let c = if c.is_ascii_digit() {
+            '#'
+        } else if c.is_whitespace() {
+            ' '
+        } else {
+            c
+        };
+        if (c == '#' || c == ' ') && answer.ends_with(c) {
+            continue;
+        }
+        answer.push(c);
+        if answer.chars().count() == CLASS_ANSWER {
+            break;
+        }
+    }
+    if !answer.is_empty() {
+        class.push_str(": ");
+        class.push_str(answer.trim_end());
+    }
+    class
 }
+
+/// How much of the receiver's answer an error class keeps.
+const CLASS_ANSWER: usize = 40;
 
 /// The most messages one selection may name.
 pub const MAX_SELECTION: usize = 100;
@@ -430,6 +459,50 @@ impl Outbox {
             }
         };
         Ok(BrowsePage { messages, next })
+    }
+
+    /// The message at `key` (as a list gave it: [`BrowseCursor::of`]), in
+    /// whatever state, with its trace and, when it waits, the head it waits
+    /// on; `None` once it moved on (delivered, purged, or due at another
+    /// time: a claim moves a message to its lease's end). One call of three primary-key lookups (one per state),
+    /// and one more for a waiting message's head.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a key without an id;
+    /// [`Error::MalformedRow`] naming an undecodable row; database errors.
+    pub async fn message_at(&self, key: &BrowseCursor) -> Result<Option<BrowsedMessage>> {
+        if key.id.is_empty() {
+            return Err(Error::invalid("message key", "names no message (no id)"));
+        }
+        let mut columns: Vec<&'static str> = COLUMNS.to_vec();
+        columns.extend([col::TRACEPARENT, col::TRACESTATE]);
+        let statement = self.render(
+            Query::select()
+                .columns(columns)
+                .from(self.table_name())
+                .and_where(
+                    crate::sql::state_is(state::READY)
+                        .or(crate::sql::state_is(state::WAITING))
+                        .or(crate::sql::state_is(state::DEAD)),
+                )
+                .and_where(Expr::col(col::DUE_AT).eq(key.due_at))
+                .and_where(Expr::col(col::ID).eq(key.id.as_str()))
+                .limit(1),
+        )?;
+        let rows = self.inner.db.query(&statement).await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let now = self.now();
+        let table = self.table().as_str();
+        let message = decode(row, table, now)?;
+        let trace = trace_of(row).map_err(|e| e.in_row(table, Some(&message.id)))?;
+        let found = BrowsedMessage {
+            message,
+            trace_id: trace.map(|trace| trace.trace_id().to_owned()),
+            waits_on: None,
+        };
+        Ok(self.with_heads(vec![found], now).await?.pop())
     }
 
     fn browse_statements(
@@ -874,4 +947,42 @@ fn check_selection(count: usize) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_class;
+
+    #[test]
+    fn an_error_class_keeps_the_status_and_the_start_of_the_answer() {
+        assert_eq!(error_class(None), "none");
+        assert_eq!(error_class(Some("  ")), "none");
+        assert_eq!(error_class(Some("no route")), "no route");
+        assert_eq!(error_class(Some("HTTP 500:")), "HTTP 500");
+        assert_eq!(
+            error_class(Some(
+                "receiver answered 400: invalid  recipient\n(id 1234, try 2)"
+            )),
+            "receiver answered 400: invalid recipient (id #, try #)"
+        );
+        assert_eq!(
+            error_class(Some(
+                "receiver answered 400: invalid recipient (id 98, try 3)"
+            )),
+            error_class(Some(
+                "receiver answered 400: invalid recipient (id 1234, try 2)"
+            )),
+            "answers differing in numbers share a class"
+        );
+        assert_ne!(
+            error_class(Some("receiver answered 400: unknown template")),
+            error_class(Some("receiver answered 400: invalid recipient")),
+            "what the receiver said splits a status"
+        );
+        let long = format!("{}: {}", "s".repeat(100), "a".repeat(100));
+        assert_eq!(
+            error_class(Some(&long)),
+            format!("{}: {}", "s".repeat(80), "a".repeat(40))
+        );
+    }
 }
