@@ -138,6 +138,24 @@ async fn the_page_and_its_assets_are_served_with_a_strict_policy() {
         (308, &"/admin/outbox/".parse::<http::HeaderValue>().unwrap())
     );
     assert_eq!(send(&console, request("/admin/outboxes")).await.status, 404);
+    let icon = send(&console, request("/admin/outbox/favicon.svg")).await;
+    assert_eq!(
+        (icon.status, icon.headers["content-type"].to_str().unwrap()),
+        (200, "image/svg+xml")
+    );
+    assert!(icon.headers.contains_key("content-security-policy"));
+    // The page's quiet question: who am I? No 401, and no data.
+    let anonymous = send(&console, request("/admin/outbox/api/probe")).await;
+    assert_eq!(
+        (anonymous.status, anonymous.json()),
+        (200, json!({ "role": null }))
+    );
+    assert_eq!(
+        get(&console, "/admin/outbox/api/probe", VIEWER)
+            .await
+            .json(),
+        json!({ "role": "viewer" })
+    );
     assert!(console.serves("/admin/outbox/api/session"));
     assert!(!console.serves("/admin/outboxes"));
 }
@@ -360,13 +378,17 @@ async fn a_message_is_shown_by_its_key_until_it_moves_on() {
     )))
     .await;
     let console = console(&t);
-    let base = "/admin/outbox/api/outboxes/mail/messages";
-    let listed = get(&console, &format!("{base}?state=dead"), VIEWER)
-        .await
-        .json();
+    let base = "/admin/outbox/api/outboxes/mail/message?key=";
+    let listed = get(
+        &console,
+        "/admin/outbox/api/outboxes/mail/messages?state=dead",
+        VIEWER,
+    )
+    .await
+    .json();
     let message = &listed["messages"][0];
     let key = format!("{}.{}", message["due_at"], message["id"].as_str().unwrap());
-    let detail = get(&console, &format!("{base}/{key}"), VIEWER).await;
+    let detail = get(&console, &format!("{base}{key}"), VIEWER).await;
     assert_eq!(detail.status, 200, "{}", detail.body);
     let detail = detail.json();
     assert_eq!(detail["message"]["id"], message["id"]);
@@ -389,12 +411,19 @@ async fn a_message_is_shown_by_its_key_until_it_moves_on() {
     .await;
     assert_eq!(purged.json()["done"], 1);
     assert_eq!(
-        get(&console, &format!("{base}/{key}"), VIEWER).await.status,
+        get(&console, &format!("{base}{key}"), VIEWER).await.status,
         404
+    );
+    assert_eq!(
+        get(&console, "/admin/outbox/api/outboxes/mail/message", VIEWER)
+            .await
+            .status,
+        400,
+        "no key"
     );
     for bad in ["nokey", "12", "x.y"] {
         assert_eq!(
-            get(&console, &format!("{base}/{bad}"), VIEWER).await.status,
+            get(&console, &format!("{base}{bad}"), VIEWER).await.status,
             400,
             "{bad}"
         );

@@ -46,6 +46,14 @@ pub(super) async fn admit(console: &Console, parts: &Parts) -> Admission {
         Some("/") if reading => page::html(),
         Some("/console.js") if reading => page::script(),
         Some("/console.css") if reading => page::style(),
+        Some("/favicon.svg") if reading => page::icon(),
+        // Who the request's credentials make it, without a 401: the page
+        // asks on load (Cloudflare Access signs a request in without a
+        // token the page could know of) and shows its sign-in form quietly.
+        Some("/api/probe") if reading => {
+            let role = role_of(console, parts).await;
+            page::json(StatusCode::OK, &json!({ "role": role }))
+        }
         Some(rest) if rest.starts_with("/api/") => {
             let Some(role) = role_of(console, parts).await else {
                 return Admission::Answered(unauthorized());
@@ -149,7 +157,13 @@ pub(super) async fn answer(
             rollups(console, name, param("minutes")).await
         }
         (&Method::GET, ["outboxes", name, "messages"]) => messages(console, name, &param).await,
-        (&Method::GET, ["outboxes", name, "messages", key]) => message(console, name, key).await,
+        (&Method::GET, ["outboxes", name, "message"]) => match param("key") {
+            Some(key) => message(console, name, key).await,
+            None => Err(Error::invalid(
+                "key",
+                "give ?key=<due_at>.<id>, as a list gave it",
+            )),
+        },
         (&Method::GET, ["outboxes", name, "dead", "groups"]) => groups(console, name).await,
         (&Method::POST, ["outboxes", name, "dead", action @ ("replay" | "purge")]) => {
             dead_letters(console, name, action, body).await

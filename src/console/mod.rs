@@ -156,7 +156,7 @@ impl Console {
     /// `{"error": "…"}` (404 for a path outside the prefix, 413 for a
     /// change's body over 64 KiB). A body is looked at only after the
     /// request's credentials, role and origin passed; on Workers
-    /// ([`Console::handle_worker`]) and as a `tower::Service` it is not
+    /// (`Console::handle_worker`) and as a `tower::Service` it is not
     /// even read before.
     pub async fn handle<B: AsRef<[u8]>>(
         &self,

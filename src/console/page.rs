@@ -6,6 +6,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 const HTML: &str = include_str!("assets/console.html");
 const SCRIPT: &str = include_str!("assets/console.js");
 const STYLE: &str = include_str!("assets/console.css");
+const ICON: &str = include_str!("assets/favicon.svg");
 
 /// Scripts, styles and requests of the console's own origin only; no
 /// framing, no plugins, no forms posted elsewhere.
@@ -27,6 +28,10 @@ pub(super) fn script() -> Response<String> {
 
 pub(super) fn style() -> Response<String> {
     text(StatusCode::OK, "text/css; charset=utf-8", STYLE.to_owned())
+}
+
+pub(super) fn icon() -> Response<String> {
+    text(StatusCode::OK, "image/svg+xml", ICON.to_owned())
 }
 
 pub(super) fn json(status: StatusCode, body: &serde_json::Value) -> Response<String> {

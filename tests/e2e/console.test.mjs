@@ -198,6 +198,102 @@ describe("the operator console, in a real browser", () => {
     await w?.mf.dispose();
   });
 
+  it("loads quietly, opens a message's detail, isolates hidden characters, and keeps its session in a new tab", async () => {
+    // An example of its own: its charts start empty, and what it delivers is its own.
+    const x = await example();
+    const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
+    const page = await context.newPage();
+    const noise = [];
+    page.on("console", (message) => ["error", "warning"].includes(message.type()) && noise.push(message.text()));
+    page.on("response", (response) => response.status() >= 400 && noise.push(`${response.status()} ${response.url()}`));
+    page.on("pageerror", (error) => noise.push(error.message));
+    const dialogs = [];
+    page.on("dialog", async (dialog) => {
+      dialogs.push(dialog.message());
+      return dialog.dismiss();
+    });
+    await page.goto(new URL("/console/", x.url).href);
+    await page.locator("#signin-form").waitFor();
+    await page.locator("#token").fill(TOKEN);
+    await page.locator("#signin-form button").click();
+    await page.locator('#counts [data-state="dead"] dd').waitFor();
+    // Nothing delivered yet: each chart says so.
+    await page.locator("#chart-delivered + .y-max + .empty").filter({ hasText: "nothing delivered in this window" }).waitFor();
+    assert.equal(await page.locator("#chart-failures + .y-max + .empty").isVisible(), true);
+    await page.locator("#utc").check();
+    await page.locator("#updated").filter({ hasText: / UTC$/ }).waitFor();
+
+    // A receiver's answer with a right-to-left override and a long tail.
+    const answer = `\u202Eevil\u202C says no ${"x".repeat(600)}`;
+    x.sink.status = 400;
+    x.sink.refusal = answer;
+    assert.equal((await x.signup("detail@example.com")).status, 201);
+    await page.locator("#refresh").selectOption("2");
+    const row = page.locator("#messages tr").first();
+    await row.locator("td.error .ctl").first().waitFor();
+    assert.deepEqual(await row.locator("td.error .ctl").allTextContents(), ["U+202E", "U+202C"]);
+    assert.ok(!(await row.locator("td.error").textContent()).includes("\u202E"), "the override itself is not in the page");
+    const height = (await row.boundingBox()).height;
+    assert.ok(height < 60, `a row with a 600-letter error is one line (${height} px)`);
+    await page.locator("#chart-failures + .y-max").filter({ hasText: /^1$/ }).waitFor();
+    assert.match(await page.locator("#chart-failures rect title").first().textContent(), /UTC: 1$/);
+    assert.match(await page.locator(".x-axis .from").first().textContent(), / UTC$/);
+
+    await row.locator("button.link").click();
+    await page.locator("#detail").waitFor();
+    const field = (name) => page.locator(`#detail-fields dd[data-field="${name}"]`);
+    assert.equal(await field("state").textContent(), "dead");
+    assert.match(await field("last error").textContent(), /^receiver answered 400: U\+202EevilU\+202C says no x{100,}$/);
+    assert.match(await field("died").textContent(), / UTC$/);
+    assert.match(await page.locator("#detail-payload").textContent(), /\n  "to": "detail@example\.com"/, "pretty JSON");
+    const attempt = page.locator("#detail-attempts tr").first();
+    assert.equal(await attempt.locator("td").nth(2).textContent(), "400");
+    assert.match(await attempt.locator("td").nth(6).textContent(), /^U\+202Eevil/);
+    assert.match(page.url(), /#message=mail\/\d+\./);
+    const shots = process.env.CONSOLE_SCREENSHOTS;
+    if (shots) await page.locator("#detail").screenshot({ path: path.resolve(root, shots, "console-detail.png") });
+
+    // A new tab is signed in, and opens the message its address names.
+    const tab = await context.newPage();
+    await tab.goto(page.url());
+    await tab.locator('#detail-fields dd[data-field="state"]').filter({ hasText: "dead" }).waitFor();
+    assert.equal(await tab.locator("#signin").isVisible(), false);
+    if (shots) {
+      await tab.setViewportSize({ width: 390, height: 844 });
+      await tab.evaluate(() => window.scrollTo(0, 0));
+      await tab.screenshot({ path: path.resolve(root, shots, "console-phone.png") });
+    }
+
+    assert.deepEqual(noise, [], "no error, warning or failed request on the way");
+    // A topic the outbox has not seen is paused only when the operator says so.
+    await page.locator("#pause-topic").fill("signup-confirmaton");
+    await page.locator("#pause-form button").click();
+    await page.locator("#status").filter({ hasText: "pause of signup-confirmaton not sent" }).waitFor();
+    assert.match(dialogs.at(-1), /no message settled in the last 48 hours/);
+    // One it has seen is paused, and its held messages say so.
+    await page.locator("#pause-topic").fill("signup-confirmation");
+    await page.locator("#pause-reason").fill("provider migrating");
+    await page.locator("#pause-form button").click();
+    await page.locator("#status").filter({ hasText: "signup-confirmation: paused" }).waitFor();
+    await page.locator("#oldest").filter({ hasText: "paused, their messages held: signup-confirmation" }).waitFor();
+    assert.equal((await x.signup("held@example.com")).status, 201);
+    await page.locator("#state").selectOption("due");
+    await page.locator("#filter button").click();
+    await page.locator("#messages td.paused").filter({ hasText: "paused: provider migrating" }).waitFor();
+    await x.api("outboxes/mail/topics/resume", {
+      method: "POST",
+      headers: change,
+      body: JSON.stringify({ topic: "signup-confirmation" }),
+    });
+
+    // Signing out in one tab signs the other out too.
+    await page.locator("#signout").click();
+    await page.locator("#signin").waitFor();
+    await tab.locator("#signin").waitFor();
+    await context.close();
+    await x.mf.dispose();
+  });
+
   it("shows, replays and pauses, and runs nothing a receiver or a payload wrote", async () => {
     w.sink.status = 400;
     w.sink.refusal = HOSTILE_ERROR;
@@ -226,10 +322,16 @@ describe("the operator console, in a real browser", () => {
       `receiver answered 400: ${HOSTILE_ERROR}`,
     ]);
     assert.equal(await page.locator("#messages img, #messages script").count(), 0);
-    assert.match((await page.locator("#messages pre").allTextContents()).join("\n"), /<script>alert\(1\)<\/script>@x\.example/);
+    const listed = (await w.api("outboxes/mail/messages?state=dead")).body.messages;
+    const hostile = listed.find((message) => message.payload.includes(HOSTILE_EMAIL));
+    await page.locator(`#messages tr[data-id="${hostile.id}"] button.link`).click();
+    await page.locator("#detail").waitFor();
+    await page.locator("#detail-payload").filter({ hasText: "<script>alert(1)</script>@x.example" }).waitFor();
+    assert.equal(await page.locator("#detail img, #detail script").count(), 0);
     assert.equal(await page.locator("script").count(), 1, "only the console's own script");
-    const shots = process.env.CONSOLE_SCREENSHOT;
-    if (shots) await page.screenshot({ path: path.resolve(root, shots), fullPage: true });
+    await page.locator("#detail-close").click();
+    const shots = process.env.CONSOLE_SCREENSHOTS;
+    if (shots) await page.screenshot({ path: path.resolve(root, shots, "console.png"), fullPage: true });
 
     // Replay the group from the page: delivered by the next drain.
     w.sink.status = 202;
@@ -259,9 +361,11 @@ describe("the operator console, in a real browser", () => {
     w.sink.status = 400;
     assert.equal((await w.signup("purged@example.com")).status, 201);
     await page.locator('#counts [data-state="dead"] dd').filter({ hasText: /^1$/ }).waitFor();
-    await page.locator("#messages tr", { hasText: "purged@example.com" }).locator("input[type=checkbox]").check();
+    const [purged] = (await w.api("outboxes/mail/messages?state=dead")).body.messages;
+    assert.match(purged.payload, /purged@example\.com/);
+    await page.locator(`#messages tr[data-id="${purged.id}"] input[type=checkbox]`).check();
     await page.locator("#purge-selected").click();
-    await page.locator("#status").filter({ hasText: /purge: .*"done":1/ }).waitFor();
+    await page.locator("#status").filter({ hasText: "purge: 1 of 1 selected done" }).waitFor();
     await page.locator('#counts [data-state="dead"] dd').filter({ hasText: /^0$/ }).waitFor();
     // The list is read again after the counts: it empties a moment later.
     await page.waitForFunction(() => document.querySelectorAll("#messages tr").length === 0);
@@ -286,7 +390,7 @@ describe("the operator console, in a real browser", () => {
       const noCredentials = await fetch("api/session");
       const noHeader = await fetch("api/outboxes/mail/topics/pause", {
         method: "POST",
-        headers: { authorization: `Bearer ${sessionStorage.getItem("outbox-console-token")}`, "content-type": "application/json" },
+        headers: { authorization: `Bearer ${localStorage.getItem("outbox-console-token")}`, "content-type": "application/json" },
         body: JSON.stringify({ topic: "signup-confirmation" }),
       });
       return [noCredentials.status, noHeader.status];

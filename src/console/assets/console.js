@@ -1,27 +1,67 @@
 // The outbox console's page. Every text that comes from the API (topics,
-// subjects, errors, payloads) is written with textContent: never as markup.
+// subjects, errors, payloads) is written as text nodes, never as markup,
+// with its control and bidirectional-formatting characters made visible.
 "use strict";
 
 const api = new URL("api/", document.baseURI);
+// The token is kept per origin (a new tab is signed in too); it is sent
+// only as a header, so the cross-site rules are what they were.
 const TOKEN_KEY = "outbox-console-token";
+const UTC_KEY = "outbox-console-utc";
 // `pageStart`: the cursor the shown page of messages began at (a refresh
 // shows the same page); `after`: where the next page begins.
 const state = { session: null, outbox: null, pageStart: null, after: null, timer: null, paused: new Map(), refreshFailed: false };
 
 const $ = (id) => document.getElementById(id);
 
+// Control characters (but tab and line feed), and the characters that
+// reorder or hide text: bidirectional embeddings, overrides and isolates,
+// marks, zero-width characters, the byte order mark.
+const HIDDEN = /[\u0000-\u0008\u000B-\u001F\u007F-\u009F\u061C\u200B-\u200F\u2028-\u202E\u2060-\u2069\uFEFF]/g;
+const codePoint = (c) => `U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+
+/** `text` with each hidden character written as its code point, for attributes. */
+const visible = (text) => String(text).replace(HIDDEN, (c) => `⟨${codePoint(c)}⟩`);
+
+/** Appends `text` to `node` as text, each hidden character as a marked code point. */
+function appendText(node, value) {
+  const text = String(value);
+  let last = 0;
+  for (const match of text.matchAll(HIDDEN)) {
+    node.append(document.createTextNode(text.slice(last, match.index)));
+    node.append(Object.assign(document.createElement("span"), { className: "ctl", textContent: codePoint(match[0]) }));
+    last = match.index + match[0].length;
+  }
+  node.append(document.createTextNode(text.slice(last)));
+}
+
 /** An element with text and attributes; children appended as they are. */
 function el(tag, text, attributes = {}, children = []) {
   const node = document.createElement(tag);
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  if (text !== undefined && text !== null) appendText(node, String(text));
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, visible(value));
   for (const child of children) node.append(child);
   return node;
 }
 
+/** A list's cell: one line, cut with an ellipsis, whole in its title. */
+const cell = (text, attributes = {}) => el("td", text, { title: String(text), ...attributes });
+
+/** A time with its zone: UTC when the switch says so, else the browser's. */
+function when(ms) {
+  if (ms === null || ms === undefined) return "–";
+  const parts = new Intl.DateTimeFormat("en-CA", {
+    timeZone: $("utc").checked ? "UTC" : undefined,
+    year: "numeric", month: "2-digit", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short",
+  }).formatToParts(new Date(ms));
+  const part = (type) => parts.find((p) => p.type === type)?.value ?? "";
+  return `${part("year")}-${part("month")}-${part("day")} ${part("hour")}:${part("minute")}:${part("second")} ${part("timeZoneName")}`;
+}
+
 function headers(changes) {
   const result = { accept: "application/json" };
-  const token = sessionStorage.getItem(TOKEN_KEY);
+  const token = localStorage.getItem(TOKEN_KEY);
   if (token) result.authorization = `Bearer ${token}`;
   if (changes) {
     result["content-type"] = "application/json";
@@ -45,15 +85,32 @@ async function call(path, { method = "GET", body } = {}) {
   return answer;
 }
 
-const say = (text) => ($("status").textContent = text);
+function say(text) {
+  $("status").replaceChildren();
+  appendText($("status"), text);
+}
 
 function showSignIn(why) {
+  clearInterval(state.timer);
   $("console").hidden = true;
+  $("signout").hidden = true;
   $("signin").hidden = false;
   $("signin-why").textContent = why ?? "";
 }
 
 async function start() {
+  // Asked quietly first: no credentials is an answer, not a 401.
+  let probe;
+  try {
+    probe = await call("probe");
+  } catch (error) {
+    return say(error.message);
+  }
+  if (!probe.role) {
+    const stale = localStorage.getItem(TOKEN_KEY) !== null;
+    localStorage.removeItem(TOKEN_KEY);
+    return showSignIn(stale ? "That token is not (or no longer) accepted." : "");
+  }
   try {
     state.session = await call("session");
   } catch (error) {
@@ -62,6 +119,7 @@ async function start() {
   }
   $("signin").hidden = true;
   $("console").hidden = false;
+  $("signout").hidden = localStorage.getItem(TOKEN_KEY) === null;
   $("role").textContent = `signed in as ${state.session.role}`;
   document.body.classList.toggle("viewer", state.session.role !== "operator");
   const nav = $("outboxes");
@@ -75,8 +133,17 @@ async function start() {
   inboxes.replaceChildren(...state.session.inboxes.map((name) => el("option", name)));
   $("inbox-section").hidden = state.session.inboxes.length === 0;
   $("subject-section").hidden = state.session.role !== "operator";
-  if (state.session.outboxes.length > 0) await choose(state.session.outboxes[0]);
+  const linked = linkedMessage();
+  const first = linked && state.session.outboxes.includes(linked.outbox) ? linked.outbox : state.session.outboxes[0];
+  if (first !== undefined) await choose(first);
+  if (linked && linked.outbox === state.outbox) await openDetail(linked.key);
   scheduleRefresh();
+}
+
+/** The message the address names (`#message=<outbox>/<key>`), if any. */
+function linkedMessage() {
+  const match = /^#message=([^/]+)\/(.+)$/.exec(location.hash);
+  return match ? { outbox: decodeURIComponent(match[1]), key: decodeURIComponent(match[2]) } : null;
 }
 
 async function choose(name) {
@@ -100,7 +167,7 @@ async function refresh() {
     // A refresh clears only its own earlier failure, never an action's report.
     if (state.refreshFailed) say("");
     state.refreshFailed = false;
-    $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+    $("updated").textContent = `updated ${when(Date.now())}`;
   } catch (error) {
     if (error instanceof Unauthorized) return showSignIn(error.message);
     state.refreshFailed = true;
@@ -129,18 +196,25 @@ async function overview() {
     ),
   );
   const capped = Object.values(body.counts).some((count) => count && count.capped);
-  $("oldest").textContent =
-    `Oldest due message: ${body.counts.oldest_due_age_ms === null ? "none due" : `${duration(body.counts.oldest_due_age_ms)} overdue`}` +
-    (capped ? ` · counts stop at ${body.count_cap.toLocaleString()} rows each` : "");
   state.paused = new Map(body.paused.map((p) => [p.topic, p]));
+  const paused = [...state.paused.keys()];
+  $("oldest").replaceChildren();
+  appendText(
+    $("oldest"),
+    `Oldest due message: ${body.counts.oldest_due_age_ms === null ? "none due" : `${duration(body.counts.oldest_due_age_ms)} overdue`}` +
+      (paused.length > 0 ? ` · paused, their messages held: ${paused.join(", ")}` : "") +
+      (capped ? ` · counts stop at ${body.count_cap.toLocaleString()} rows each` : ""),
+  );
 }
 
-function bars(svg, values, kind) {
-  const max = Math.max(1, ...values);
+/** Bars of `values` (one per minute from `from`), with the largest value on the y axis, the window's start on the x axis, each bar's minute and value on hover, and `empty` when all are zero. */
+function bars(svg, values, kind, from, empty) {
+  const max = Math.max(0, ...values);
   const width = 600 / Math.max(1, values.length);
   svg.replaceChildren();
   values.forEach((value, index) => {
-    const height = (value / max) * 118;
+    if (value === 0) return;
+    const height = Math.max(1, (value / max) * 118);
     const rect = document.createElementNS("http://www.w3.org/2000/svg", "rect");
     rect.setAttribute("class", kind);
     rect.setAttribute("x", String(index * width));
@@ -148,10 +222,15 @@ function bars(svg, values, kind) {
     rect.setAttribute("width", String(Math.max(1, width - 1)));
     rect.setAttribute("height", String(height));
     const title = document.createElementNS("http://www.w3.org/2000/svg", "title");
-    title.textContent = String(value);
+    title.textContent = `${when(from + index * 60_000)}: ${value.toLocaleString()}`;
     rect.append(title);
     svg.append(rect);
   });
+  const chart = svg.closest(".chart");
+  chart.querySelector(".y-max").textContent = max > 0 ? max.toLocaleString() : "";
+  chart.querySelector(".empty").textContent = empty;
+  chart.querySelector(".empty").hidden = max > 0;
+  chart.parentElement.querySelector(".x-axis .from").textContent = when(from);
 }
 
 async function topics() {
@@ -164,9 +243,9 @@ async function topics() {
   const series = [];
   for (let at = first; at <= now; at += 60_000) series.push(slots.get(at));
   const pick = (f) => series.map((point) => (point ? f(point) : 0));
-  bars($("chart-delivered"), pick((p) => p.delivered), "delivered");
-  bars($("chart-failures"), pick((p) => p.retried + p.deferred + p.dead), "failures");
-  bars($("chart-lateness"), pick((p) => p.lateness.p99_ms ?? 0), "lateness");
+  bars($("chart-delivered"), pick((p) => p.delivered), "delivered", first, "nothing delivered in this window");
+  bars($("chart-failures"), pick((p) => p.retried + p.deferred + p.dead), "failures", first, "no failure in this window");
+  bars($("chart-lateness"), pick((p) => p.lateness.p99_ms ?? 0), "lateness", first, "nothing delivered late or on time in this window");
 
   const names = new Set([...Object.keys(body.topics), ...state.paused.keys()]);
   const rows = [...names].sort().map((topic) => {
@@ -177,7 +256,7 @@ async function topics() {
       act(paused ? "resume" : "pause", outboxPath(`topics/${paused ? "resume" : "pause"}`), { topic }),
     );
     const stateCell = paused
-      ? el("td", undefined, {}, [el("span", "paused", { class: "paused" }), el("div", paused.reason, { class: "muted" })])
+      ? el("td", undefined, {}, [el("span", "paused", { class: "paused" }), el("div", paused.reason, { class: "muted" }), el("div", `since ${when(paused.paused_at_ms)}`, { class: "muted" })])
       : el("td", "running");
     return el("tr", undefined, { "data-topic": topic }, [
       el("td", topic),
@@ -205,11 +284,11 @@ async function groups() {
       const purge = el("button", "Purge group", { type: "button", class: "operator danger" });
       purge.addEventListener("click", () => actOnGroup("purge", selection, group.count));
       return el("tr", undefined, {}, [
-        el("td", group.topic),
-        el("td", group.error_class, { class: "error" }),
+        cell(group.topic),
+        cell(group.error_class, { class: "error" }),
         el("td", group.count),
-        el("td", new Date(group.first_died_at_ms).toLocaleString()),
-        el("td", undefined, {}, [replay, purge]),
+        el("td", when(group.first_died_at_ms)),
+        el("td", undefined, { class: "actions" }, [replay, purge]),
       ]);
     }),
   );
@@ -229,7 +308,8 @@ async function messages(which) {
   for (const [name, id] of [["topic", "f-topic"], ["subject", "f-subject"], ["id", "f-id"]]) {
     if ($(id).value) params.set(name, $(id).value);
   }
-  if ($("f-from").value) params.set("from_ms", String(new Date($("f-from").value).getTime()));
+  const from = $("f-from").value;
+  if (from) params.set("from_ms", String(new Date($("utc").checked ? `${from}Z` : from).getTime()));
   const start = which === "next" ? state.after : which === "same" ? state.pageStart : null;
   if (start) params.set("after", start);
   const body = await call(`${outboxPath("messages")}?${params}`);
@@ -238,28 +318,22 @@ async function messages(which) {
   const selectable = listed === "dead" || listed === "scheduled";
   $("messages").replaceChildren(
     ...body.messages.map((message) => {
-      const box = el("input", undefined, { type: "checkbox", "data-id": message.id, "data-key": `${message.due_at}.${message.id}` });
+      const key = `${message.due_at}.${message.id}`;
+      const box = el("input", undefined, { type: "checkbox", "data-id": message.id, "data-key": key, "aria-label": `select ${message.id}` });
       box.disabled = !selectable;
-      const details = [
-        `state: ${message.state}`,
-        `created: ${new Date(message.created_at).toLocaleString()}`,
-        `unsettled leases: ${message.unsettled_leases}`,
-        `deferrals: ${message.deferrals}`,
-        `ordering key: ${message.keys_hidden ? "(hidden)" : message.ordering_key ?? "–"}`,
-        ...(message.waits_on ? [`waits on: ${message.waits_on.id} (${message.waits_on.state})`] : []),
-        `dedup key: ${message.keys_hidden ? "(hidden)" : message.dedup_key ?? "–"}`,
-        `trace id: ${message.trace_id ?? "–"}`,
-        message.payload === null ? `payload: ${message.payload_bytes} bytes (hidden)` : `payload: ${message.payload}`,
-      ].join("\n");
+      const open = el("button", message.id, { type: "button", class: "link", title: `open ${message.id}` });
+      open.addEventListener("click", () => openDetail(key).catch((error) => say(error.message)));
+      const due = message.paused
+        ? cell(`paused: ${message.paused.reason}`, { class: "paused" })
+        : cell(when(message.due_at));
       return el("tr", undefined, { "data-id": message.id }, [
         el("td", undefined, {}, [box]),
-        el("td", message.id),
-        el("td", message.topic),
-        el("td", message.subject ?? "–"),
+        el("td", undefined, { title: message.id }, [open]),
+        cell(message.topic),
+        cell(message.subject ?? "–"),
         el("td", message.attempts),
-        el("td", message.last_error ?? "–", { class: "error" }),
-        el("td", new Date(message.due_at).toLocaleString()),
-        el("td", undefined, {}, [el("pre", details)]),
+        cell(message.last_error ?? "–", { class: "error" }),
+        due,
       ]);
     }),
   );
@@ -272,6 +346,74 @@ async function messages(which) {
     body.messages.length === 0 && body.next
       ? `no match among the next ${body.scan} rows: go on with the next page`
       : `${body.messages.length} shown`;
+}
+
+/** Shows the message at `key` of the chosen outbox: every field, its payload, its attempts. */
+async function openDetail(key) {
+  let body;
+  try {
+    body = await call(`${outboxPath("message")}?${new URLSearchParams({ key })}`);
+  } catch (error) {
+    if (error instanceof Unauthorized) return showSignIn(error.message);
+    return say(error.message);
+  }
+  const m = body.message;
+  history.replaceState(null, "", `#message=${encodeURIComponent(state.outbox)}/${encodeURIComponent(key)}`);
+  $("detail-title").textContent = "";
+  appendText($("detail-title"), `Message ${m.id}`);
+  const hidden = "(hidden: the console shows it only with show_payloads)";
+  const fields = [
+    ["id", m.id],
+    ["outbox", state.outbox],
+    ["topic", m.topic],
+    ["state", m.paused ? `${m.state}, held by the pause of its topic: ${m.paused.reason} (since ${when(m.paused.paused_at_ms)})` : m.state],
+    [m.state === "dead" ? "died" : m.state === "leased" ? "lease ends" : "due", when(m.due_at)],
+    ["created", when(m.created_at)],
+    ["subject", m.subject ?? "–"],
+    ["attempts", m.attempts],
+    ["unsettled leases", m.unsettled_leases],
+    ["deferrals", m.deferrals],
+    ["last error", m.last_error ?? "–"],
+    ["ordering key", m.keys_hidden ? hidden : m.ordering_key ?? "–"],
+    ...(m.waits_on ? [["waits on", `${m.waits_on.id} (${m.waits_on.state})`]] : []),
+    ["dedup key", m.keys_hidden ? hidden : m.dedup_key ?? "–"],
+    ["trace id", m.trace_id ?? "–"],
+  ];
+  $("detail-fields").replaceChildren(...fields.flatMap(([name, value]) => [el("dt", name), el("dd", value, { "data-field": name })]));
+  let payload = `${m.payload_bytes.toLocaleString()} bytes ${hidden}`;
+  if (m.payload !== null) {
+    try {
+      payload = JSON.stringify(JSON.parse(m.payload), null, 2);
+    } catch {
+      payload = m.payload;
+    }
+  }
+  $("detail-payload").replaceChildren();
+  appendText($("detail-payload"), payload);
+  $("detail-attempts").replaceChildren(
+    ...body.attempts.map((a) =>
+      el("tr", undefined, {}, [
+        el("td", a.attempt),
+        el("td", when(a.at_ms)),
+        el("td", a.status ?? "–"),
+        el("td", duration(a.duration_ms)),
+        el("td", a.outcome),
+        el("td", a.error ?? "–", { class: "error" }),
+        el("td", a.body || "–"),
+      ]),
+    ),
+  );
+  $("detail-note").textContent =
+    body.attempts.length === 0
+      ? "No attempt logged: none yet, or its deliverer logs none (the log keeps failures by default)."
+      : `The last ${body.attempts.length} logged attempt(s), oldest first.`;
+  $("detail").hidden = false;
+  $("detail").scrollIntoView({ block: "start" });
+}
+
+function closeDetail() {
+  $("detail").hidden = true;
+  history.replaceState(null, "", location.pathname + location.search);
 }
 
 async function inboxCount() {
@@ -290,8 +432,9 @@ async function exportSubject() {
       ...Object.entries(body.outboxes).map(([name, rows]) => `${rows.length} message(s) in ${name}`),
       ...Object.entries(body.inboxes).map(([name, rows]) => `${rows.length} key(s) in ${name}`),
     ];
-    if (body.erased_at_ms !== null) parts.push(`erased ${new Date(body.erased_at_ms).toLocaleString()}`);
-    $("subject-summary").textContent = `${subject}: ${parts.join(", ")}`;
+    if (body.erased_at_ms !== null) parts.push(`erased ${when(body.erased_at_ms)}`);
+    $("subject-summary").replaceChildren();
+    appendText($("subject-summary"), `${subject}: ${parts.join(", ")}`);
     $("subject-export").textContent = JSON.stringify(body, null, 2);
   } catch (error) {
     if (error instanceof Unauthorized) return showSignIn(error.message);
@@ -305,7 +448,12 @@ async function eraseSubject() {
   try {
     const body = await call("subjects/erase", { method: "POST", body: { subject } });
     $("subject-export").textContent = "";
-    $("subject-summary").textContent = `${subject} erased: ${JSON.stringify(body)}`;
+    const counted = (rows) => Object.entries(rows ?? {}).map(([name, count]) => `${count} in ${name}`);
+    $("subject-summary").replaceChildren();
+    appendText(
+      $("subject-summary"),
+      `${subject} erased: ${[...counted(body.outboxes), ...counted(body.inboxes), ...counted(body.application)].join(", ") || "nothing was stored"}`,
+    );
     await refresh();
   } catch (error) {
     if (error instanceof Unauthorized) return showSignIn(error.message);
@@ -318,16 +466,42 @@ function clearSelection() {
   for (const box of document.querySelectorAll("#messages input[type=checkbox]:checked")) box.checked = false;
 }
 
+/** What an action's answer means, in words. */
+function report(verb, answer) {
+  if ("paused" in answer) {
+    return `${answer.topic}: ${answer.paused ? "paused" : "resumed"}${answer.changed ? "" : ` (it was ${answer.paused ? "paused" : "running"} already)`}`;
+  }
+  if ("selected" in answer) return `${verb}: ${answer.done} of ${answer.selected} selected done`;
+  return `${verb}: done`;
+}
+
 async function act(verb, path, body) {
   try {
     const answer = await call(path, { method: "POST", body });
     clearSelection();
-    say(`${verb}: ${JSON.stringify(answer)}`);
+    say(report(verb, answer));
     await refresh();
   } catch (error) {
     if (error instanceof Unauthorized) return showSignIn(error.message);
     say(`${verb} failed: ${error.message}`);
   }
+}
+
+/** Pauses a topic; one the server has not seen settle lately only once the operator confirms it is meant. */
+async function pauseTopic(topic, reason) {
+  const path = outboxPath("topics/pause");
+  try {
+    await call(path, { method: "POST", body: { topic, reason } });
+  } catch (error) {
+    if (error instanceof Unauthorized) return showSignIn(error.message);
+    if (!error.message.includes('"unseen": true')) return say(`pause failed: ${error.message}`);
+    if (!confirm(`${visible(topic)} is not paused and had no message settled in the last 48 hours. Pause it all the same?`)) {
+      return say(`pause of ${topic} not sent`);
+    }
+    return act("pause", path, { topic, reason, unseen: true });
+  }
+  say(`${topic}: paused`);
+  await refresh();
 }
 
 async function actOnGroup(verb, selection, count) {
@@ -372,12 +546,26 @@ function scheduleRefresh() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  $("utc").checked = localStorage.getItem(UTC_KEY) === "1";
+  $("utc").addEventListener("change", () => {
+    localStorage.setItem(UTC_KEY, $("utc").checked ? "1" : "0");
+    refresh();
+  });
   $("signin-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    sessionStorage.setItem(TOKEN_KEY, $("token").value);
+    localStorage.setItem(TOKEN_KEY, $("token").value);
     $("token").value = "";
     start();
   });
+  $("signout").addEventListener("click", () => {
+    localStorage.removeItem(TOKEN_KEY);
+    showSignIn("Signed out.");
+  });
+  // Signed in or out in another tab: this one follows.
+  window.addEventListener("storage", (event) => {
+    if (event.key === TOKEN_KEY) start();
+  });
+  $("detail-close").addEventListener("click", closeDetail);
   $("refresh").addEventListener("change", scheduleRefresh);
   document.addEventListener("visibilitychange", () => {
     if (!document.hidden && Number($("refresh").value) > 0) refresh();
@@ -408,7 +596,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("erase-subject").addEventListener("click", eraseSubject);
   $("pause-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    act("pause", outboxPath("topics/pause"), { topic: $("pause-topic").value, reason: $("pause-reason").value });
+    pauseTopic($("pause-topic").value, $("pause-reason").value);
   });
   $("inbox-form").addEventListener("submit", async (event) => {
     event.preventDefault();
