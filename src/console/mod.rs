@@ -25,8 +25,9 @@
 //!
 //! # Guarantees
 //! - No authorizer, no data: every API request needs a role from an
-//!   [`Authorizer`] ([`BearerToken`], or one of your own, such as a check of
-//!   Cloudflare Access's `Cf-Access-Jwt-Assertion`). The page and its
+//!   [`Authorizer`] ([`BearerToken`]; on Workers `CloudflareAccess`, which
+//!   verifies Cloudflare Access's `Cf-Access-Jwt-Assertion`; or one of your
+//!   own). The page and its
 //!   assets hold no data and are served to anyone.
 //! - Viewers read; only operators replay, purge, reschedule, pause and
 //!   resume, and export or erase a subject. Every
@@ -52,7 +53,11 @@
 //!   opaque ids.
 
 mod access;
+#[cfg(any(test, all(feature = "workers", target_arch = "wasm32")))]
+mod access_token;
 mod api;
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
+mod cloudflare_access;
 mod page;
 mod subjects;
 #[cfg(all(feature = "tower", not(target_arch = "wasm32")))]
@@ -64,6 +69,8 @@ mod workers;
 use std::sync::Arc;
 
 pub use access::{Authorizer, BearerToken, MUTATION_HEADER, Role};
+#[cfg(all(feature = "workers", target_arch = "wasm32"))]
+pub use cloudflare_access::CloudflareAccess;
 pub use subjects::SubjectRows;
 
 use api::Admission;

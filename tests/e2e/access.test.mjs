@@ -1,6 +1,7 @@
-// The example Worker's console behind Cloudflare Access: the JWT in
-// Cf-Access-Jwt-Assertion, verified in the Worker (WebCrypto) against the
-// team's keys, which this test serves at the team's certs URL.
+// The library's console::CloudflareAccess, as the example Worker's console
+// uses it: the JWT in Cf-Access-Jwt-Assertion, verified in the Worker
+// (WebCrypto) against the team's keys, which this test serves at the
+// team's certs URL. (The token's claims are unit-tested natively too.)
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { generateKeyPairSync, sign } from "node:crypto";

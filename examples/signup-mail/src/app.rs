@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use worker::Env;
-use workers_outbox::console::{BearerToken, Console};
+use workers_outbox::console::{BearerToken, CloudflareAccess, Console};
 use workers_outbox::drain::DrainerBuilder;
 use workers_outbox::email::EmailDeliverer;
 use workers_outbox::endpoint::{EndpointDeliverer, Endpoints};
@@ -17,7 +17,6 @@ use workers_outbox::{
     worker_vars,
 };
 
-use crate::access::CloudflareAccess;
 use crate::accounts::Accounts;
 use crate::signup::Confirmation;
 
@@ -135,21 +134,24 @@ impl App {
     /// The operator console over both outboxes and the inbox, at
     /// `/console/`, reading through a D1 session (replicas, where enabled).
     /// `ADMIN_TOKEN` is an operator's bearer token (none, no access);
-    /// people behind Cloudflare Access sign in with its JWT (`access.rs`);
+    /// people behind Cloudflare Access sign in with its JWT (`access`);
     /// `CONSOLE_SHOW_PAYLOADS = "true"` shows payloads (they hold
     /// addresses: off unless asked for).
     pub(crate) fn console(&self, env: &Env) -> worker::Result<Console> {
         let (vars, reads) = (worker_vars(env), D1Database::replica_reads(env.d1("DB")?)?);
-        Ok(Console::builder()
+        let console = Console::builder()
             .prefix("/console")
             .outbox("mail", self.outbox.through(reads.clone())?)
             .outbox("account-events", self.events.through(reads.clone())?)
             .inbox("inbox", self.inbox.through(reads.clone())?)
             .subject_rows(Accounts::new(reads))
             .show_payloads(vars("CONSOLE_SHOW_PAYLOADS").as_deref() == Some("true"))
-            .authorize(BearerToken::operator(&self.admin_token))
-            .authorize(CloudflareAccess::from_vars(&vars))
-            .build()?)
+            .authorize(BearerToken::operator(&self.admin_token));
+        Ok(match access(&vars)? {
+            Some(access) => console.authorize(access),
+            None => console,
+        }
+        .build()?)
     }
 
     /// Whether the request carries the operator's bearer token.
@@ -211,4 +213,19 @@ impl MailRoute {
                     .into(),
             })
     }
+}
+
+/// Cloudflare Access for the console, when `ACCESS_TEAM_DOMAIN`
+/// (`<team>.cloudflareaccess.com`) and `ACCESS_AUD` (the application's
+/// audience tag) are set: a verified identity is a viewer, an e-mail in
+/// `ACCESS_OPERATORS` (comma-separated) an operator.
+fn access(vars: &impl Fn(&str) -> Option<String>) -> Result<Option<CloudflareAccess>> {
+    let set = |name| vars(name).filter(|value: &String| !value.is_empty());
+    let (Some(team), Some(audience)) = (set("ACCESS_TEAM_DOMAIN"), set("ACCESS_AUD")) else {
+        return Ok(None);
+    };
+    let operators = vars("ACCESS_OPERATORS").unwrap_or_default();
+    Ok(Some(
+        CloudflareAccess::new(&team, &audience)?.operators(operators.split(',')),
+    ))
 }

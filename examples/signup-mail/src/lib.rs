@@ -17,7 +17,6 @@
 //!   the inbox, and over an account's rows for its export and erasure
 //!   (bearer token `ADMIN_TOKEN`).
 
-mod access;
 mod accounts;
 mod app;
 mod integrations;
