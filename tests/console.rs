@@ -431,6 +431,77 @@ async fn a_message_is_shown_by_its_key_until_it_moves_on() {
 }
 
 #[tokio::test]
+async fn dead_letters_matching_a_filter_are_counted_then_replayed_in_bounded_batches() {
+    let t = TestOutbox::new().await.unwrap();
+    for n in 0..5 {
+        let subject = if n < 3 { "user-1" } else { "user-2" };
+        enqueue(&t, "mail", json!({ "n": n }), Some(subject)).await;
+    }
+    enqueue(&t, "sms", json!({}), Some("user-1")).await;
+    t.drain_now(RecordingDeliverer::answering(Delivery::permanent(
+        "HTTP 400: bad address 17",
+    )))
+    .await;
+    let console = console(&t);
+    let base = "/admin/outbox/api/outboxes/mail/dead";
+    let counted = get(
+        &console,
+        &format!(
+            "{base}/count?topic=mail&subject=user-1&error_class=HTTP%20400%3A%20bad%20address%20%23"
+        ),
+        VIEWER,
+    )
+    .await
+    .json();
+    assert_eq!(
+        (counted["count"].clone(), counted["complete"].clone()),
+        (json!(3), json!(true))
+    );
+    let read_at = counted["read_at_ms"].as_i64().unwrap();
+    // A letter that dies after the count is not taken.
+    enqueue(&t, "mail", json!({ "late": true }), Some("user-1")).await;
+    t.clock.advance(std::time::Duration::from_secs(1));
+    t.drain_now(RecordingDeliverer::answering(Delivery::permanent(
+        "HTTP 400: bad address 99",
+    )))
+    .await;
+    let filter = json!({ "topic": "mail", "subject": "user-1", "error_class": "HTTP 400: bad address #", "died_by_ms": read_at, "limit": 2 });
+    let first = post(
+        &console,
+        &format!("{base}/replay"),
+        OPERATOR,
+        filter.clone(),
+    )
+    .await
+    .json();
+    assert_eq!(first, json!({ "selected": 2, "done": 2, "more": true }));
+    let second = post(
+        &console,
+        &format!("{base}/replay"),
+        OPERATOR,
+        filter.clone(),
+    )
+    .await
+    .json();
+    assert_eq!(second, json!({ "selected": 1, "done": 1, "more": false }));
+    let third = post(&console, &format!("{base}/replay"), OPERATOR, filter)
+        .await
+        .json();
+    assert_eq!(third["selected"], 0);
+    let left = get(&console, &format!("{base}/count"), VIEWER).await.json();
+    assert_eq!(
+        left["count"], 4,
+        "user-2's two, the sms and the late one stay dead"
+    );
+    assert_eq!(
+        get(&console, &format!("{base}/count?from_ms=x"), VIEWER)
+            .await
+            .status,
+        400
+    );
+}
+
+#[tokio::test]
 async fn lists_page_by_key_and_walk_a_bounded_number_of_rows() {
     let t = TestOutbox::new().await.unwrap();
     for n in 0..5 {
@@ -747,7 +818,8 @@ async fn bad_input_gets_a_clear_status_and_changes_nothing() {
         json!({}),
         json!({ "ids": [] }),
         json!({ "ids": ["a"], "topic": "mail" }),
-        json!({ "topic": "mail" }),
+        json!({ "from_ms": "soon" }),
+        json!({ "subject": "s\u{0}" }),
         json!({ "ids": (0..101).map(|n| n.to_string()).collect::<Vec<_>>() }),
         json!({ "ids": ["a"], "extra": 1 }),
         json!({ "ids": ["a"], "limit": 2 }),

@@ -9,7 +9,7 @@ use super::{
     one_in_each_state,
 };
 use crate::outbox::{
-    BrowseCursor, BrowseFilter, CappedCount, Listed, Message, MessageState, Outbox,
+    BrowseCursor, BrowseFilter, CappedCount, DeadFilter, Listed, Message, MessageState, Outbox,
 };
 use crate::time::Clock;
 
@@ -435,6 +435,84 @@ pub(crate) async fn a_message_is_found_by_its_key_in_any_state(h: Harness) -> Ca
             .await
             .is_err(),
         "a key without an id is refused"
+    );
+    Ok(())
+}
+
+pub(crate) async fn dead_letters_are_counted_and_taken_by_filter(h: Harness) -> CaseResult {
+    let outbox = h.outbox().await?;
+    let start = h.clock().now();
+    // Six dead letters, a second apart: topic, subject and error vary.
+    let letters = [
+        ("mail", "u-1", "HTTP 400: bad address 12"),
+        ("mail", "u-2", "HTTP 400: bad address 345"),
+        ("mail", "u-1", "HTTP 500: down"),
+        ("sms", "u-1", "HTTP 400: bad address 6"),
+        ("mail", "u-1", "HTTP 400: bad address 78"),
+        ("mail", "u-3", "HTTP 400: unknown template"),
+    ];
+    let mut ids = Vec::new();
+    for (topic, subject, error) in letters {
+        ids.push(enqueue_message(&outbox, Message::raw_json(topic, "{}").subject(subject)).await?);
+        let claim = outbox.claim(1, LEASE).await?;
+        let leased = claim
+            .messages
+            .first()
+            .ok_or_else(|| Failure("the claim took nothing".into()))?;
+        outbox.bury(leased.lease(), error).await?;
+        h.clock().advance(Duration::from_secs(1));
+    }
+    let filter = |topic: Option<&str>, class: Option<&str>, subject: Option<&str>| DeadFilter {
+        topic: topic.map(str::to_owned),
+        error_class: class.map(str::to_owned),
+        subject: subject.map(str::to_owned),
+        ..DeadFilter::default()
+    };
+    let bad_address = Some("HTTP 400: bad address #");
+    let cases = [
+        (filter(None, None, None), 6),
+        (filter(Some("mail"), None, None), 5),
+        (filter(Some("mail"), bad_address, None), 3),
+        (filter(Some("mail"), bad_address, Some("u-1")), 2),
+        (filter(None, None, Some("u-1")), 4),
+        (filter(Some("push"), None, None), 0),
+    ];
+    for (wanted, count) in &cases {
+        let counted = outbox.count_dead_matching(wanted, 100).await?;
+        ensure_eq!((counted.count, counted.complete), (*count, true));
+    }
+    let mut since = filter(Some("mail"), bad_address, None);
+    since.died_from = Some(start.checked_add(Duration::from_millis(1500))?);
+    ensure_eq!(outbox.count_dead_matching(&since, 100).await?.count, 1);
+    let cut = outbox
+        .count_dead_matching(&filter(None, None, Some("u-1")), 3)
+        .await?;
+    ensure_eq!((cut.count, cut.scanned, cut.complete), (2, 3, false));
+
+    // Taken a bounded batch at a time, oldest first, each batch acted on.
+    let of_u1 = filter(Some("mail"), bad_address, Some("u-1"));
+    let first = outbox.dead_letters_matching(&of_u1, 1, 100).await?;
+    ensure_eq!(first, vec![ids[0].clone()]);
+    ensure_eq!(outbox.replay_selected(&first).await?, 1);
+    let second = outbox.dead_letters_matching(&of_u1, 1, 100).await?;
+    ensure_eq!(second, vec![ids[4].clone()]);
+    ensure_eq!(outbox.purge_selected(&second).await?, 1);
+    ensure!(
+        outbox
+            .dead_letters_matching(&of_u1, 1, 100)
+            .await?
+            .is_empty(),
+        "every match was taken"
+    );
+    let mut before = filter(None, None, None);
+    before.died_by = Some(start.saturating_sub(Duration::from_millis(1)));
+    ensure_eq!(
+        outbox.dead_letters_matching(&before, 10, 100).await?.len(),
+        0
+    );
+    ensure!(
+        outbox.count_dead_matching(&before, 0).await.is_err(),
+        "a scan of 0 is refused"
     );
     Ok(())
 }

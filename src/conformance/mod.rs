@@ -301,6 +301,7 @@ pub fn cases() -> Vec<Case> {
         browse::inbox_keys_are_counted_up_to_a_cap,
         browse::a_waiting_message_names_the_head_it_waits_on,
         browse::a_message_is_found_by_its_key_in_any_state,
+        browse::dead_letters_are_counted_and_taken_by_filter,
     ]
 }
 

@@ -14,8 +14,8 @@ use super::{Console, page, subjects};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
 use crate::outbox::{
-    BrowseCursor, BrowseFilter, Histogram, Listed, MAX_SELECTION, Outbox, PausedTopic, Resolution,
-    Rollup,
+    BrowseCursor, BrowseFilter, DeadFilter, Histogram, Listed, MAX_SELECTION, Outbox, PausedTopic,
+    Resolution, Rollup,
 };
 use crate::time::Timestamp;
 
@@ -165,6 +165,9 @@ pub(super) async fn answer(
             )),
         },
         (&Method::GET, ["outboxes", name, "dead", "groups"]) => groups(console, name).await,
+        (&Method::GET, ["outboxes", name, "dead", "count"]) => {
+            dead_count(console, name, &param).await
+        }
         (&Method::POST, ["outboxes", name, "dead", action @ ("replay" | "purge")]) => {
             dead_letters(console, name, action, body).await
         }
@@ -397,19 +400,85 @@ async fn inbox_key(console: &Console, name: &str, key: Option<&str>) -> Result<J
     Ok(json!({ "key": key, "seen": seen }))
 }
 
-/// A selection of dead letters: their ids, or a group (topic and error
-/// class) of which the oldest `limit` (at most [`MAX_SELECTION`]) are
-/// taken, among those that died by `died_by_ms` when it is given (the
-/// `read_at_ms` of the listing the operator acts on: what died since is
-/// left alone).
+/// A selection of dead letters: their ids, or a filter of which the oldest
+/// `limit` (at most [`MAX_SELECTION`]) are taken: any of topic, error class,
+/// subject and a time range of their death (`from_ms`, `died_by_ms`). Give
+/// `died_by_ms` the `read_at_ms` of the listing or count the operator acts
+/// on: what died since is left alone.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Selection {
     ids: Option<Vec<String>>,
     topic: Option<String>,
     error_class: Option<String>,
+    subject: Option<String>,
+    from_ms: Option<i64>,
     died_by_ms: Option<i64>,
     limit: Option<usize>,
+}
+
+impl Selection {
+    /// Its filter, if it is one (it names at least one criterion).
+    fn filter(&self) -> Result<Option<DeadFilter>> {
+        let texts = [
+            ("topic", &self.topic),
+            ("error_class", &self.error_class),
+            ("subject", &self.subject),
+        ];
+        for (what, text) in texts {
+            if let Some(text) = text {
+                no_nul(what, text)?;
+            }
+        }
+        let given = texts.iter().any(|(_, text)| text.is_some())
+            || self.from_ms.is_some()
+            || self.died_by_ms.is_some();
+        if !given {
+            return Ok(None);
+        }
+        Ok(Some(DeadFilter {
+            topic: self.topic.clone(),
+            error_class: self.error_class.clone(),
+            subject: self.subject.clone(),
+            died_from: self.from_ms.map(Timestamp::from_unix_millis).transpose()?,
+            died_by: self
+                .died_by_ms
+                .map(Timestamp::from_unix_millis)
+                .transpose()?,
+        }))
+    }
+}
+
+/// How many dead letters a filter (`topic`, `error_class`, `subject`,
+/// `from_ms`, `to_ms`) matches, within the scan bound: what the page asks
+/// the operator to confirm before a bulk action.
+async fn dead_count<'q>(
+    console: &Console,
+    name: &str,
+    param: &impl Fn(&str) -> Option<&'q str>,
+) -> Result<Json> {
+    let outbox = outbox(console, name)?;
+    let millis = |name: &'static str| -> Result<Option<Timestamp>> {
+        param(name)
+            .map(|ms| {
+                let ms = ms
+                    .parse::<i64>()
+                    .map_err(|_| Error::invalid(name, "a time in ms since 1970"))?;
+                Timestamp::from_unix_millis(ms)
+            })
+            .transpose()
+    };
+    let filter = DeadFilter {
+        topic: param("topic").map(str::to_owned),
+        error_class: param("error_class").map(str::to_owned),
+        subject: param("subject").map(str::to_owned),
+        died_from: millis("from_ms")?,
+        died_by: millis("to_ms")?,
+    };
+    let counted = outbox
+        .count_dead_matching(&filter, console.inner.scan)
+        .await?;
+    Ok(json!(counted))
 }
 
 async fn dead_letters(console: &Console, name: &str, action: &str, body: &[u8]) -> Result<Json> {
@@ -425,31 +494,16 @@ async fn dead_letters(console: &Console, name: &str, action: &str, body: &[u8]) 
             ));
         }
     };
-    let (ids, group) = match selection {
-        Selection {
-            ids: Some(ids),
-            topic: None,
-            error_class: None,
-            died_by_ms: None,
-            limit: None,
-        } => {
-            for id in &ids {
+    let (ids, filtered) = match (&selection.ids, selection.filter()?) {
+        (Some(ids), None) if selection.limit.is_none() => {
+            for id in ids {
                 no_nul("id", id)?;
             }
-            (ids, false)
+            (ids.clone(), false)
         }
-        Selection {
-            ids: None,
-            topic: Some(topic),
-            error_class: Some(class),
-            died_by_ms,
-            ..
-        } => {
-            no_nul("topic", &topic)?;
-            no_nul("error_class", &class)?;
-            let died_by = died_by_ms.map(Timestamp::from_unix_millis).transpose()?;
+        (None, Some(filter)) => {
             let ids = outbox
-                .dead_letters_of_group(&topic, &class, limit, console.inner.scan, died_by)
+                .dead_letters_matching(&filter, limit, console.inner.scan)
                 .await?;
             if ids.is_empty() {
                 return Ok(json!({ "selected": 0, "done": 0, "more": false }));
@@ -459,8 +513,8 @@ async fn dead_letters(console: &Console, name: &str, action: &str, body: &[u8]) 
         _ => {
             return Err(Error::invalid(
                 "selection",
-                "give either {\"ids\": [...]} or {\"topic\": ..., \"error_class\": ..., \
-                 \"died_by_ms\": ..., \"limit\": ...}",
+                "give either {\"ids\": [...]} or a filter of any of \"topic\", \
+                 \"error_class\", \"subject\", \"from_ms\", \"died_by_ms\" (and a \"limit\")",
             ));
         }
     };
@@ -481,8 +535,8 @@ async fn dead_letters(console: &Console, name: &str, action: &str, body: &[u8]) 
     Ok(json!({
         "selected": ids.len(),
         "done": done,
-        // A full batch of a group: there may be more of it.
-        "more": group && ids.len() == limit,
+        // A full batch of a filter: there may be more of it.
+        "more": filtered && ids.len() == limit,
     }))
 }
 

@@ -236,6 +236,40 @@ pub struct DeadLetterGroup {
     pub first_died_at: Timestamp,
 }
 
+/// Which dead letters a bulk action takes: those of every criterion given
+/// (none given: every dead letter).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeadFilter {
+    /// Of this topic (an endpoint's deliveries: the endpoint's id).
+    pub topic: Option<String>,
+    /// Of this [`error_class`].
+    pub error_class: Option<String>,
+    /// About this subject.
+    pub subject: Option<String>,
+    /// That died at or after this time.
+    pub died_from: Option<Timestamp>,
+    /// That died at or before this time (give the time of the count an
+    /// operator confirmed: what dies since is left alone).
+    pub died_by: Option<Timestamp>,
+}
+
+/// How many dead letters match a [`DeadFilter`] among those a bounded walk
+/// read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DeadCount {
+    /// Dead letters that match.
+    pub count: u64,
+    /// Dead letters read (from the oldest that may match).
+    pub scanned: u64,
+    /// Whether the walk read every dead letter that may match: otherwise
+    /// `count` is a lower bound.
+    pub complete: bool,
+    /// When it was counted: give it as [`DeadFilter::died_by`] to act on
+    /// what was counted, and not on what died since.
+    #[serde(rename = "read_at_ms", serialize_with = "timestamp_millis")]
+    pub read_at: Timestamp,
+}
+
 /// Dead letters grouped, from the oldest `scanned` of them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeadLetterGroups {
@@ -593,7 +627,11 @@ impl Outbox {
     pub async fn dead_letter_groups(&self, scan: u32) -> Result<DeadLetterGroups> {
         check_scan("scan bound", scan)?;
         let read_at = self.now();
-        let statement = self.dead_scan(None, Some(read_at), scan)?;
+        let filter = DeadFilter {
+            died_by: Some(read_at),
+            ..DeadFilter::default()
+        };
+        let statement = self.dead_scan(&filter, scan)?;
         let rows = self.inner.db.query(&statement).await?;
         let mut groups: BTreeMap<(String, String), DeadLetterGroup> = BTreeMap::new();
         let mut scanned = 0;
@@ -628,7 +666,8 @@ impl Outbox {
     /// died by `died_by` (if given), the oldest first, among the oldest
     /// `scan` dead letters (1 ..= [`MAX_SCAN`]): one read of at most `scan`
     /// rows, as [`dead_letter_groups`](Outbox::dead_letter_groups) counted
-    /// them.
+    /// them. ([`dead_letters_matching`](Outbox::dead_letters_matching) with
+    /// those two criteria.)
     ///
     /// # Errors
     /// As [`dead_letter_groups`](Outbox::dead_letter_groups).
@@ -640,8 +679,31 @@ impl Outbox {
         scan: u32,
         died_by: Option<Timestamp>,
     ) -> Result<Vec<String>> {
+        let filter = DeadFilter {
+            topic: Some(topic.to_owned()),
+            error_class: Some(error_class.to_owned()),
+            died_by,
+            ..DeadFilter::default()
+        };
+        self.dead_letters_matching(&filter, limit, scan).await
+    }
+
+    /// Ids of up to `limit` dead letters that match `filter`, the oldest
+    /// first, among the oldest `scan` (1 ..= [`MAX_SCAN`]) dead letters that
+    /// died in its time range: one read of at most `scan` rows. Acting on
+    /// them (a replay, a purge) takes them out of the next call's walk, so
+    /// calls in turn go through every match, a bounded batch at a time.
+    ///
+    /// # Errors
+    /// As [`dead_letter_groups`](Outbox::dead_letter_groups).
+    pub async fn dead_letters_matching(
+        &self,
+        filter: &DeadFilter,
+        limit: usize,
+        scan: u32,
+    ) -> Result<Vec<String>> {
         check_scan("scan bound", scan)?;
-        let statement = self.dead_scan(Some(topic), died_by, scan)?;
+        let statement = self.dead_scan(filter, scan)?;
         let rows = self.inner.db.query(&statement).await?;
         let mut ids = Vec::new();
         for row in rows.iter() {
@@ -649,7 +711,11 @@ impl Outbox {
                 break;
             }
             let (_, class, _) = self.dead_row(row)?;
-            if class == error_class {
+            if filter
+                .error_class
+                .as_ref()
+                .is_none_or(|wanted| *wanted == class)
+            {
                 ids.push(
                     row.get::<String>(col::ID)
                         .map_err(|e| e.in_row(self.table().as_str(), None))?,
@@ -659,40 +725,120 @@ impl Outbox {
         Ok(ids)
     }
 
-    /// The oldest `scan` dead letters (that died by `died_by`), of `topic`
-    /// among them if given: the walk is bounded whatever the topic.
-    fn dead_scan(
+    /// How many dead letters match `filter` among the oldest `scan` (1 ..=
+    /// [`MAX_SCAN`]) that died in its time range (by now, if it gives no
+    /// end): one read of at most `scan` rows. What an operator confirms
+    /// before a bulk action.
+    ///
+    /// # Errors
+    /// As [`dead_letter_groups`](Outbox::dead_letter_groups).
+    pub async fn count_dead_matching(&self, filter: &DeadFilter, scan: u32) -> Result<DeadCount> {
+        check_scan("scan bound", scan)?;
+        let read_at = self.now();
+        let mut filter = filter.clone();
+        filter.died_by = Some(filter.died_by.map_or(read_at, |by| by.min(read_at)));
+        // The walk, unfiltered but for time, says whether it was cut.
+        let mut walked = filter.clone();
+        (walked.topic, walked.subject, walked.error_class) = (None, None, None);
+        let statements = [
+            self.dead_scan(&filter, scan)?,
+            self.dead_scan_end(&walked, scan)?,
+        ];
+        let outcomes = self.inner.db.batch_atomic(&statements).await?;
+        let (Some(rows), Some(end)) = (outcomes.first(), outcomes.get(1)) else {
+            return Err(Error::database("a count's reads did not answer"));
+        };
+        let mut count = 0;
+        for row in rows.rows.iter() {
+            let (_, class, _) = self.dead_row(row)?;
+            if filter
+                .error_class
+                .as_ref()
+                .is_none_or(|wanted| *wanted == class)
+            {
+                count += 1;
+            }
+        }
+        let cut = !end.rows.is_empty();
+        Ok(DeadCount {
+            count,
+            scanned: if cut {
+                u64::from(scan)
+            } else {
+                rows.rows.len() as u64
+            },
+            complete: !cut,
+            read_at,
+        })
+    }
+
+    /// The oldest `scan` dead letters that died in `filter`'s time range,
+    /// of its topic and subject among them if given: the walk is bounded
+    /// whatever the topic or subject. (The error class is matched on the
+    /// rows read.)
+    fn dead_scan(&self, filter: &DeadFilter, scan: u32) -> Result<Statement> {
+        let walk = self.dead_walk(
+            filter,
+            scan,
+            &[col::ID, col::TOPIC, col::DUE_AT, col::SUBJECT],
+        );
+        if filter.topic.is_none() && filter.subject.is_none() {
+            return self.render(&walk);
+        }
+        let mut matching = Query::select();
+        matching
+            .columns([col::ID, col::TOPIC, col::DUE_AT, col::LAST_ERROR])
+            .from_subquery(walk, Alias::new("dead_walked"))
+            .order_by(col::DUE_AT, Order::Asc)
+            .order_by(col::ID, Order::Asc);
+        if let Some(topic) = &filter.topic {
+            matching.and_where(Expr::col(col::TOPIC).eq(topic.as_str()));
+        }
+        if let Some(subject) = &filter.subject {
+            matching.and_where(Expr::col(col::SUBJECT).eq(subject.as_str()));
+        }
+        self.render(&matching)
+    }
+
+    /// The `scan`-th dead letter of the walk, if the walk reaches it: a
+    /// key-only read that says whether a walk of `scan` rows was cut.
+    fn dead_scan_end(&self, filter: &DeadFilter, scan: u32) -> Result<Statement> {
+        let mut last = self.dead_walk(filter, scan, &[]);
+        last.offset(u64::from(scan) - 1).limit(1);
+        self.render(&last)
+    }
+
+    /// The walk along the dead letters' primary key, in `filter`'s time
+    /// range, of at most `scan` rows: `columns` and the start of their last
+    /// error (none: the key alone).
+    fn dead_walk(
         &self,
-        topic: Option<&str>,
-        died_by: Option<Timestamp>,
+        filter: &DeadFilter,
         scan: u32,
-    ) -> Result<Statement> {
+        columns: &[&'static str],
+    ) -> sea_query::SelectStatement {
         let mut walk = Query::select();
-        walk.columns([col::ID, col::TOPIC, col::DUE_AT])
-            .expr_as(
+        if columns.is_empty() {
+            walk.columns([col::DUE_AT, col::ID]);
+        } else {
+            walk.columns(columns.iter().copied()).expr_as(
                 // Written into the SQL: Postgres has no substr(text, bigint, bigint).
                 Expr::cust(format!("substr(\"{}\", 1, {CLASS_READ})", col::LAST_ERROR)),
                 Alias::new(col::LAST_ERROR),
-            )
-            .from(self.table_name())
+            );
+        }
+        walk.from(self.table_name())
             .and_where(crate::sql::state_is(state::DEAD))
             .order_by(col::DUE_AT, Order::Asc)
             .order_by(col::ID, Order::Asc)
             .limit(u64::from(scan));
-        if let Some(died_by) = died_by {
-            walk.and_where(Expr::col(col::DUE_AT).lte(died_by.as_unix_millis()));
+        if let Some(from) = filter.died_from {
+            walk.and_where(Expr::col(col::DUE_AT).gte(from.as_unix_millis()));
         }
-        let Some(topic) = topic else {
-            return self.render(&walk);
-        };
-        let mut of_topic = Query::select();
-        of_topic
-            .columns([col::ID, col::TOPIC, col::DUE_AT, col::LAST_ERROR])
-            .from_subquery(walk, Alias::new("dead_walked"))
-            .and_where(Expr::col(col::TOPIC).eq(topic))
-            .order_by(col::DUE_AT, Order::Asc)
-            .order_by(col::ID, Order::Asc);
-        self.render(&of_topic)
+        if let Some(by) = filter.died_by {
+            walk.and_where(Expr::col(col::DUE_AT).lte(by.as_unix_millis()));
+        }
+        walk
     }
 
     fn dead_row(&self, row: Row<'_>) -> Result<(String, String, Timestamp)> {

@@ -63,8 +63,9 @@ pub(crate) use crate::verdict::Delivery;
 pub use attempts::LoggedAttempt;
 pub(crate) use browse::check_scan;
 pub use browse::{
-    BrowseCursor, BrowseFilter, BrowsePage, BrowsedMessage, CappedCount, DeadLetterGroup,
-    DeadLetterGroups, Head, Listed, MAX_SCAN, MAX_SELECTION, Overview, error_class,
+    BrowseCursor, BrowseFilter, BrowsePage, BrowsedMessage, CappedCount, DeadCount, DeadFilter,
+    DeadLetterGroup, DeadLetterGroups, Head, Listed, MAX_SCAN, MAX_SELECTION, Overview,
+    error_class,
 };
 pub(crate) use claim::ClaimStatement;
 pub(crate) use claim::ClaimedMessage;

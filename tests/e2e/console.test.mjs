@@ -210,7 +210,8 @@ describe("the operator console, in a real browser", () => {
     const dialogs = [];
     page.on("dialog", async (dialog) => {
       dialogs.push(dialog.message());
-      return dialog.dismiss();
+      // Bulk actions are confirmed; a pause of an unseen topic is not.
+      return dialog.message().includes("all the same") ? dialog.dismiss() : dialog.accept();
     });
     await page.goto(new URL("/console/", x.url).href);
     await page.locator("#signin-form").waitFor();
@@ -265,6 +266,20 @@ describe("the operator console, in a real browser", () => {
     }
 
     assert.deepEqual(noise, [], "no error, warning or failed request on the way");
+
+    // Every dead letter of one error class, counted, confirmed by its count and replayed.
+    x.sink.refusal = "no such mailbox 123";
+    for (const email of ["bulk1@example.com", "bulk2@example.com"]) assert.equal((await x.signup(email)).status, 201);
+    await eventually(async () => (await x.api("outboxes/mail")).body.counts.dead.count === 3);
+    await page.locator("#b-class").fill("receiver answered 400: no such mailbox #");
+    await page.locator("#bulk-form button[type=submit]").click();
+    await page.locator("#bulk-note").filter({ hasText: "2 dead letter(s) match" }).waitFor();
+    await page.locator("#bulk-replay").click();
+    await page.locator("#status").filter({ hasText: "replay: 2 done" }).waitFor();
+    assert.match(dialogs.at(-1), /^replay 2 dead letter\(s\) matching error class receiver answered 400: no such mailbox #, died by .* UTC\?$/);
+    const stillDead = (await x.api("outboxes/mail/messages?state=dead")).body.messages;
+    assert.deepEqual(stillDead.map((m) => JSON.parse(m.payload).to), ["detail@example.com"]);
+
     // A topic the outbox has not seen is paused only when the operator says so.
     await page.locator("#pause-topic").fill("signup-confirmaton");
     await page.locator("#pause-form button").click();
@@ -279,7 +294,7 @@ describe("the operator console, in a real browser", () => {
     assert.equal((await x.signup("held@example.com")).status, 201);
     await page.locator("#state").selectOption("due");
     await page.locator("#filter button").click();
-    await page.locator("#messages td.paused").filter({ hasText: "paused: provider migrating" }).waitFor();
+    await page.locator("#messages td.paused").filter({ hasText: "paused: provider migrating" }).first().waitFor();
     await x.api("outboxes/mail/topics/resume", {
       method: "POST",
       headers: change,

@@ -280,9 +280,9 @@ async function groups() {
       // Only what the operator saw: dead letters that died by the time of this listing.
       const selection = { topic: group.topic, error_class: group.error_class, died_by_ms: body.read_at_ms };
       const replay = el("button", "Replay group", { type: "button", class: "operator" });
-      replay.addEventListener("click", () => actOnGroup("replay", selection, group.count));
+      replay.addEventListener("click", () => actOnSelection("replay", selection, group.count));
       const purge = el("button", "Purge group", { type: "button", class: "operator danger" });
-      purge.addEventListener("click", () => actOnGroup("purge", selection, group.count));
+      purge.addEventListener("click", () => actOnSelection("purge", selection, group.count));
       return el("tr", undefined, {}, [
         cell(group.topic),
         cell(group.error_class, { class: "error" }),
@@ -309,7 +309,7 @@ async function messages(which) {
     if ($(id).value) params.set(name, $(id).value);
   }
   const from = $("f-from").value;
-  if (from) params.set("from_ms", String(new Date($("utc").checked ? `${from}Z` : from).getTime()));
+  if (from) params.set("from_ms", String(inputTime("f-from")));
   const start = which === "next" ? state.after : which === "same" ? state.pageStart : null;
   if (start) params.set("after", start);
   const body = await call(`${outboxPath("messages")}?${params}`);
@@ -461,6 +461,40 @@ async function eraseSubject() {
   }
 }
 
+/** A time of a datetime-local input in ms (as UTC when the switch says so), or undefined. */
+function inputTime(id) {
+  const value = $(id).value;
+  if (!value) return undefined;
+  return new Date($("utc").checked ? `${value}Z` : value).getTime();
+}
+
+/** Counts the dead letters the bulk form matches, and offers to act on them. */
+async function countMatching() {
+  const selection = {};
+  for (const [name, id] of [["topic", "b-topic"], ["error_class", "b-class"], ["subject", "b-subject"]]) {
+    if ($(id).value) selection[name] = $(id).value;
+  }
+  const params = new URLSearchParams(selection);
+  const from = inputTime("b-from");
+  const to = inputTime("b-to");
+  if (from !== undefined) params.set("from_ms", String(from));
+  if (to !== undefined) params.set("to_ms", String(to));
+  try {
+    const body = await call(`${outboxPath("dead/count")}?${params}`);
+    if (from !== undefined) selection.from_ms = from;
+    // What died after the count is left alone.
+    selection.died_by_ms = to === undefined ? body.read_at_ms : Math.min(to, body.read_at_ms);
+    state.bulk = { selection, count: body.count };
+    $("bulk-note").textContent = body.complete
+      ? `${body.count} dead letter(s) match`
+      : `${body.count} dead letter(s) match among the oldest ${body.scanned} read: act, then count again for more`;
+    $("bulk-replay").disabled = $("bulk-purge").disabled = body.count === 0;
+  } catch (error) {
+    if (error instanceof Unauthorized) return showSignIn(error.message);
+    $("bulk-note").textContent = error.message;
+  }
+}
+
 /** Unchecks the list's boxes: what they named has been acted on. */
 function clearSelection() {
   for (const box of document.querySelectorAll("#messages input[type=checkbox]:checked")) box.checked = false;
@@ -504,8 +538,21 @@ async function pauseTopic(topic, reason) {
   await refresh();
 }
 
-async function actOnGroup(verb, selection, count) {
-  if (!confirm(`${verb} ${count} dead letter(s) of ${selection.topic} (${selection.error_class})?`)) return;
+/** A selection's criteria, in words. */
+function describe(selection) {
+  const said = [
+    ["topic", selection.topic],
+    ["error class", selection.error_class],
+    ["subject", selection.subject],
+    ["died from", selection.from_ms === undefined ? undefined : when(selection.from_ms)],
+    ["died by", selection.died_by_ms === undefined ? undefined : when(selection.died_by_ms)],
+  ].filter(([, value]) => value !== undefined);
+  return said.map(([name, value]) => `${name} ${visible(value)}`).join(", ");
+}
+
+/** Replays or purges the `count` dead letters `selection` matched, in batches the server bounds, never past the count confirmed. */
+async function actOnSelection(verb, selection, count) {
+  if (!confirm(`${verb} ${count} dead letter(s) matching ${describe(selection)}?`)) return;
   let done = 0;
   try {
     // In batches of at most the server's selection, and never past the count confirmed.
@@ -566,6 +613,22 @@ document.addEventListener("DOMContentLoaded", () => {
     if (event.key === TOKEN_KEY) start();
   });
   $("detail-close").addEventListener("click", closeDetail);
+  $("bulk-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    countMatching();
+  });
+  for (const input of document.querySelectorAll("#bulk-form input")) {
+    // A changed filter must be counted again before it is acted on.
+    input.addEventListener("input", () => ($("bulk-replay").disabled = $("bulk-purge").disabled = true));
+  }
+  for (const verb of ["replay", "purge"]) {
+    $(`bulk-${verb}`).addEventListener("click", async () => {
+      if (!state.bulk) return;
+      await actOnSelection(verb, state.bulk.selection, state.bulk.count);
+      $("bulk-replay").disabled = $("bulk-purge").disabled = true;
+      $("bulk-note").textContent = "";
+    });
+  }
   $("refresh").addEventListener("change", scheduleRefresh);
   document.addEventListener("visibilitychange", () => {
     if (!document.hidden && Number($("refresh").value) > 0) refresh();
