@@ -181,7 +181,11 @@ async fn every_public_future_can_be_spawned() {
             outbox.replay_selected(&none).await.unwrap();
             outbox.purge_selected(&none).await.unwrap();
             let key = workers_outbox::outbox::BrowseCursor::parse("1.no-such-id").unwrap();
+            assert!(outbox.message_at(&key).await.unwrap().is_none());
             outbox.reschedule_now(&[key]).await.unwrap();
+            let every = workers_outbox::outbox::DeadFilter::default();
+            outbox.count_dead_matching(&every, 100).await.unwrap();
+            outbox.dead_letters_matching(&every, 10, 100).await.unwrap();
             drop(ids);
             let console = workers_outbox::console::Console::builder()
                 .outbox("mail", outbox)
