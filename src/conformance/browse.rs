@@ -414,6 +414,18 @@ pub(crate) async fn a_message_is_found_by_its_key_in_any_state(h: Harness) -> Ca
         outbox.message_at(&key).await?.is_none(),
         "a claim moves a message to its lease's end: its old key finds nothing"
     );
+    let listed = first(
+        outbox
+            .browse(&BrowseFilter::new(Listed::Leased), None, 10, 100)
+            .await?,
+    )?;
+    let found = outbox
+        .message_at(&BrowseCursor::of(&listed.message))
+        .await?;
+    ensure_eq!(
+        found.map(|m| (m.message.id, m.message.state)),
+        Some((head.clone(), MessageState::Leased))
+    );
     let leased = claim
         .messages
         .first()
@@ -479,8 +491,15 @@ pub(crate) async fn dead_letters_are_counted_and_taken_by_filter(h: Harness) -> 
     ];
     for (wanted, count) in &cases {
         let counted = outbox.count_dead_matching(wanted, 100).await?;
-        ensure_eq!((counted.count, counted.complete), (*count, true));
+        ensure_eq!(
+            (counted.count, counted.scanned, counted.complete),
+            (*count, 6, true)
+        );
     }
+    let exact = outbox
+        .count_dead_matching(&filter(None, None, None), 6)
+        .await?;
+    ensure_eq!((exact.count, exact.scanned), (6, 6));
     let mut since = filter(Some("mail"), bad_address, None);
     since.died_from = Some(start.checked_add(Duration::from_millis(1500))?);
     ensure_eq!(outbox.count_dead_matching(&since, 100).await?.count, 1);
@@ -504,6 +523,10 @@ pub(crate) async fn dead_letters_are_counted_and_taken_by_filter(h: Harness) -> 
             .is_empty(),
         "every match was taken"
     );
+    let mut first_two = filter(None, None, None);
+    first_two.died_by = Some(start.checked_add(Duration::from_millis(1500))?);
+    let taken = outbox.dead_letters_matching(&first_two, 10, 100).await?;
+    ensure_eq!(taken, vec![ids[1].clone()]); // ids[0] was replayed
     let mut before = filter(None, None, None);
     before.died_by = Some(start.saturating_sub(Duration::from_millis(1)));
     ensure_eq!(

@@ -562,7 +562,7 @@ async fn reschedule(console: &Console, name: &str, body: &[u8]) -> Result<Json> 
 }
 
 /// A pause or a resume. A pause names a topic settled in the last
-/// [`SEEN_HOURS`] hours (per the rollups) or paused already, unless
+/// [`SEEN_MINUTES`] minutes (per the rollups) or paused already, unless
 /// `unseen` says the operator means one with no such message: a typo
 /// pauses nothing.
 #[derive(Debug, Deserialize)]
@@ -574,9 +574,10 @@ struct TopicSwitch {
     unseen: bool,
 }
 
-/// How far back a pause looks for a topic's messages (in the hourly
-/// rollups: one row per topic and hour).
-const SEEN_HOURS: u64 = 48;
+/// How far back a pause looks for a topic's settled messages: the minute
+/// rollups the page's topics table reads on each refresh, so a pause costs
+/// no more than a refresh.
+const SEEN_MINUTES: u64 = 60;
 
 async fn topic_switch(console: &Console, name: &str, action: &str, body: &[u8]) -> Result<Json> {
     let outbox = outbox(console, name)?;
@@ -586,8 +587,8 @@ async fn topic_switch(console: &Console, name: &str, action: &str, body: &[u8]) 
         return Err(Error::invalid(
             "topic",
             format!(
-                "{:?} is not paused and had no message settled in the last {SEEN_HOURS} \
-                 hours: send \"unseen\": true to pause it all the same",
+                "{:?} is not paused and had no message settled in the last {SEEN_MINUTES} \
+                 minutes: send \"unseen\": true to pause it all the same",
                 switch.topic
             ),
         ));
@@ -605,7 +606,7 @@ async fn topic_switch(console: &Console, name: &str, action: &str, body: &[u8]) 
 }
 
 /// Whether `topic` is paused, or had a message settled in the last
-/// [`SEEN_HOURS`] hours.
+/// [`SEEN_MINUTES`] minutes.
 async fn seen(outbox: &Outbox, topic: &str) -> Result<bool> {
     if outbox
         .paused_topics()
@@ -616,9 +617,9 @@ async fn seen(outbox: &Outbox, topic: &str) -> Result<bool> {
         return Ok(true);
     }
     let to = outbox.clock().now();
-    let from = to.saturating_sub(Duration::from_secs(SEEN_HOURS * 3600));
+    let from = to.saturating_sub(Duration::from_secs(SEEN_MINUTES * 60));
     Ok(outbox
-        .rollups(from, to, Resolution::Hour)
+        .rollups(from, to, Resolution::Minute)
         .await?
         .iter()
         .any(|rollup| rollup.topic == topic))

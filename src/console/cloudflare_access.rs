@@ -31,8 +31,9 @@ const REFETCH_AFTER_MS: f64 = 60.0 * 1000.0;
 ///
 /// The team's keys (`https://<team domain>/cdn-cgi/access/certs`) are
 /// fetched once per isolate and kept ten minutes; a token naming a key not
-/// among them fetches them again, at most once a minute. A failed fetch keeps
-/// the keys there were.
+/// among them fetches them again, at most once a minute (every request may
+/// try until a first fetch succeeded). A failed fetch keeps the keys there
+/// were.
 ///
 /// ```ignore
 /// let console = Console::builder()
@@ -69,7 +70,8 @@ impl CloudflareAccess {
             ));
         }
         Ok(CloudflareAccess {
-            team_domain: team_domain.to_owned(),
+            // Host names are compared in lower case (`iss` is the team's URL).
+            team_domain: team_domain.to_ascii_lowercase(),
             audience: audience.to_owned(),
             operators: Vec::new(),
         })
@@ -110,7 +112,9 @@ impl CloudflareAccess {
             (
                 keys.find(kid),
                 now - keys.fetched_at < KEYS_KEPT_MS,
-                now - keys.tried_at >= REFETCH_AFTER_MS,
+                // Until a fetch succeeds, every request may try: on a cold
+                // isolate, concurrent sign-ins must not wait out the limit.
+                keys.fetched_at <= 0.0 || now - keys.tried_at >= REFETCH_AFTER_MS,
             )
         });
         match kept {

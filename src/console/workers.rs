@@ -71,10 +71,11 @@ async fn bounded_body(request: &mut worker::Request) -> worker::Result<Option<Ve
     let mut stream = request.stream()?;
     let mut body = Vec::new();
     while let Some(chunk) = stream.next().await {
-        body.extend_from_slice(&chunk?);
-        if body.len() > MAX_BODY {
+        let chunk = chunk?;
+        if body.len() + chunk.len() > MAX_BODY {
             return Ok(None);
         }
+        body.extend_from_slice(&chunk);
     }
     Ok(Some(body))
 }

@@ -227,7 +227,7 @@ pub struct BrowsePage {
 pub struct DeadLetterGroup {
     /// Their topic.
     pub topic: String,
-    /// Their last error up to its first colon (`"none"` without one).
+    /// Their [`error_class`]: the status and the start of the answer.
     pub error_class: String,
     /// How many among the rows read.
     pub count: u64,
@@ -294,7 +294,11 @@ pub struct DeadLetterGroups {
 /// of digits `#`, so answers that differ only in an id or a count share a
 /// class). `"none"` for no error.
 pub fn error_class(last_error: Option<&str>) -> String {
-    let Some(error) = last_error.map(str::trim).filter(|e| !e.is_empty()) else {
+    // What a grouping reads of an error, so a class computed here matches
+    // the class a filter matches.
+    let read: Option<String> =
+        last_error.map(|error| error.chars().take(CLASS_READ as usize).collect());
+    let Some(error) = read.as_deref().map(str::trim).filter(|e| !e.is_empty()) else {
         return "none".to_owned();
     };
     let (head, rest) = error.split_once(':').unwrap_or((error, ""));
@@ -316,9 +320,13 @@ pub fn error_class(last_error: Option<&str>) -> String {
             break;
         }
     }
+    let answer = answer.trim_end();
     if !answer.is_empty() {
         class.push_str(": ");
-        class.push_str(answer.trim_end());
+        class.push_str(answer);
+    }
+    if class.is_empty() {
+        return "none".to_owned();
     }
     class
 }
@@ -334,6 +342,8 @@ pub const MAX_SELECTION: usize = 100;
 const HEADS_PER_STATEMENT: usize = 50;
 /// The most rows one read walks (a count, a page, a grouping).
 pub const MAX_SCAN: u32 = 100_000;
+/// The column of a walk's count.
+const WALKED: &str = "walked";
 /// How much of a `last_error` a grouping reads.
 const CLASS_READ: i64 = 200;
 
@@ -737,12 +747,12 @@ impl Outbox {
         let read_at = self.now();
         let mut filter = filter.clone();
         filter.died_by = Some(filter.died_by.map_or(read_at, |by| by.min(read_at)));
-        // The walk, unfiltered but for time, says whether it was cut.
+        // The walk, unfiltered but for time, counted: how many it read.
         let mut walked = filter.clone();
         (walked.topic, walked.subject, walked.error_class) = (None, None, None);
         let statements = [
             self.dead_scan(&filter, scan)?,
-            self.dead_scan_end(&walked, scan)?,
+            self.dead_walk_count(&walked, scan)?,
         ];
         let outcomes = self.inner.db.batch_atomic(&statements).await?;
         let (Some(rows), Some(end)) = (outcomes.first(), outcomes.get(1)) else {
@@ -759,15 +769,16 @@ impl Outbox {
                 count += 1;
             }
         }
-        let cut = !end.rows.is_empty();
+        let scanned: u64 = match end.rows.first() {
+            Some(row) => row
+                .get(WALKED)
+                .map_err(|e| e.in_row(self.table().as_str(), None))?,
+            None => 0,
+        };
         Ok(DeadCount {
             count,
-            scanned: if cut {
-                u64::from(scan)
-            } else {
-                rows.rows.len() as u64
-            },
-            complete: !cut,
+            scanned,
+            complete: scanned < u64::from(scan),
             read_at,
         })
     }
@@ -800,12 +811,13 @@ impl Outbox {
         self.render(&matching)
     }
 
-    /// The `scan`-th dead letter of the walk, if the walk reaches it: a
-    /// key-only read that says whether a walk of `scan` rows was cut.
-    fn dead_scan_end(&self, filter: &DeadFilter, scan: u32) -> Result<Statement> {
-        let mut last = self.dead_walk(filter, scan, &[]);
-        last.offset(u64::from(scan) - 1).limit(1);
-        self.render(&last)
+    /// How many rows the walk reads: a key-only count of at most `scan`.
+    fn dead_walk_count(&self, filter: &DeadFilter, scan: u32) -> Result<Statement> {
+        let mut count = Query::select();
+        count
+            .expr_as(Expr::cust("count(*)"), Alias::new(WALKED))
+            .from_subquery(self.dead_walk(filter, scan, &[]), Alias::new("dead_walked"));
+        self.render(&count)
     }
 
     /// The walk along the dead letters' primary key, in `filter`'s time
@@ -1124,6 +1136,18 @@ mod tests {
             error_class(Some("receiver answered 400: unknown template")),
             error_class(Some("receiver answered 400: invalid recipient")),
             "what the receiver said splits a status"
+        );
+        assert_eq!(error_class(Some("  :  ")), "none");
+        assert_eq!(
+            error_class(Some(&format!("HTTP 400: {} b", "a".repeat(39)))),
+            format!("HTTP 400: {}", "a".repeat(39)),
+            "a cut on a space keeps no trailing space"
+        );
+        let deep = format!("{}: x", " ".repeat(250));
+        assert_eq!(
+            error_class(Some(&deep)),
+            "none",
+            "only what a grouping reads counts"
         );
         let long = format!("{}: {}", "s".repeat(100), "a".repeat(100));
         assert_eq!(

@@ -6,7 +6,8 @@
 const api = new URL("api/", document.baseURI);
 // The token is kept per origin (a new tab is signed in too); it is sent
 // only as a header, so the cross-site rules are what they were.
-const TOKEN_KEY = "outbox-console-token";
+// Keyed by the console's path: two consoles of one origin keep their own.
+const TOKEN_KEY = `outbox-console-token:${api.pathname}`;
 const UTC_KEY = "outbox-console-utc";
 // `pageStart`: the cursor the shown page of messages began at (a refresh
 // shows the same page); `after`: where the next page begins.
@@ -14,20 +15,23 @@ const state = { session: null, outbox: null, pageStart: null, after: null, timer
 
 const $ = (id) => document.getElementById(id);
 
-// Control characters (but tab and line feed), and the characters that
-// reorder or hide text: bidirectional embeddings, overrides and isolates,
-// marks, zero-width characters, the byte order mark.
-const HIDDEN = /[\u0000-\u0008\u000B-\u001F\u007F-\u009F\u061C\u200B-\u200F\u2028-\u202E\u2060-\u2069\uFEFF]/g;
+// Control and format characters (bidirectional embeddings, overrides,
+// isolates and marks among them), line and paragraph separators, and every
+// character meant to be invisible: each is shown as its code point, but
+// tab and line feed, which are kept.
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/gu;
+const KEPT = new Set(["\t", "\n"]);
 const codePoint = (c) => `U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
 
 /** `text` with each hidden character written as its code point, for attributes. */
-const visible = (text) => String(text).replace(HIDDEN, (c) => `⟨${codePoint(c)}⟩`);
+const visible = (text) => String(text).replace(HIDDEN, (c) => (KEPT.has(c) ? c : `⟨${codePoint(c)}⟩`));
 
 /** Appends `text` to `node` as text, each hidden character as a marked code point. */
 function appendText(node, value) {
   const text = String(value);
   let last = 0;
   for (const match of text.matchAll(HIDDEN)) {
+    if (KEPT.has(match[0])) continue;
     node.append(document.createTextNode(text.slice(last, match.index)));
     node.append(Object.assign(document.createElement("span"), { className: "ctl", textContent: codePoint(match[0]) }));
     last = match.index + match[0].length;
@@ -95,7 +99,8 @@ function showSignIn(why) {
   $("console").hidden = true;
   $("signout").hidden = true;
   $("signin").hidden = false;
-  $("signin-why").textContent = why ?? "";
+  $("signin-why").replaceChildren();
+  appendText($("signin-why"), why ?? "");
 }
 
 async function start() {
@@ -143,10 +148,24 @@ async function start() {
 /** The message the address names (`#message=<outbox>/<key>`), if any. */
 function linkedMessage() {
   const match = /^#message=([^/]+)\/(.+)$/.exec(location.hash);
-  return match ? { outbox: decodeURIComponent(match[1]), key: decodeURIComponent(match[2]) } : null;
+  if (!match) return null;
+  try {
+    return { outbox: decodeURIComponent(match[1]), key: decodeURIComponent(match[2]) };
+  } catch {
+    return null;
+  }
 }
 
 async function choose(name) {
+  if (state.outbox !== name) {
+    // Nothing read of one outbox may be acted on in another.
+    state.bulk = null;
+    $("bulk-replay").disabled = $("bulk-purge").disabled = true;
+    $("bulk-note").textContent = "";
+    $("messages").replaceChildren();
+    $("groups").replaceChildren();
+    $("detail").hidden = true;
+  }
   state.outbox = name;
   for (const button of $("outboxes").children) {
     button.setAttribute("aria-pressed", String(button.textContent === name));
@@ -277,12 +296,13 @@ async function groups() {
   const body = await call(outboxPath("dead/groups"));
   $("groups").replaceChildren(
     ...body.groups.map((group) => {
-      // Only what the operator saw: dead letters that died by the time of this listing.
+      // Only what the operator saw: dead letters of this outbox that died by the time of this listing.
       const selection = { topic: group.topic, error_class: group.error_class, died_by_ms: body.read_at_ms };
+      const outbox = state.outbox;
       const replay = el("button", "Replay group", { type: "button", class: "operator" });
-      replay.addEventListener("click", () => actOnSelection("replay", selection, group.count));
+      replay.addEventListener("click", () => actOnSelection("replay", outbox, selection, group.count));
       const purge = el("button", "Purge group", { type: "button", class: "operator danger" });
-      purge.addEventListener("click", () => actOnSelection("purge", selection, group.count));
+      purge.addEventListener("click", () => actOnSelection("purge", outbox, selection, group.count));
       return el("tr", undefined, {}, [
         cell(group.topic),
         cell(group.error_class, { class: "error" }),
@@ -435,10 +455,12 @@ async function exportSubject() {
     if (body.erased_at_ms !== null) parts.push(`erased ${when(body.erased_at_ms)}`);
     $("subject-summary").replaceChildren();
     appendText($("subject-summary"), `${subject}: ${parts.join(", ")}`);
-    $("subject-export").textContent = JSON.stringify(body, null, 2);
+    $("subject-export").replaceChildren();
+    appendText($("subject-export"), JSON.stringify(body, null, 2));
   } catch (error) {
     if (error instanceof Unauthorized) return showSignIn(error.message);
-    $("subject-summary").textContent = error.message;
+    $("subject-summary").replaceChildren();
+    appendText($("subject-summary"), error.message);
   }
 }
 
@@ -457,7 +479,8 @@ async function eraseSubject() {
     await refresh();
   } catch (error) {
     if (error instanceof Unauthorized) return showSignIn(error.message);
-    $("subject-summary").textContent = `erasure failed: ${error.message}`;
+    $("subject-summary").replaceChildren();
+    appendText($("subject-summary"), `erasure failed: ${error.message}`);
   }
 }
 
@@ -484,14 +507,15 @@ async function countMatching() {
     if (from !== undefined) selection.from_ms = from;
     // What died after the count is left alone.
     selection.died_by_ms = to === undefined ? body.read_at_ms : Math.min(to, body.read_at_ms);
-    state.bulk = { selection, count: body.count };
+    state.bulk = { outbox: state.outbox, selection, count: body.count };
     $("bulk-note").textContent = body.complete
       ? `${body.count} dead letter(s) match`
       : `${body.count} dead letter(s) match among the oldest ${body.scanned} read: act, then count again for more`;
     $("bulk-replay").disabled = $("bulk-purge").disabled = body.count === 0;
   } catch (error) {
     if (error instanceof Unauthorized) return showSignIn(error.message);
-    $("bulk-note").textContent = error.message;
+    $("bulk-note").replaceChildren();
+    appendText($("bulk-note"), error.message);
   }
 }
 
@@ -529,7 +553,7 @@ async function pauseTopic(topic, reason) {
   } catch (error) {
     if (error instanceof Unauthorized) return showSignIn(error.message);
     if (!error.message.includes('"unseen": true')) return say(`pause failed: ${error.message}`);
-    if (!confirm(`${visible(topic)} is not paused and had no message settled in the last 48 hours. Pause it all the same?`)) {
+    if (!confirm(`${visible(topic)} is not paused and had no message settled in the last hour. Pause it all the same?`)) {
       return say(`pause of ${topic} not sent`);
     }
     return act("pause", path, { topic, reason, unseen: true });
@@ -547,17 +571,19 @@ function describe(selection) {
     ["died from", selection.from_ms === undefined ? undefined : when(selection.from_ms)],
     ["died by", selection.died_by_ms === undefined ? undefined : when(selection.died_by_ms)],
   ].filter(([, value]) => value !== undefined);
-  return said.map(([name, value]) => `${name} ${visible(value)}`).join(", ");
+  // Each value isolated: right-to-left text in it cannot reorder the words around it.
+  return said.map(([name, value]) => `${name} \u2068${visible(value)}\u2069`).join(", ");
 }
 
-/** Replays or purges the `count` dead letters `selection` matched, in batches the server bounds, never past the count confirmed. */
-async function actOnSelection(verb, selection, count) {
-  if (!confirm(`${verb} ${count} dead letter(s) matching ${describe(selection)}?`)) return;
+/** Replays or purges the `count` dead letters of `outbox` that `selection` matched, in batches the server bounds, never past the count confirmed. */
+async function actOnSelection(verb, outbox, selection, count) {
+  if (!confirm(`${verb} ${count} dead letter(s) of ${visible(outbox)} matching ${describe(selection)}?`)) return;
+  const path = `outboxes/${encodeURIComponent(outbox)}/dead/${verb}`;
   let done = 0;
   try {
     // In batches of at most the server's selection, and never past the count confirmed.
     while (done < count) {
-      const answer = await call(outboxPath(`dead/${verb}`), {
+      const answer = await call(path, {
         method: "POST",
         body: { ...selection, limit: Math.min(count - done, state.session.max_selection) },
       });
@@ -624,7 +650,7 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const verb of ["replay", "purge"]) {
     $(`bulk-${verb}`).addEventListener("click", async () => {
       if (!state.bulk) return;
-      await actOnSelection(verb, state.bulk.selection, state.bulk.count);
+      await actOnSelection(verb, state.bulk.outbox, state.bulk.selection, state.bulk.count);
       $("bulk-replay").disabled = $("bulk-purge").disabled = true;
       $("bulk-note").textContent = "";
     });
@@ -666,9 +692,11 @@ document.addEventListener("DOMContentLoaded", () => {
     const name = encodeURIComponent($("inbox-name").value);
     try {
       const body = await call(`inboxes/${name}/keys?${new URLSearchParams({ key: $("inbox-key").value })}`);
-      $("inbox-result").textContent = `${body.key}: ${body.seen ? "processed" : "not seen"}`;
+      $("inbox-result").replaceChildren();
+      appendText($("inbox-result"), `${body.key}: ${body.seen ? "processed" : "not seen"}`);
     } catch (error) {
-      $("inbox-result").textContent = error.message;
+      $("inbox-result").replaceChildren();
+      appendText($("inbox-result"), error.message);
     }
   });
   start();
