@@ -34,8 +34,9 @@ struct Header {
 /// The claims a console cares for.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Claims {
+    /// A string, or a list of them.
     #[serde(default)]
-    aud: Audience,
+    aud: serde_json::Value,
     iss: String,
     exp: f64,
     #[serde(default)]
@@ -44,16 +45,6 @@ pub(crate) struct Claims {
     /// none).
     #[serde(default)]
     pub(crate) email: Option<String>,
-}
-
-/// `aud` is a string or a list of them.
-#[derive(Debug, Deserialize, Default)]
-#[serde(untagged)]
-enum Audience {
-    One(String),
-    Many(Vec<String>),
-    #[default]
-    None,
 }
 
 fn decode(part: &str) -> Result<Vec<u8>, String> {
@@ -96,9 +87,9 @@ impl<'a> Token<'a> {
         let claims: Claims = serde_json::from_slice(&decode(self.payload)?)
             .map_err(|error| format!("its claims: {error}"))?;
         let for_audience = match &claims.aud {
-            Audience::One(aud) => aud == audience,
-            Audience::Many(auds) => auds.iter().any(|aud| aud == audience),
-            Audience::None => false,
+            serde_json::Value::String(aud) => aud == audience,
+            serde_json::Value::Array(auds) => auds.iter().any(|aud| aud == audience),
+            _ => false,
         };
         if !for_audience {
             return Err("for another application (aud)".into());

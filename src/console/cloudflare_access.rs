@@ -3,7 +3,6 @@
 //! team's published keys (Workers only).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use http::request::Parts;
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
@@ -172,11 +171,21 @@ impl TeamKeys {
 }
 
 thread_local! {
-    static KEYS: RefCell<HashMap<String, TeamKeys>> = RefCell::default();
+    /// Per team domain (an application has one or two teams).
+    static KEYS: RefCell<Vec<(String, TeamKeys)>> = RefCell::default();
 }
 
 fn with_keys<T>(team_domain: &str, f: impl FnOnce(&mut TeamKeys) -> T) -> T {
-    KEYS.with_borrow_mut(|teams| f(teams.entry(team_domain.to_owned()).or_default()))
+    KEYS.with_borrow_mut(|teams| {
+        let at = match teams.iter().position(|(team, _)| team == team_domain) {
+            Some(at) => at,
+            None => {
+                teams.push((team_domain.to_owned(), TeamKeys::default()));
+                teams.len() - 1
+            }
+        };
+        f(&mut teams[at].1)
+    })
 }
 
 #[derive(Deserialize)]
