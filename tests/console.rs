@@ -466,28 +466,21 @@ async fn dead_letters_matching_a_filter_are_counted_then_replayed_in_bounded_bat
     )))
     .await;
     let filter = json!({ "topic": "mail", "subject": "user-1", "error_class": "HTTP 400: bad address #", "died_by_ms": read_at, "limit": 2 });
-    let first = post(
-        &console,
-        &format!("{base}/replay"),
-        OPERATOR,
-        filter.clone(),
-    )
-    .await
-    .json();
-    assert_eq!(first, json!({ "selected": 2, "done": 2, "more": true }));
-    let second = post(
-        &console,
-        &format!("{base}/replay"),
-        OPERATOR,
-        filter.clone(),
-    )
-    .await
-    .json();
-    assert_eq!(second, json!({ "selected": 1, "done": 1, "more": false }));
-    let third = post(&console, &format!("{base}/replay"), OPERATOR, filter)
-        .await
-        .json();
-    assert_eq!(third["selected"], 0);
+    // Batch by batch: two, the last one, then nothing left.
+    for batch in [
+        json!({ "selected": 2, "done": 2, "more": true }),
+        json!({ "selected": 1, "done": 1, "more": false }),
+        json!({ "selected": 0, "done": 0, "more": false }),
+    ] {
+        let answer = post(
+            &console,
+            &format!("{base}/replay"),
+            OPERATOR,
+            filter.clone(),
+        )
+        .await;
+        assert_eq!(answer.json(), batch);
+    }
     let left = get(&console, &format!("{base}/count"), VIEWER).await.json();
     assert_eq!(
         left["count"], 4,

@@ -320,13 +320,7 @@ async fn messages<'q>(
     filter.id_prefix = param("id").map(str::to_owned);
     let after = match (param("after"), param("from_ms")) {
         (Some(cursor), _) => Some(BrowseCursor::parse(cursor)?),
-        (None, Some(ms)) => {
-            let ms = ms
-                .parse::<i64>()
-                .map_err(|_| Error::invalid("from_ms", "a time in ms since 1970"))?;
-            Some(BrowseCursor::from(Timestamp::from_unix_millis(ms)?))
-        }
-        (None, None) => None,
+        (None, from) => time_param("from_ms", from)?.map(BrowseCursor::from),
     };
     let limit = whole("limit", param("limit"), 50, MAX_PAGE)?;
     let page = outbox
@@ -458,22 +452,12 @@ async fn dead_count<'q>(
     param: &impl Fn(&str) -> Option<&'q str>,
 ) -> Result<Json> {
     let outbox = outbox(console, name)?;
-    let millis = |name: &'static str| -> Result<Option<Timestamp>> {
-        param(name)
-            .map(|ms| {
-                let ms = ms
-                    .parse::<i64>()
-                    .map_err(|_| Error::invalid(name, "a time in ms since 1970"))?;
-                Timestamp::from_unix_millis(ms)
-            })
-            .transpose()
-    };
     let filter = DeadFilter {
         topic: param("topic").map(str::to_owned),
         error_class: param("error_class").map(str::to_owned),
         subject: param("subject").map(str::to_owned),
-        died_from: millis("from_ms")?,
-        died_by: millis("to_ms")?,
+        died_from: time_param("from_ms", param("from_ms"))?,
+        died_by: time_param("to_ms", param("to_ms"))?,
     };
     let counted = outbox
         .count_dead_matching(&filter, console.inner.scan)
@@ -623,6 +607,17 @@ async fn seen(outbox: &Outbox, topic: &str) -> Result<bool> {
         .await?
         .iter()
         .any(|rollup| rollup.topic == topic))
+}
+
+/// A query parameter that is a time in ms since 1970, if given.
+fn time_param(name: &'static str, text: Option<&str>) -> Result<Option<Timestamp>> {
+    text.map(|ms| {
+        let ms = ms
+            .parse::<i64>()
+            .map_err(|_| Error::invalid(name, "a time in ms since 1970"))?;
+        Timestamp::from_unix_millis(ms)
+    })
+    .transpose()
 }
 
 /// A query parameter that is a whole number in `1 ..= most`; `default`
