@@ -205,6 +205,8 @@ async fn every_public_future_can_be_spawned() {
             let id = endpoints.create(new).await.unwrap().id;
             endpoints.get("acme", &id).await.unwrap();
             endpoints.list("acme").await.unwrap();
+            endpoints.list_all(None, 10).await.unwrap();
+            endpoints.send_test("acme", &id).await.unwrap();
             let update = EndpointUpdate::default().metadata(serde_json::json!({"plan": "pro"}));
             endpoints.update("acme", &id, update).await.unwrap();
             endpoints

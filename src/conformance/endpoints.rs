@@ -1240,3 +1240,90 @@ pub(crate) async fn platform_endpoints_are_allowed_stored_and_fanned_out_alike(
     ensure_eq!(seen, expected);
     Ok(())
 }
+
+pub(crate) async fn every_owners_endpoints_page_and_a_test_event_reaches_one(
+    h: Harness,
+) -> CaseResult {
+    let outbox = h
+        .outbox_builder(h.db(), &h.table("outbox"))
+        .event_retention(Duration::from_secs(24 * 3600))
+        .build()?;
+    outbox.create_schema().await?;
+    let endpoints = Endpoints::new(&outbox).event_types(["order.paid"]);
+    let mut created = Vec::new();
+    for (owner, host) in [
+        ("acme", "a.example"),
+        ("globex", "g.example"),
+        ("acme", "b.example"),
+    ] {
+        created.push(
+            endpoints
+                .create(new(owner, host, &["order.paid"]))
+                .await?
+                .id,
+        );
+    }
+    created.sort();
+
+    // Two pages of every owner's endpoints, in id order.
+    let first = endpoints.list_all(None, 2).await?;
+    ensure_eq!(first.next_after.as_deref(), Some(created[1].as_str()));
+    let second = endpoints.list_all(first.next_after.as_deref(), 2).await?;
+    ensure_eq!(second.next_after, None);
+    let listed: Vec<String> = first
+        .endpoints
+        .iter()
+        .chain(&second.endpoints)
+        .map(|endpoint| endpoint.id.clone())
+        .collect();
+    ensure_eq!(listed, created);
+    for limit in [0, Endpoints::MAX_PAGE + 1] {
+        ensure!(
+            matches!(
+                endpoints.list_all(None, limit).await,
+                Err(Error::InvalidInput { .. })
+            ),
+            "a page limit out of range is refused"
+        );
+    }
+
+    // A test event reaches the one endpoint, whatever it subscribes to.
+    let acme = endpoints.list("acme").await?;
+    let (tested, other) = (&acme[0].id, &acme[1].id);
+    let event = endpoints.send_test("acme", tested).await?;
+    ensure!(
+        event.starts_with(crate::outbox::operational::EVENT_ID_PREFIX),
+        "a test event's id is the outbox's own"
+    );
+    ensure!(
+        matches!(
+            endpoints.send_test("globex", tested).await,
+            Err(Error::NotFound { .. })
+        ),
+        "a test event sent across owners"
+    );
+    let receivers = Receivers::new(&h);
+    ensure_eq!(drain(&h, &outbox, &receivers).await?.delivered, 1);
+    let seen = receivers.seen();
+    ensure_eq!(seen.len(), 1);
+    ensure_eq!(seen[0].endpoint.as_str(), tested.as_str());
+    ensure_eq!(seen[0].event.as_deref(), Some(event.as_str()));
+    ensure!(seen[0].first_verifies, "a test event is signed");
+    // Not kept: a recovery gives it to no one.
+    let recovered = endpoints
+        .recover("acme", other, crate::time::Timestamp::EPOCH)
+        .await?;
+    ensure_eq!(recovered.deliveries, 0);
+
+    // A disabled endpoint takes none, and nothing is written.
+    endpoints.disable("acme", other, "maintenance").await?;
+    ensure!(
+        matches!(
+            endpoints.send_test("acme", other).await,
+            Err(Error::InvalidInput { .. })
+        ),
+        "a disabled endpoint is sent a test event"
+    );
+    ensure_eq!(rows_of(&h, &outbox, other).await?.0, 0);
+    Ok(())
+}

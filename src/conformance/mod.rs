@@ -275,6 +275,7 @@ pub fn cases() -> Vec<Case> {
         endpoints::messages_a_claim_parks_as_dead_are_told_in_its_batch,
         endpoints::an_operators_own_failing_endpoint_is_not_reported,
         endpoints::a_filter_lets_through_only_the_events_it_matches,
+        endpoints::every_owners_endpoints_page_and_a_test_event_reaches_one,
         attempts::failures_are_logged_in_the_settle_call_and_bounded_per_message,
         attempts::the_attempt_log_is_kept_for_its_retention_and_erased_with_its_subject,
         attempts::hostile_answers_are_logged_in_bounded_statements_and_settle,

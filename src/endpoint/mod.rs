@@ -84,4 +84,4 @@ pub use model::{
     BodyFormat, Endpoint, EndpointFilter, EndpointState, EndpointUpdate, MAX_EVENT_TYPE_BYTES,
     MAX_EVENT_TYPES, MAX_FILTER_BYTES, MAX_METADATA_BYTES, MAX_RATE_LIMIT, NewEndpoint,
 };
-pub use store::{Endpoints, Recovered};
+pub use store::{EndpointPage, Endpoints, Recovered};

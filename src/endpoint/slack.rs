@@ -3,8 +3,8 @@
 //! that take Slack's format).
 
 use crate::outbox::operational::{
-    ENDPOINT_DISABLED, ENDPOINT_ENABLED, EVENT_ID_PREFIX, MESSAGE_DEAD, RECEIVER_FAILING,
-    RECEIVER_RECOVERED,
+    ENDPOINT_DISABLED, ENDPOINT_ENABLED, ENDPOINT_TEST, EVENT_ID_PREFIX, MESSAGE_DEAD,
+    RECEIVER_FAILING, RECEIVER_RECOVERED,
 };
 
 /// The most bytes of the text: a line to read, not the payload to process.
@@ -47,6 +47,10 @@ fn operational(value: &serde_json::Value) -> String {
                 field("endpoint_id")
             )
         }
+        Some(ENDPOINT_TEST) => format!(
+            ":test_tube: Test event for endpoint `{}`",
+            field("endpoint_id")
+        ),
         Some(MESSAGE_DEAD) => format!(
             ":skull: Message `{}` of `{}` is dead: {}",
             field("message_id"),

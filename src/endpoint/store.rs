@@ -14,7 +14,8 @@ use crate::error::{Error, Result};
 use crate::outbox::{Outbox, check_key, operational};
 use crate::sql::claim_floor;
 use crate::sql::endpoints::{
-    self, EndpointRow, Rewrite, endpoint_col, endpoint_state, endpoints_table, subscription_col,
+    self, EndpointRow, Rewrite, Scope, endpoint_col, endpoint_state, endpoints_table,
+    subscription_col,
 };
 use crate::time::Timestamp;
 
@@ -183,12 +184,47 @@ impl Endpoints {
     /// decode.
     pub async fn list(&self, owner: &str) -> Result<Vec<Endpoint>> {
         check_owner(owner)?;
-        let endpoints = self.read(owner, None).await?;
+        let endpoints = self.read(Scope::Owner { owner, id: None }).await?;
         Ok(endpoints
             .into_iter()
             .map(|(endpoint, _)| endpoint)
             .collect())
     }
+
+    /// Every owner's endpoints, a page at a time: the first `limit` (1 ..=
+    /// [`MAX_PAGE`](Self::MAX_PAGE)) in id order after `after` (an id a
+    /// previous page ended with; `None`: from the first). For an operator
+    /// of the application, never for a tenant: it reads across owners.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a limit out of range or an id that is
+    /// no key; database errors; [`Error::MalformedRow`].
+    pub async fn list_all(&self, after: Option<&str>, limit: u32) -> Result<EndpointPage> {
+        if !(1..=Self::MAX_PAGE).contains(&limit) {
+            return Err(Error::invalid(
+                "endpoint page limit",
+                format!("{limit} is outside 1 ..= {}", Self::MAX_PAGE),
+            ));
+        }
+        check_key("endpoint id", after)?;
+        let endpoints: Vec<Endpoint> = self
+            .read(Scope::Page { after, limit })
+            .await?
+            .into_iter()
+            .map(|(endpoint, _)| endpoint)
+            .collect();
+        let next_after = endpoints
+            .last()
+            .filter(|_| endpoints.len() == limit as usize)
+            .map(|last| last.id.clone());
+        Ok(EndpointPage {
+            endpoints,
+            next_after,
+        })
+    }
+
+    /// The most endpoints one [`list_all`](Self::list_all) page holds.
+    pub const MAX_PAGE: u32 = 100;
 
     /// Changes the URL, event types, filter, rate limit, body format or
     /// metadata of `owner`'s endpoint `id`.
@@ -362,6 +398,54 @@ impl Endpoints {
             .await
     }
 
+    /// Sends `owner`'s endpoint `id` a test event of type
+    /// [`ENDPOINT_TEST`](operational::ENDPOINT_TEST), whatever it
+    /// subscribes to and filters, due at once, signed and logged as any
+    /// other delivery: `{"type", "endpoint_id", "owner", "at_ms"}`. It
+    /// goes to that endpoint alone and is not kept for recovery. Returns
+    /// its event id (its `webhook-id`).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; [`Error::InvalidInput`] if the endpoint is
+    /// disabled (it takes no events; enable it first); database errors.
+    pub async fn send_test(&self, owner: &str, id: &str) -> Result<String> {
+        self.get(owner, id).await?;
+        let (table, dialect, now) = self.at_now();
+        let event_id = format!(
+            "{}{}",
+            operational::EVENT_ID_PREFIX,
+            self.outbox.new_ulid(now)
+        );
+        let payload = crate::sql::json_text(
+            &serde_json::json!({
+                "type": operational::ENDPOINT_TEST,
+                "endpoint_id": id, "owner": owner, "at_ms": now.as_unix_millis(),
+            }),
+            "test event",
+        )?;
+        let event = crate::sql::events::EventRow {
+            id: &event_id,
+            owner,
+            event_type: operational::ENDPOINT_TEST,
+            payload: &payload,
+            subject: None,
+            ordering_key: None,
+            at: now,
+        };
+        let statement = crate::sql::events::deliver_test(table, dialect, &event, id)?;
+        let outcomes = self.outbox.database().batch_atomic(&[statement]).await?;
+        if outcomes
+            .first()
+            .is_none_or(|written| written.rows_affected == 0)
+        {
+            return Err(Error::invalid(
+                "endpoint",
+                format!("{id} is disabled and takes no events: enable it first"),
+            ));
+        }
+        Ok(event_id)
+    }
+
     /// The most attempts one [`attempts`](Self::attempts) call reads.
     pub const MOST_ATTEMPTS_READ: u32 = 500;
 
@@ -487,19 +571,22 @@ impl Endpoints {
     async fn read_one(&self, owner: &str, id: &str) -> Result<(Endpoint, Target)> {
         check_owner(owner)?;
         check_key("endpoint id", Some(id))?;
-        self.read(owner, Some(id))
-            .await?
-            .pop()
-            .ok_or_else(|| not_found(id))
+        self.read(Scope::Owner {
+            owner,
+            id: Some(id),
+        })
+        .await?
+        .pop()
+        .ok_or_else(|| not_found(id))
     }
 
-    /// `owner`'s endpoints (`id` alone if given), with their subscriptions
-    /// and stored targets, in one call.
-    async fn read(&self, owner: &str, id: Option<&str>) -> Result<Vec<(Endpoint, Target)>> {
+    /// The endpoints of `scope`, with their subscriptions and stored
+    /// targets, in one call.
+    async fn read(&self, scope: Scope<'_>) -> Result<Vec<(Endpoint, Target)>> {
         let (table, dialect) = (self.outbox.table(), self.outbox.dialect());
         let statements = [
-            endpoints::select(table, dialect, owner, id)?,
-            endpoints::select_subscriptions(table, dialect, owner, id)?,
+            endpoints::select(table, dialect, scope)?,
+            endpoints::select_subscriptions(table, dialect, scope)?,
         ];
         let outcomes = self.outbox.database().run_atomic(&statements).await?;
         let (Some(rows), Some(subscriptions)) = (outcomes.first(), outcomes.get(1)) else {
@@ -585,6 +672,16 @@ fn decode(row: &Row<'_>, event_types: Vec<String>, now: Timestamp) -> Result<(En
         updated_at,
     };
     Ok((endpoint, target))
+}
+
+/// A page of every owner's endpoints ([`Endpoints::list_all`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct EndpointPage {
+    /// The page's endpoints, in id order.
+    pub endpoints: Vec<Endpoint>,
+    /// The id to give the next call, if the page was full.
+    pub next_after: Option<String>,
 }
 
 /// What a [`recover`](Endpoints::recover) call wrote.

@@ -16,6 +16,10 @@ use crate::time::Timestamp;
 pub const ENDPOINT_DISABLED: &str = "outbox.endpoint.disabled";
 /// An endpoint was enabled again ([`Endpoints::enable`](crate::endpoint::Endpoints::enable)).
 pub const ENDPOINT_ENABLED: &str = "outbox.endpoint.enabled";
+/// A test event, sent to one endpoint through
+/// [`Endpoints::send_test`](crate::endpoint::Endpoints::send_test) (by an
+/// operator or its owner) to see it answer.
+pub const ENDPOINT_TEST: &str = "outbox.endpoint.test";
 /// A message died: of a permanent failure, or its last attempt failed.
 pub const MESSAGE_DEAD: &str = "outbox.message.dead";
 /// A receiver has failed for longer than

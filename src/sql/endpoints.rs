@@ -337,14 +337,42 @@ pub(crate) fn delete(
     dialect.render(&delete)
 }
 
-/// `owner`'s endpoints (`id` alone if given), in id order, each with its
-/// hold's reason and time (null when it has none).
-pub(crate) fn select(
-    table: &TableName,
-    dialect: Dialect,
-    owner: &str,
-    id: Option<&str>,
-) -> Result<Statement> {
+/// Which endpoints a read takes: one owner's (or one of them), or a page of
+/// every owner's in id order.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Scope<'a> {
+    /// `owner`'s endpoints, `id` alone if given.
+    Owner { owner: &'a str, id: Option<&'a str> },
+    /// The first `limit` endpoints of any owner whose id is after `after`.
+    Page { after: Option<&'a str>, limit: u32 },
+}
+
+impl Scope<'_> {
+    /// Narrows `select` (over the endpoints table, qualified by `endpoints`)
+    /// to the scope's endpoints.
+    fn narrow(&self, select: &mut SelectStatement, endpoints: &str) {
+        let column = |name: &'static str| Expr::col((endpoints.to_owned(), name));
+        match *self {
+            Scope::Owner { owner, id } => {
+                select.and_where(column(endpoint_col::OWNER).eq(owner));
+                if let Some(id) = id {
+                    select.and_where(column(endpoint_col::ID).eq(id));
+                }
+            }
+            Scope::Page { after, limit } => {
+                if let Some(after) = after {
+                    select.and_where(column(endpoint_col::ID).gt(after));
+                }
+                select.limit(u64::from(limit));
+            }
+        }
+        select.order_by((endpoints.to_owned(), endpoint_col::ID), Order::Asc);
+    }
+}
+
+/// The endpoints of `scope`, in id order, each with its hold's reason and
+/// time (null when it has none).
+pub(crate) fn select(table: &TableName, dialect: Dialect, scope: Scope<'_>) -> Result<Statement> {
     let endpoints = endpoints_table(table);
     let paused = paused_table(table);
     let mut select = Query::select();
@@ -375,30 +403,21 @@ pub(crate) fn select(
         .left_join(
             paused.clone(),
             Expr::col((paused, paused_col::TOPIC)).equals((endpoints.clone(), endpoint_col::ID)),
-        )
-        .and_where(Expr::col((endpoints.clone(), endpoint_col::OWNER)).eq(owner))
-        .order_by((endpoints.clone(), endpoint_col::ID), Order::Asc);
-    if let Some(id) = id {
-        select.and_where(Expr::col((endpoints, endpoint_col::ID)).eq(id));
-    }
+        );
+    scope.narrow(&mut select, &endpoints);
     dialect.render(&select)
 }
 
-/// The subscriptions of `owner`'s endpoints (`id`'s alone if given).
+/// The subscriptions of the endpoints of `scope`.
 pub(crate) fn select_subscriptions(
     table: &TableName,
     dialect: Dialect,
-    owner: &str,
-    id: Option<&str>,
+    scope: Scope<'_>,
 ) -> Result<Statement> {
+    let name = endpoints_table(table);
     let mut endpoints = Query::select();
-    endpoints
-        .column(endpoint_col::ID)
-        .from(endpoints_table(table))
-        .and_where(Expr::col(endpoint_col::OWNER).eq(owner));
-    if let Some(id) = id {
-        endpoints.and_where(Expr::col(endpoint_col::ID).eq(id));
-    }
+    endpoints.column(endpoint_col::ID).from(name.clone());
+    scope.narrow(&mut endpoints, &name);
     let mut select = Query::select();
     select
         .columns([subscription_col::ENDPOINT, subscription_col::EVENT_TYPE])

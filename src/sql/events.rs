@@ -146,6 +146,7 @@ fn fan_out_where(
         subject: event.subject,
         ordering_key: event.ordering_key,
         at: event.at,
+        only: None,
     };
     fan_out_of(table, dialect, fanned, |select| {
         if if_kept {
@@ -169,6 +170,32 @@ struct Fanned<'a> {
     subject: Option<&'a str>,
     ordering_key: Option<&'a str>,
     at: Timestamp,
+    /// The one endpoint it goes to whatever its subscriptions and filter
+    /// (a test event); `None`: every endpoint of the owner it matches.
+    only: Option<&'a str>,
+}
+
+/// One delivery of `event` (not kept: no recovery sends it again) to
+/// `event.owner`'s endpoint `endpoint`, whatever it subscribes to, if it
+/// takes new events: the test event an operator or a tenant sends to see
+/// an endpoint answer.
+pub(crate) fn deliver_test(
+    table: &TableName,
+    dialect: Dialect,
+    event: &EventRow<'_>,
+    endpoint: &str,
+) -> Result<Statement> {
+    let fanned = Fanned {
+        id: Expr::val(event.id).cast_as("TEXT"),
+        payload: Expr::val(event.payload).cast_as("TEXT"),
+        owner: event.owner,
+        event_type: event.event_type,
+        subject: None,
+        ordering_key: None,
+        at: event.at,
+        only: Some(endpoint),
+    };
+    fan_out_of(table, dialect, fanned, |_| {})
 }
 
 /// One delivery row per endpoint of `fanned`'s owner that takes new events
@@ -291,9 +318,13 @@ fn fan_out_of(
         .exprs(values)
         .from(endpoints.clone())
         .and_where(Expr::col((endpoints.clone(), endpoint_col::OWNER)).eq(fanned.owner))
-        .and_where(takes_events)
-        .and_where(filtered)
-        .and_where(Expr::col((endpoints, endpoint_col::ID)).in_subquery(subscribed));
+        .and_where(takes_events);
+    match fanned.only {
+        Some(endpoint) => select.and_where(Expr::col((endpoints, endpoint_col::ID)).eq(endpoint)),
+        None => select
+            .and_where(filtered)
+            .and_where(Expr::col((endpoints, endpoint_col::ID)).in_subquery(subscribed)),
+    };
     narrow(&mut select);
     insert_deliveries(table, dialect, columns, select)
 }
@@ -414,6 +445,7 @@ pub(crate) fn fan_out_claim_deaths(
         subject: None,
         ordering_key: None,
         at: deaths.at,
+        only: None,
     };
     fan_out_of(table, dialect, fanned, |select| {
         select

@@ -247,6 +247,28 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
             ], NOW),
         ),
         (
+            "every owner's endpoints, a page",
+            endpoints::select(
+                &outbox,
+                dialect,
+                endpoints::Scope::Page { after: Some("ep_1"), limit: 2 },
+            )
+            .unwrap(),
+            r#"SELECT "outbox_endpoints"."id", "outbox_endpoints"."owner", "outbox_endpoints"."target", "outbox_endpoints"."metadata", "outbox_endpoints"."state", "outbox_endpoints"."filter_field", "outbox_endpoints"."filter_value", "outbox_endpoints"."created_at", "outbox_endpoints"."updated_at", "outbox_paused"."reason" AS "held_reason", "outbox_paused"."paused_at" AS "held_at" FROM "outbox_endpoints" LEFT JOIN "outbox_paused" ON "outbox_paused"."topic" = "outbox_endpoints"."id" WHERE "outbox_endpoints"."id" > ? ORDER BY "outbox_endpoints"."id" ASC LIMIT ?"#.into(),
+            vec![text("ep_1"), Value::Integer(2)],
+        ),
+        (
+            "the subscriptions of a page of endpoints",
+            endpoints::select_subscriptions(
+                &outbox,
+                dialect,
+                endpoints::Scope::Page { after: None, limit: 2 },
+            )
+            .unwrap(),
+            r#"SELECT "endpoint", "event_type" FROM "outbox_subscriptions" WHERE "endpoint" IN (SELECT "id" FROM "outbox_endpoints" ORDER BY "outbox_endpoints"."id" ASC LIMIT ?) ORDER BY "endpoint" ASC, "event_type" ASC"#.into(),
+            vec![Value::Integer(2)],
+        ),
+        (
             "inbox key",
             inbox::record(&inbox, dialect, "key", Some("u1"), at(NOW)).unwrap(),
             r#"INSERT INTO "inbox" ("key", "subject", "seen_at") VALUES (?, ?, ?)"#.into(),
