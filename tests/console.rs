@@ -6,6 +6,7 @@
 
 use serde_json::{Value as Json, json};
 use workers_outbox::console::{BearerToken, Console, MUTATION_HEADER, Role, SubjectRows};
+use workers_outbox::endpoint::{Endpoints, NewEndpoint};
 use workers_outbox::future::BoxFuture;
 use workers_outbox::testing::{RecordingDeliverer, TestOutbox};
 use workers_outbox::{Batch, Delivery, Message, OfStatement, Statement, Ticket, Value};
@@ -1260,4 +1261,226 @@ async fn application_rows_without_an_outbox_or_inbox_are_refused_not_skipped() {
         exported["application"],
         json!({ "email": "ada@example.com" })
     );
+}
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const ROTATED: &str = "whsec_bmV3LXNlY3JldC1rZXktb2YtMjQtYnl0ZXM=";
+
+fn endpoint_console(t: &TestOutbox, show_payloads: bool) -> Console {
+    Console::builder()
+        .prefix("/admin/outbox")
+        .outbox("mail", t.outbox.clone())
+        .endpoints("mail", Endpoints::new(&t.outbox))
+        .authorize(BearerToken::operator(OPERATOR))
+        .authorize(BearerToken::new(VIEWER, Role::Viewer))
+        .show_payloads(show_payloads)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn endpoints_are_listed_shown_and_changed_by_operators_and_never_show_a_secret() {
+    let t = TestOutbox::new().await.unwrap();
+    let endpoints = Endpoints::new(&t.outbox);
+    let url = "https://hooks.example/services/T0/B0/url-token";
+    let acme = endpoints
+        .create(
+            NewEndpoint::new("acme", url, SECRET).metadata(json!({ "contact": "ada@example.com" })),
+        )
+        .await
+        .unwrap();
+    let globex = endpoints
+        .create(NewEndpoint::new("globex", "https://g.example/hook", SECRET))
+        .await
+        .unwrap();
+    let console = endpoint_console(&t, false);
+    assert_eq!(
+        get(&console, "/admin/outbox/api/session", VIEWER)
+            .await
+            .json()["endpoints"],
+        json!(["mail"])
+    );
+
+    // Every owner's, a page at a time; a URL's origin only, no metadata, no secret.
+    let listed = get(
+        &console,
+        "/admin/outbox/api/outboxes/mail/endpoints?limit=1",
+        VIEWER,
+    )
+    .await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let first = listed.json();
+    assert_eq!(first["endpoints"].as_array().unwrap().len(), 1);
+    let after = first["next_after"].as_str().unwrap().to_owned();
+    let rest = get(
+        &console,
+        &format!("/admin/outbox/api/outboxes/mail/endpoints?after={after}"),
+        VIEWER,
+    )
+    .await
+    .json();
+    assert_eq!(rest["next_after"], Json::Null);
+    let mut ids: Vec<String> = [&first, &rest]
+        .iter()
+        .flat_map(|page| page["endpoints"].as_array().unwrap().clone())
+        .map(|endpoint| endpoint["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    let mut expected = vec![acme.id.clone(), globex.id.clone()];
+    expected.sort();
+    assert_eq!(ids, expected);
+    for answer in [&listed.body, &rest.to_string()] {
+        for secret in ["whsec_", "url-token", "/services/", "ada@example.com"] {
+            assert!(!answer.contains(secret), "{secret} shown in {answer}");
+        }
+    }
+    let owned = get(
+        &console,
+        "/admin/outbox/api/outboxes/mail/endpoints?owner=acme",
+        VIEWER,
+    )
+    .await
+    .json();
+    let shown = &owned["endpoints"][0];
+    assert_eq!(owned["endpoints"].as_array().unwrap().len(), 1);
+    assert_eq!(shown["url"], "https://hooks.example");
+    assert_eq!(shown["metadata"], Json::Null);
+    assert_eq!(shown["details_hidden"], true);
+    assert_eq!(shown["state"], "enabled");
+
+    let detail_path = format!(
+        "/admin/outbox/api/outboxes/mail/endpoint?owner=acme&id={}",
+        acme.id
+    );
+    let detail = get(&console, &detail_path, VIEWER).await.json();
+    assert_eq!(detail["endpoint"]["id"], acme.id.as_str());
+    assert_eq!(detail["attempts"], json!([]));
+    // Another owner's id under this owner is not found.
+    let crossed = get(
+        &console,
+        &format!(
+            "/admin/outbox/api/outboxes/mail/endpoint?owner=acme&id={}",
+            globex.id
+        ),
+        VIEWER,
+    )
+    .await;
+    assert_eq!(crossed.status, 404);
+
+    // Viewers change nothing.
+    let action = |verb: &str| format!("/admin/outbox/api/outboxes/mail/endpoint/{verb}");
+    let named = json!({ "owner": "acme", "id": acme.id });
+    let refused = post(&console, &action("disable"), VIEWER, named.clone()).await;
+    assert_eq!(refused.status, 403);
+    assert_eq!(endpoints.get("acme", &acme.id).await.unwrap(), acme);
+
+    // An operator disables it: a test event is refused until it is enabled.
+    let disabled = post(
+        &console,
+        &action("disable"),
+        OPERATOR,
+        json!({ "owner": "acme", "id": acme.id, "reason": "receiver moving" }),
+    )
+    .await;
+    assert_eq!(disabled.status, 200, "{}", disabled.body);
+    let state = get(&console, &detail_path, VIEWER).await.json()["endpoint"].clone();
+    assert_eq!(state["state"], "disabled");
+    assert_eq!(state["reason"], "receiver moving");
+    assert_eq!(
+        post(&console, &action("test"), OPERATOR, named.clone())
+            .await
+            .status,
+        400
+    );
+    assert_eq!(
+        post(&console, &action("enable"), OPERATOR, named.clone())
+            .await
+            .status,
+        200
+    );
+    let tested = post(&console, &action("test"), OPERATOR, named.clone()).await;
+    assert_eq!(tested.status, 200, "{}", tested.body);
+    let event_id = tested.json()["event_id"].as_str().unwrap().to_owned();
+    let pending = t.pending().await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].topic, acme.id);
+    assert!(pending[0].id.starts_with(&event_id), "{}", pending[0].id);
+    assert!(pending[0].payload.contains("outbox.endpoint.test"));
+
+    // A rotation: the new secret is never echoed, the old one's end is shown.
+    let rotated = post(
+        &console,
+        &action("rotate"),
+        OPERATOR,
+        json!({ "owner": "acme", "id": acme.id, "secret": ROTATED, "overlap_s": 60 }),
+    )
+    .await;
+    assert_eq!(rotated.status, 200, "{}", rotated.body);
+    assert!(!rotated.body.contains("whsec_"), "{}", rotated.body);
+    let expires = rotated.json()["endpoint"]["previous_secret_expires_ms"].clone();
+    assert_eq!(
+        expires,
+        json!(workers_outbox::Clock::now(&t.clock).as_unix_millis() + 60_000),
+        "{}",
+        rotated.body
+    );
+    for (body, why) in [
+        (
+            json!({ "owner": "acme", "id": acme.id, "secret": "whsec_c2hvcnQ=" }),
+            "a secret too short to sign",
+        ),
+        (
+            json!({ "owner": "acme", "id": acme.id, "secret": ROTATED, "overlap_s": 8 * 86_400 }),
+            "an overlap over a week",
+        ),
+        (
+            json!({ "owner": "acme", "id": acme.id, "secret": ROTATED, "extra": 1 }),
+            "an unknown field",
+        ),
+    ] {
+        let answer = post(&console, &action("rotate"), OPERATOR, body).await;
+        assert_eq!(answer.status, 400, "{why}: {}", answer.body);
+    }
+    let recovered = post(
+        &console,
+        &action("recover"),
+        OPERATOR,
+        json!({ "owner": "acme", "id": acme.id, "since_ms": 0 }),
+    )
+    .await;
+    assert_eq!(recovered.status, 200, "{}", recovered.body);
+    assert_eq!(recovered.json()["deliveries"], 0);
+
+    // Nothing of one owner is changed under another's name.
+    let before = endpoints.get("globex", &globex.id).await.unwrap();
+    for verb in ["disable", "pause", "enable", "test"] {
+        let answer = post(
+            &console,
+            &action(verb),
+            OPERATOR,
+            json!({ "owner": "acme", "id": globex.id }),
+        )
+        .await;
+        assert_eq!(answer.status, 404, "{verb}: {}", answer.body);
+    }
+    assert_eq!(endpoints.get("globex", &globex.id).await.unwrap(), before);
+    assert_eq!(
+        post(&console, &action("explode"), OPERATOR, named)
+            .await
+            .status,
+        404
+    );
+
+    // With payloads shown, the whole URL and the metadata.
+    let showing = endpoint_console(&t, true);
+    let whole = get(&showing, &detail_path, VIEWER).await.json();
+    assert_eq!(whole["endpoint"]["url"], url);
+    assert_eq!(whole["endpoint"]["metadata"]["contact"], "ada@example.com");
+    assert!(!whole.to_string().contains("whsec_"));
+
+    // Endpoints of an outbox the console does not show are refused.
+    let orphan = Console::builder()
+        .endpoints("mail", Endpoints::new(&t.outbox))
+        .build();
+    assert!(orphan.is_err());
 }

@@ -10,7 +10,7 @@ use serde_json::{Value as Json, json};
 
 use super::access::{Role, cross_site};
 use super::wire::{hide_personal, no_nul, read_body};
-use super::{Console, page, subjects};
+use super::{Console, endpoints, page, subjects};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
 use crate::outbox::{
@@ -147,6 +147,7 @@ pub(super) async fn answer(
             "role": role,
             "outboxes": inner.outboxes.iter().map(|(name, _)| name).collect::<Vec<_>>(),
             "inboxes": inner.inboxes.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            "endpoints": inner.endpoints.iter().map(|(name, _)| name).collect::<Vec<_>>(),
             "show_payloads": inner.show_payloads,
             "count_cap": inner.count_cap,
             "scan": inner.scan,
@@ -176,6 +177,15 @@ pub(super) async fn answer(
         }
         (&Method::POST, ["outboxes", name, "messages", "reschedule"]) => {
             reschedule(console, name, body).await
+        }
+        (&Method::GET, ["outboxes", name, "endpoints"]) => {
+            endpoints::list(console, name, &param).await
+        }
+        (&Method::GET, ["outboxes", name, "endpoint"]) => {
+            endpoints::detail(console, name, &param).await
+        }
+        (&Method::POST, ["outboxes", name, "endpoint", action]) => {
+            endpoints::act(console, name, action, body).await
         }
         (&Method::GET, ["inboxes", name]) => inbox_count(console, name).await,
         (&Method::GET, ["subjects"]) if role < Role::Operator => {
@@ -231,7 +241,11 @@ fn inbox<'a>(console: &'a Console, name: &str) -> Result<&'a Inbox> {
     named(&console.inner.inboxes, name, "inbox")
 }
 
-fn named<'a, T>(list: &'a [(String, T)], name: &str, what: &'static str) -> Result<&'a T> {
+pub(super) fn named<'a, T>(
+    list: &'a [(String, T)],
+    name: &str,
+    what: &'static str,
+) -> Result<&'a T> {
     list.iter()
         .find(|(known, _)| known == name)
         .map(|(_, item)| item)
@@ -622,7 +636,12 @@ fn time_param(name: &'static str, text: Option<&str>) -> Result<Option<Timestamp
 
 /// A query parameter that is a whole number in `1 ..= most`; `default`
 /// when it is not given.
-fn whole(name: &'static str, text: Option<&str>, default: u32, most: u32) -> Result<u32> {
+pub(super) fn whole(
+    name: &'static str,
+    text: Option<&str>,
+    default: u32,
+    most: u32,
+) -> Result<u32> {
     match text.map(str::parse::<u32>) {
         None => Ok(default),
         Some(Ok(number)) if (1..=most).contains(&number) => Ok(number),

@@ -30,7 +30,7 @@
 //!   own). The page and its
 //!   assets hold no data and are served to anyone.
 //! - Viewers read; only operators replay, purge, reschedule, pause and
-//!   resume, and export or erase a subject. Every
+//!   resume, change an endpoint, and export or erase a subject. Every
 //!   request that changes something is refused when it comes from another
 //!   site (`Sec-Fetch-Site`, `Origin`) or lacks the
 //!   [`MUTATION_HEADER`] (which a cross-site page cannot send).
@@ -48,7 +48,9 @@
 //!   Payloads, dedup keys and ordering keys are shown only where
 //!   [`ConsoleBuilder::show_payloads`] is on; otherwise a payload's size,
 //!   and the keys not at all (the application chooses them, and an e-mail
-//!   address is a common dedup key). Subjects are shown: they are how an
+//!   address is a common dedup key); an endpoint's URL shows its origin
+//!   only, and its metadata not at all. Secrets are never shown. Subjects
+//!   are shown: they are how an
 //!   operator finds a subject's data to export or erase, so make them
 //!   opaque ids.
 
@@ -58,6 +60,7 @@ mod access_token;
 mod api;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod cloudflare_access;
+mod endpoints;
 mod page;
 mod subjects;
 #[cfg(all(feature = "tower", not(target_arch = "wasm32")))]
@@ -75,6 +78,7 @@ pub use subjects::SubjectRows;
 
 use api::Admission;
 
+use crate::endpoint::Endpoints;
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
 use crate::outbox::{MAX_SCAN, Outbox};
@@ -91,6 +95,8 @@ struct Inner {
     prefix: String,
     outboxes: Vec<(String, Outbox)>,
     inboxes: Vec<(String, Inbox)>,
+    /// The endpoints of outboxes above, under their outbox's name.
+    endpoints: Vec<(String, Endpoints)>,
     authorizers: Vec<Box<dyn Authorizer>>,
     subject_rows: Option<Box<dyn SubjectRows>>,
     show_payloads: bool,
@@ -137,6 +143,7 @@ impl Console {
                 prefix: "/outbox".into(),
                 outboxes: Vec::new(),
                 inboxes: Vec::new(),
+                endpoints: Vec::new(),
                 authorizers: Vec::new(),
                 subject_rows: None,
                 show_payloads: false,
@@ -203,6 +210,15 @@ impl ConsoleBuilder {
         self
     }
 
+    /// Shows `endpoints`, the endpoints of the outbox shown as `outbox`:
+    /// every owner's, each with its recent attempts, and lets an operator
+    /// enable, disable or pause one, rotate its secret, recover its events
+    /// since a time and send it a test event.
+    pub fn endpoints(mut self, outbox: &str, endpoints: Endpoints) -> Self {
+        self.inner.endpoints.push((outbox.to_owned(), endpoints));
+        self
+    }
+
     /// Adds an authorizer: a request gets the highest role any grants.
     pub fn authorize(mut self, authorizer: impl Authorizer + 'static) -> Self {
         self.inner.authorizers.push(Box::new(authorizer));
@@ -216,9 +232,10 @@ impl ConsoleBuilder {
         self
     }
 
-    /// Shows payloads, dedup keys and ordering keys in lists and exports
-    /// (off by default: a payload's size is shown instead, and the keys
-    /// not at all, since all three often hold personal data).
+    /// Shows payloads, dedup keys and ordering keys in lists and exports,
+    /// and endpoints' whole URLs and metadata (off by default: a payload's
+    /// size is shown instead, the keys and metadata not at all, a URL's
+    /// origin only, since they often hold personal data or a token).
     pub fn show_payloads(mut self, on: bool) -> Self {
         self.inner.show_payloads = on;
         self
@@ -287,6 +304,31 @@ impl ConsoleBuilder {
                 ));
             }
             names.push(name);
+        }
+        for (outbox, endpoints) in &self.inner.endpoints {
+            let shown = self.inner.outboxes.iter().find(|(name, _)| name == outbox);
+            if shown.is_none_or(|(_, shown)| shown.table() != endpoints.outbox().table()) {
+                return Err(Error::invalid(
+                    "console endpoints",
+                    format!(
+                        "{outbox:?} names no outbox shown whose endpoints these are: \
+                         give it with .outbox({outbox:?}, …) first"
+                    ),
+                ));
+            }
+            if self
+                .inner
+                .endpoints
+                .iter()
+                .filter(|(n, _)| n == outbox)
+                .count()
+                > 1
+            {
+                return Err(Error::invalid(
+                    "console endpoints",
+                    format!("{outbox:?} is given twice"),
+                ));
+            }
         }
         for (what, value) in [
             ("count cap", self.inner.count_cap),

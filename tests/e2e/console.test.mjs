@@ -328,6 +328,78 @@ describe("the operator console, in a real browser", () => {
     await x.mf.dispose();
   });
 
+  it("lists endpoints, opens one with its attempts, and disables, enables, tests, recovers and rotates it", async () => {
+    const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const url = "https://hooks.test/T0/B0/url-token";
+    // An example of its own: its endpoint receives the account events of no other test.
+    const w = await example();
+    const created = await w.call("/admin/endpoints", {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ url, secret, event_types: ["account.created"] }),
+    });
+    assert.equal(created.status, 201);
+    const { id } = await created.json();
+
+    const page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
+    const pageErrors = [];
+    page.on("pageerror", (error) => pageErrors.push(error.message));
+    // Confirmations are accepted; a reason is given.
+    page.on("dialog", (dialog) => dialog.accept(dialog.type() === "prompt" ? "receiver moving" : undefined));
+    await page.goto(new URL("/console/", w.url).href);
+    await page.locator("#token").fill(TOKEN);
+    await page.locator("#signin-form button").click();
+    const row = page.locator(`#endpoints tr[data-endpoint="${id}"]`);
+    await row.waitFor();
+    // This example shows payloads, so the whole URL; never the secret.
+    assert.deepEqual((await row.locator("td").allTextContents()).slice(1, 4), ["app", url, "enabled"]);
+    assert.equal((await page.content()).includes("whsec_"), false);
+
+    await row.locator("button.link").click();
+    await page.locator('#endpoint-fields [data-field="state"]').filter({ hasText: "enabled" }).waitFor();
+    await page.locator("#ep-disable").click();
+    await page.locator("#status").filter({ hasText: `${id}: disabled` }).waitFor();
+    await row.locator("td", { hasText: "disabled: receiver moving" }).waitFor();
+    await page.locator("#ep-test").click();
+    await page.locator("#status").filter({ hasText: "test failed:" }).waitFor();
+    await page.locator("#ep-enable").click();
+    await page.locator("#status").filter({ hasText: `${id}: enabled` }).waitFor();
+
+    // A test event the receiver refuses shows in the endpoint's attempts.
+    w.sink.status = 503;
+    w.sink.refusal = "down for maintenance";
+    await page.locator("#ep-test").click();
+    await page.locator("#status").filter({ hasText: "sent a test event" }).waitFor();
+    await w.cron();
+    const tested = w.sink.mails.filter((mail) => mail.url === url);
+    assert.equal(tested.length, 1);
+    assert.equal(tested[0].type, "outbox.endpoint.test");
+    await row.locator("button.link").click();
+    const attempt = page.locator("#endpoint-attempts tr").first();
+    await attempt.waitFor();
+    const cells = await attempt.locator("td").allTextContents();
+    assert.equal(cells[3], "503");
+    assert.equal(cells[7], "down for maintenance");
+    w.sink.status = 202;
+
+    // Its events since a time are given to it again; none were published.
+    await page.locator("#ep-since").fill("2020-01-01T00:00");
+    await page.locator("#ep-recover button").click();
+    await page.locator("#status").filter({ hasText: `${id}: 0 event(s) to send again` }).waitFor();
+
+    // A rotation: the new secret is shown once, the old one's end beside it.
+    await page.locator("#ep-rotate button").click();
+    await page.locator("#ep-secret").waitFor();
+    const rotated = await page.locator("#ep-secret-value").textContent();
+    assert.match(rotated, /^whsec_[A-Za-z0-9+/]{43}=$/);
+    await page.locator('#endpoint-fields [data-field="previous secret"]').filter({ hasText: "signs until" }).waitFor();
+    const shots = process.env.CONSOLE_SCREENSHOTS;
+    if (shots) await page.locator("#endpoint").screenshot({ path: path.resolve(root, shots, "console-endpoint.png") });
+    assert.deepEqual(pageErrors, []);
+    await page.close();
+    await w.mf.dispose();
+  });
+
   it("shows, replays and pauses, and runs nothing a receiver or a payload wrote", async () => {
     w.sink.status = 400;
     w.sink.refusal = HOSTILE_ERROR;

@@ -131,8 +131,8 @@ impl App {
         .map(Some)
     }
 
-    /// The operator console over both outboxes and the inbox, at
-    /// `/console/`, reading through a D1 session (replicas, where enabled).
+    /// The operator console over both outboxes, the mail outbox's
+    /// endpoints and the inbox, at `/console/`, reading through a D1 session (replicas, where enabled).
     /// `ADMIN_TOKEN` is an operator's bearer token (none, no access);
     /// people behind Cloudflare Access sign in with its JWT (`access`);
     /// `CONSOLE_SHOW_PAYLOADS = "true"` shows payloads (they hold
@@ -142,6 +142,7 @@ impl App {
         let console = Console::builder()
             .prefix("/console")
             .outbox("mail", self.outbox.through(reads.clone())?)
+            .endpoints("mail", self.endpoints.clone())
             .outbox("account-events", self.events.through(reads.clone())?)
             .inbox("inbox", self.inbox.through(reads.clone())?)
             .subject_rows(Accounts::new(reads))

@@ -165,14 +165,21 @@ async function choose(name) {
     $("messages").replaceChildren();
     $("groups").replaceChildren();
     $("detail").hidden = true;
+    $("endpoint").hidden = true;
+    state.endpoint = null;
+    state.endpointsFrom = null;
   }
   state.outbox = name;
+  $("endpoints-section").hidden = !hasEndpoints();
   for (const button of $("outboxes").children) {
     button.setAttribute("aria-pressed", String(button.textContent === name));
   }
   state.pageStart = null;
   state.after = null;
   await refresh();
+  // Read on choosing and after an action, not on each refresh: a list of
+  // endpoints changes when someone changes it.
+  await endpoints("same").catch((error) => say(error.message));
 }
 
 const outboxPath = (rest) => `outboxes/${encodeURIComponent(state.outbox)}${rest ? `/${rest}` : ""}`;
@@ -436,6 +443,130 @@ function closeDetail() {
   history.replaceState(null, "", location.pathname + location.search);
 }
 
+const hasEndpoints = () => state.session.endpoints.includes(state.outbox);
+
+/** Every owner's endpoints a page at a time, or one owner's. */
+async function endpoints(which) {
+  if (!hasEndpoints()) return;
+  const owner = $("e-owner").value.trim();
+  if (which === "first") state.endpointsFrom = null;
+  if (which === "next") state.endpointsFrom = state.endpointsNext;
+  const params = new URLSearchParams();
+  if (owner) params.set("owner", owner);
+  else if (state.endpointsFrom) params.set("after", state.endpointsFrom);
+  const page = await call(`${outboxPath("endpoints")}?${params}`);
+  state.endpointsNext = page.next_after;
+  $("endpoints").replaceChildren(
+    ...page.endpoints.map((e) => {
+      const open = el("button", e.id, { type: "button", class: "link" });
+      open.addEventListener("click", () => openEndpoint(e.owner, e.id).catch((error) => say(error.message)));
+      return el("tr", undefined, { "data-endpoint": e.id }, [
+        el("td", undefined, { title: e.id }, [open]),
+        cell(e.owner),
+        cell(e.url),
+        cell(endpointState(e), { class: e.state === "enabled" ? "" : "paused" }),
+        cell(e.event_types.join(", ")),
+        cell(when(e.previous_secret_expires_ms)),
+      ]);
+    }),
+  );
+  $("endpoints-next").hidden = !page.next_after;
+  $("endpoints-note").textContent =
+    page.endpoints.length === 0
+      ? owner ? "This owner has no endpoint." : "No endpoint yet."
+      : `${page.endpoints.length} endpoint(s)${owner ? "" : page.next_after ? ", more on the next page" : ""}.${page.endpoints[0].details_hidden ? " URLs show their origin only (paths often hold a token): the console shows them whole only with show_payloads." : ""}`;
+}
+
+function endpointState(e) {
+  return e.state === "enabled" ? "enabled" : `${e.state}: ${e.reason} (since ${when(e.since_ms)})`;
+}
+
+/** Shows one endpoint: its fields (never a secret) and its latest attempts. */
+async function openEndpoint(owner, id) {
+  const body = await call(`${outboxPath("endpoint")}?${new URLSearchParams({ owner, id })}`);
+  const e = body.endpoint;
+  state.endpoint = { owner, id };
+  $("endpoint-title").replaceChildren();
+  appendText($("endpoint-title"), `Endpoint ${e.id}`);
+  const fields = [
+    ["id", e.id],
+    ["owner", e.owner],
+    ["URL", e.url],
+    ["kind", e.kind],
+    ["state", endpointState(e)],
+    ["event types", e.event_types.join(", ")],
+    ["filter", e.filter ? `${e.filter.field} = ${e.filter.equals}` : "–"],
+    ["rate limit", e.rate_limit_per_second ? `${e.rate_limit_per_second} a second` : "–"],
+    ["body", e.body],
+    ["previous secret", e.previous_secret_expires_ms ? `signs until ${when(e.previous_secret_expires_ms)}` : "none: one secret signs"],
+    ["metadata", e.details_hidden ? "(hidden: the console shows it only with show_payloads)" : JSON.stringify(e.metadata)],
+    ["created", when(e.created_ms)],
+    ["updated", when(e.updated_ms)],
+  ];
+  $("endpoint-fields").replaceChildren(...fields.flatMap(([name, value]) => [el("dt", name), el("dd", value, { "data-field": name })]));
+  $("ep-enable").disabled = e.state === "enabled";
+  $("ep-pause").disabled = e.state === "paused";
+  $("ep-disable").disabled = e.state === "disabled";
+  $("endpoint-attempts").replaceChildren(
+    ...body.attempts.map((a) =>
+      el("tr", undefined, {}, [
+        cell(when(a.at_ms)),
+        cell(a.event_id ?? a.message_id),
+        cell(a.attempt),
+        cell(a.status ?? "–"),
+        cell(duration(a.duration_ms)),
+        cell(a.outcome),
+        cell(a.error ?? "–", { class: "error" }),
+        cell(a.body || "–"),
+      ]),
+    ),
+  );
+  $("endpoint-note").textContent =
+    body.attempts.length === 0 ? "No attempt logged yet." : `The latest ${body.attempts.length} logged attempt(s), newest first.`;
+  $("endpoint").hidden = false;
+}
+
+/** Does `verb` to the open endpoint, then reads it and the list again. */
+async function endpointAction(verb, extra = {}) {
+  const target = state.endpoint;
+  if (!target) return;
+  try {
+    const answer = await call(`${outboxPath("endpoint")}/${verb}`, { method: "POST", body: { ...target, ...extra } });
+    const done = {
+      enable: "enabled",
+      pause: "paused",
+      disable: "disabled",
+      test: `sent a test event (${answer.event_id}): the next drain delivers it`,
+      recover: `${answer.deliveries} event(s) to send again${answer.next_since_ms ? `; more since ${when(answer.next_since_ms)}: recover again from there` : ""}`,
+      rotate: "secret rotated",
+    }[verb];
+    say(`${target.id}: ${done}`);
+    await openEndpoint(target.owner, target.id);
+    await endpoints("same");
+  } catch (error) {
+    if (error instanceof Unauthorized) return showSignIn(error.message);
+    say(`${verb} failed: ${error.message}`);
+  }
+}
+
+/** A new signing secret, made in the browser: 32 random bytes. */
+function newSecret() {
+  const bytes = crypto.getRandomValues(new Uint8Array(32));
+  return `whsec_${btoa(String.fromCharCode(...bytes))}`;
+}
+
+async function rotateSecret() {
+  const target = state.endpoint;
+  if (!target || !confirm(`Rotate the secret of ${target.id}? The old one still signs for ${$("ep-overlap").selectedOptions[0].textContent}.`)) return;
+  const secret = newSecret();
+  $("ep-secret").hidden = true;
+  await endpointAction("rotate", { secret, overlap_s: Number($("ep-overlap").value) });
+  if ($("status").textContent.endsWith("secret rotated")) {
+    $("ep-secret-value").textContent = secret;
+    $("ep-secret").hidden = false;
+  }
+}
+
 async function inboxCount() {
   if (state.session.inboxes.length === 0) return;
   const name = $("inbox-name").value;
@@ -639,6 +770,33 @@ document.addEventListener("DOMContentLoaded", () => {
     if (event.key === TOKEN_KEY) start();
   });
   $("detail-close").addEventListener("click", closeDetail);
+  $("endpoints-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    endpoints("first").catch((error) => say(error.message));
+  });
+  $("endpoints-next").addEventListener("click", () => endpoints("next").catch((error) => say(error.message)));
+  $("endpoint-close").addEventListener("click", () => {
+    $("endpoint").hidden = true;
+    $("ep-secret").hidden = true;
+    state.endpoint = null;
+  });
+  $("ep-enable").addEventListener("click", () => endpointAction("enable"));
+  $("ep-test").addEventListener("click", () => endpointAction("test"));
+  for (const verb of ["pause", "disable"]) {
+    $(`ep-${verb}`).addEventListener("click", () => {
+      const reason = prompt(`Why ${verb} ${state.endpoint?.id}? (its owner may see this)`, `${verb}d by an operator`);
+      if (reason !== null) endpointAction(verb, { reason });
+    });
+  }
+  $("ep-recover").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const since_ms = inputTime("ep-since");
+    if (since_ms !== undefined) endpointAction("recover", { since_ms });
+  });
+  $("ep-rotate").addEventListener("submit", (event) => {
+    event.preventDefault();
+    rotateSecret();
+  });
   $("bulk-form").addEventListener("submit", (event) => {
     event.preventDefault();
     countMatching();
