@@ -149,13 +149,13 @@ async fn the_page_and_its_assets_are_served_with_a_strict_policy() {
     let anonymous = send(&console, request("/admin/outbox/api/probe")).await;
     assert_eq!(
         (anonymous.status, anonymous.json()),
-        (200, json!({ "role": null }))
+        (200, json!({ "role": null, "identity": null }))
     );
     assert_eq!(
         get(&console, "/admin/outbox/api/probe", VIEWER)
             .await
             .json(),
-        json!({ "role": "viewer" })
+        json!({ "role": "viewer", "identity": "bearer token (viewer)" })
     );
     assert!(console.serves("/admin/outbox/api/session"));
     assert!(!console.serves("/admin/outboxes"));
@@ -168,6 +168,7 @@ async fn no_credentials_no_data_and_viewers_only_read() {
     let session = get(&console, "/admin/outbox/api/session", VIEWER).await;
     assert_eq!(session.status, 200);
     assert_eq!(session.json()["role"], "viewer");
+    assert_eq!(session.json()["identity"], "bearer token (viewer)");
     assert_eq!(session.json()["outboxes"], json!(["mail"]));
     assert_eq!(
         get(&console, "/admin/outbox/api/session", OPERATOR)

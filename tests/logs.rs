@@ -120,3 +120,38 @@ async fn a_drain_logs_json_lines_without_payloads_or_addresses() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_console_change_is_logged_with_who_made_it_and_what_it_did() {
+    use workers_outbox::console::{BearerToken, Console, MUTATION_HEADER};
+    let _ = log::set_logger(&Capture);
+    log::set_max_level(log::LevelFilter::Trace);
+    let t = TestOutbox::new().await.unwrap();
+    let console = Console::builder()
+        .outbox("mail", t.outbox.clone())
+        .authorize(BearerToken::operator("operator-token-0123456789").named("ops-alice"))
+        .build()
+        .unwrap();
+    let request = http::Request::post("https://ops.example/outbox/api/outboxes/mail/topics/pause")
+        .header("authorization", "Bearer operator-token-0123456789")
+        .header("host", "ops.example")
+        .header("sec-fetch-site", "same-origin")
+        .header(MUTATION_HEADER, "1")
+        .body(br#"{"topic": "welcome-mail", "unseen": true}"#.to_vec())
+        .unwrap();
+    assert_eq!(console.handle(request).await.status(), 200);
+
+    let lines = LINES.lock().unwrap().clone();
+    let change: Vec<serde_json::Value> = lines
+        .iter()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["event"] == "outbox.console.change")
+        .collect();
+    assert_eq!(change.len(), 1, "{lines:?}");
+    assert_eq!(change[0]["route"], "outboxes/mail/topics/pause");
+    assert_eq!(change[0]["who"], "ops-alice");
+    assert_eq!(change[0]["role"], "operator");
+    assert_eq!(change[0]["status"], 200);
+    assert_eq!(change[0]["answer"]["changed"], true);
+    assert_eq!(change[0]["answer"]["topic"], "welcome-mail");
+}

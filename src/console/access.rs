@@ -19,40 +19,64 @@ pub enum Role {
     Operator,
 }
 
-/// Decides the role of a request, from its method, URI and headers (a
-/// bearer token, Cloudflare Access's `Cf-Access-Jwt-Assertion`, a session
-/// cookie of the host application…).
+/// What an authorizer grants a request: a role, and who it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Grant {
+    /// What it may do.
+    pub role: Role,
+    /// Who it is, as the authorizer knows it (an e-mail, a token's name):
+    /// what the console's logs of a change name.
+    pub identity: String,
+}
+
+impl Grant {
+    /// `role`, granted to `identity`.
+    pub fn new(role: Role, identity: impl Into<String>) -> Self {
+        Grant {
+            role,
+            identity: identity.into(),
+        }
+    }
+}
+
+/// Decides who a request is and what it may do, from its method, URI and
+/// headers (a bearer token, Cloudflare Access's `Cf-Access-Jwt-Assertion`,
+/// a session cookie of the host application…).
 ///
 /// # Contract
 /// `None` refuses the request (401). A console asks each of its
-/// authorizers and takes the highest role any of them grants; a console
-/// with none refuses every request for data.
+/// authorizers and takes the grant with the highest role (the first of
+/// equals); a console with none refuses every request for data.
 pub trait Authorizer: MaybeSend + MaybeSync {
-    /// The role `request` has, if any.
-    fn authorize<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Option<Role>>;
+    /// What `request` is granted, if anything.
+    fn authorize<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Option<Grant>>;
 }
 
 impl<A: Authorizer + ?Sized> Authorizer for Arc<A> {
-    fn authorize<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Option<Role>> {
+    fn authorize<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Option<Grant>> {
         (**self).authorize(request)
     }
 }
 
 /// Grants `role` to requests with `Authorization: Bearer <token>` (the
 /// scheme in any case), compared in constant time. An empty token grants
-/// nothing.
+/// nothing. Its identity is `bearer token (<role>)` unless
+/// [`named`](Self::named) says whose it is.
 pub struct BearerToken {
     /// The token's MAC under a key of its own: comparing MACs takes the same
     /// time whatever the given token's length or content.
     expected: Option<[u8; 32]>,
     key: [u8; 32],
     role: Role,
+    identity: String,
 }
 
 impl std::fmt::Debug for BearerToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BearerToken")
             .field("role", &self.role)
+            .field("identity", &self.identity)
             .finish_non_exhaustive()
     }
 }
@@ -63,11 +87,24 @@ impl BearerToken {
         let mut key = [0u8; 32];
         fastrand::fill(&mut key);
         let expected = (!token.is_empty()).then(|| mac(&key, token.as_bytes()));
+        let identity = match role {
+            Role::Viewer => "bearer token (viewer)",
+            Role::Operator => "bearer token (operator)",
+        };
         BearerToken {
             expected,
             key,
             role,
+            identity: identity.to_owned(),
         }
+    }
+
+    /// Names whose token it is (`"ops-alice"`, `"deploy bot"`), as the
+    /// console's logs of a change will say.
+    #[must_use]
+    pub fn named(mut self, identity: impl Into<String>) -> Self {
+        self.identity = identity.into();
+        self
     }
 
     /// A token that grants [`Role::Operator`].
@@ -99,9 +136,11 @@ fn mac(key: &[u8; 32], data: &[u8]) -> [u8; 32] {
 }
 
 impl Authorizer for BearerToken {
-    fn authorize<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Option<Role>> {
+    fn authorize<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Option<Grant>> {
         let granted = bearer(request).is_some_and(|given| self.grants(given));
-        Box::pin(std::future::ready(granted.then_some(self.role)))
+        Box::pin(std::future::ready(
+            granted.then(|| Grant::new(self.role, self.identity.clone())),
+        ))
     }
 }
 

@@ -45,6 +45,12 @@ pub(crate) struct Claims {
     /// none).
     #[serde(default)]
     pub(crate) email: Option<String>,
+    /// A service token's client id (it has no e-mail).
+    #[serde(default)]
+    common_name: Option<String>,
+    /// The identity's id.
+    #[serde(default)]
+    sub: Option<String>,
 }
 
 fn decode(part: &str) -> Result<Vec<u8>, String> {
@@ -116,6 +122,17 @@ impl Claims {
             _ => Role::Viewer,
         }
     }
+
+    /// Who it is: its e-mail, a service token's client id, or its subject.
+    pub(crate) fn identity(&self) -> String {
+        self.email
+            .as_ref()
+            .or(self.common_name.as_ref())
+            .map_or_else(
+                || format!("access subject {}", self.sub.as_deref().unwrap_or("?")),
+                Clone::clone,
+            )
+    }
 }
 
 /// Whether `domain` is a team domain as Access names it: a host name
@@ -176,6 +193,21 @@ mod tests {
         let claims = check(&text).unwrap();
         assert_eq!(claims.role(&["ops@example.com".into()]), Role::Operator);
         assert_eq!(claims.role(&[]), Role::Viewer);
+        assert_eq!(claims.identity(), "Ops@Example.com");
+        // A service token names its client id; a token with neither, its subject.
+        let mut service = valid();
+        service["email"] = serde_json::Value::Null;
+        service["common_name"] = "ci.access".into();
+        assert_eq!(
+            check(&token(rs256(), service.clone())).unwrap().identity(),
+            "ci.access"
+        );
+        service["common_name"] = serde_json::Value::Null;
+        service["sub"] = "u-1".into();
+        assert_eq!(
+            check(&token(rs256(), service)).unwrap().identity(),
+            "access subject u-1"
+        );
         let mut one = valid();
         one["aud"] = AUD.into();
         assert!(check(&token(rs256(), one)).is_ok(), "aud may be one string");

@@ -8,7 +8,7 @@ use http::{Method, Response, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Value as Json, json};
 
-use super::access::{Role, cross_site};
+use super::access::{Grant, Role, cross_site};
 use super::wire::{hide_personal, no_nul, read_body};
 use super::{Console, endpoints, page, subjects};
 use crate::error::{Error, Result};
@@ -30,9 +30,9 @@ const MAX_PAGE: u32 = 100;
 pub(super) enum Admission {
     /// Answered without a body: a page, an asset, or a refusal.
     Answered(Response<String>),
-    /// An API request `role` may make; when it `changes` something, its
+    /// An API request its `grant` allows; when it `changes` something, its
     /// body (at most [`MAX_BODY`]) is read next, and only then.
-    Api { role: Role, changes: bool },
+    Api { grant: Grant, changes: bool },
 }
 
 /// Serves the page and its assets, and checks an API request's credentials,
@@ -51,30 +51,36 @@ pub(super) async fn admit(console: &Console, parts: &Parts) -> Admission {
         // asks on load (Cloudflare Access signs a request in without a
         // token the page could know of) and shows its sign-in form quietly.
         Some("/api/probe") if reading => {
-            let role = role_of(console, parts).await;
-            page::json(StatusCode::OK, &json!({ "role": role }))
+            let grant = grant_of(console, parts).await;
+            page::json(
+                StatusCode::OK,
+                &json!({
+                    "role": grant.as_ref().map(|grant| grant.role),
+                    "identity": grant.map(|grant| grant.identity),
+                }),
+            )
         }
         Some(rest) if rest.starts_with("/api/") => {
-            let Some(role) = role_of(console, parts).await else {
+            let Some(grant) = grant_of(console, parts).await else {
                 return Admission::Answered(unauthorized());
             };
             if reading {
                 return Admission::Api {
-                    role,
+                    grant,
                     changes: false,
                 };
             }
             if let Some(why) = cross_site(parts) {
                 return Admission::Answered(failure(StatusCode::FORBIDDEN, why));
             }
-            if role < Role::Operator {
+            if grant.role < Role::Operator {
                 return Admission::Answered(failure(
                     StatusCode::FORBIDDEN,
                     "only an operator may change anything",
                 ));
             }
             return Admission::Api {
-                role,
+                grant,
                 changes: true,
             };
         }
@@ -106,13 +112,15 @@ fn console_path<'p>(console: &Console, parts: &'p Parts) -> Option<&'p str> {
         .filter(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
-/// Answers an API request [`admit`] let through as `role`, with its body.
+/// Answers an API request [`admit`] let through with `grant`, with its
+/// body.
 pub(super) async fn answer(
     console: &Console,
     parts: &Parts,
-    role: Role,
+    grant: &Grant,
     body: &[u8],
 ) -> Response<String> {
+    let role = grant.role;
     let Some(route) = console_path(console, parts).and_then(|rest| rest.strip_prefix("/api/"))
     else {
         return failure(StatusCode::NOT_FOUND, "no such page");
@@ -145,6 +153,7 @@ pub(super) async fn answer(
     let answer = match (method, segments.as_slice()) {
         (&Method::GET, ["session"]) => Ok(json!({
             "role": role,
+            "identity": grant.identity,
             "outboxes": inner.outboxes.iter().map(|(name, _)| name).collect::<Vec<_>>(),
             "inboxes": inner.inboxes.iter().map(|(name, _)| name).collect::<Vec<_>>(),
             "endpoints": inner.endpoints.iter().map(|(name, _)| name).collect::<Vec<_>>(),
@@ -207,22 +216,60 @@ pub(super) async fn answer(
             );
         }
     };
-    match answer {
-        Ok(body) => page::json(StatusCode::OK, &body),
-        Err(error) => {
-            let status = StatusCode::from_u16(error.http_status())
-                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            failure(status, &error.to_string())
-        }
+    let (status, body) = match answer {
+        Ok(body) => (StatusCode::OK, body),
+        Err(error) => (
+            StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            json!({ "error": error.to_string() }),
+        ),
+    };
+    if *method != Method::GET {
+        log_change(route, grant, status, &body);
     }
+    page::json(status, &body)
 }
 
-async fn role_of(console: &Console, parts: &Parts) -> Option<Role> {
-    let mut best = None;
+/// Logs a change: its route, who asked (as the authorizer named them) and
+/// as what, and what it did (the answer's plain values and counts; never an
+/// endpoint's URL or a payload).
+fn log_change(route: &str, grant: &Grant, status: StatusCode, answer: &Json) {
+    let plain = |value: &Json| match value {
+        Json::Object(fields) => fields.values().all(Json::is_number),
+        Json::Array(_) => false,
+        _ => true,
+    };
+    let did: serde_json::Map<String, Json> = answer
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, value)| plain(value))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    log::info!(
+        "{}",
+        json!({
+            "event": "outbox.console.change", "route": route,
+            "who": grant.identity, "role": grant.role,
+            "status": status.as_u16(), "answer": did,
+        })
+    );
+}
+
+/// The grant with the highest role any authorizer gives (the first of
+/// equals).
+async fn grant_of(console: &Console, parts: &Parts) -> Option<Grant> {
+    let mut best: Option<Grant> = None;
     for authorizer in &console.inner.authorizers {
-        let role = authorizer.authorize(parts).await;
-        best = best.max(role);
-        if best == Some(Role::Operator) {
+        let Some(grant) = authorizer.authorize(parts).await else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|best| grant.role > best.role) {
+            best = Some(grant);
+        }
+        if best
+            .as_ref()
+            .is_some_and(|best| best.role == Role::Operator)
+        {
             break;
         }
     }
@@ -521,15 +568,6 @@ async fn dead_letters(console: &Console, name: &str, action: &str, body: &[u8]) 
     } else {
         outbox.purge_selected(&ids).await?
     };
-    log::info!(
-        "{}",
-        json!({
-            "message": format!("outbox console: {action}"),
-            "outbox": outbox.table().as_str(),
-            "selected": ids.len(),
-            "done": done,
-        })
-    );
     Ok(json!({
         "selected": ids.len(),
         "done": done,

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
-use super::access::{Authorizer, Role};
+use super::access::{Authorizer, Grant};
 use super::access_token::{Token, is_team_domain};
 use crate::error::{Error, Result};
 use crate::future::BoxFuture;
@@ -24,8 +24,8 @@ const REFETCH_AFTER_MS: f64 = 60.0 * 1000.0;
 /// An [`Authorizer`] for people behind Cloudflare Access: a request whose
 /// `Cf-Access-Jwt-Assertion` is an RS256 JWT signed by one of the team's
 /// keys, for the application's audience, issued by the team, and within its
-/// times (a minute of skew allowed) is a [`Role::Viewer`], or a
-/// [`Role::Operator`] when its e-mail is among [`operators`](Self::operators).
+/// times (a minute of skew allowed) is a [`Role::Viewer`](super::Role::Viewer), or a
+/// [`Role::Operator`](super::Role::Operator) when its e-mail is among [`operators`](Self::operators).
 /// Anything else grants nothing, and says why in a warning log.
 ///
 /// The team's keys (`https://<team domain>/cdn-cgi/access/certs`) are
@@ -92,7 +92,7 @@ impl CloudflareAccess {
         self
     }
 
-    async fn role(&self, token: &str) -> std::result::Result<Role, String> {
+    async fn grant(&self, token: &str) -> std::result::Result<Grant, String> {
         let token = Token::parse(token)?;
         let key = self.key(&token.kid).await?;
         if !verify_rs256(&key, token.signed.as_bytes(), &token.signature).await? {
@@ -100,7 +100,7 @@ impl CloudflareAccess {
         }
         let now_s = js_sys::Date::now() / 1000.0;
         let claims = token.claims(&self.team_domain, &self.audience, now_s)?;
-        Ok(claims.role(&self.operators))
+        Ok(Grant::new(claims.role(&self.operators), claims.identity()))
     }
 
     /// The team's key `kid`, from the keys kept, or fetched again when they
@@ -135,15 +135,15 @@ impl CloudflareAccess {
 }
 
 impl Authorizer for CloudflareAccess {
-    fn authorize<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Option<Role>> {
+    fn authorize<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Option<Grant>> {
         Box::pin(async move {
             let token = request
                 .headers
                 .get("cf-access-jwt-assertion")?
                 .to_str()
                 .ok()?;
-            match self.role(token).await {
-                Ok(role) => Some(role),
+            match self.grant(token).await {
+                Ok(grant) => Some(grant),
                 Err(why) => {
                     log::warn!("a Cloudflare Access token was refused: {why}");
                     None

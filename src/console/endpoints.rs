@@ -199,14 +199,6 @@ pub(super) async fn act(console: &Console, name: &str, action: &str, body: &[u8]
             });
         }
     };
-    log::info!(
-        "{}",
-        json!({
-            "message": format!("outbox console: endpoint {action}"),
-            "outbox": name,
-            "endpoint": done["id"],
-        })
-    );
     Ok(done)
 }
 

@@ -71,7 +71,7 @@ mod workers;
 
 use std::sync::Arc;
 
-pub use access::{Authorizer, BearerToken, MUTATION_HEADER, Role};
+pub use access::{Authorizer, BearerToken, Grant, MUTATION_HEADER, Role};
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub use cloudflare_access::CloudflareAccess;
 pub use subjects::SubjectRows;
@@ -179,12 +179,12 @@ impl Console {
         let (parts, body) = request.into_parts();
         match api::admit(self, &parts).await {
             Admission::Answered(response) => response,
-            Admission::Api { role, changes } => {
+            Admission::Api { grant, changes } => {
                 let body = if changes { body.as_ref() } else { &[] };
                 if body.len() > api::MAX_BODY {
                     return api::too_large();
                 }
-                api::answer(self, &parts, role, body).await
+                api::answer(self, &parts, &grant, body).await
             }
         }
     }
@@ -219,7 +219,8 @@ impl ConsoleBuilder {
         self
     }
 
-    /// Adds an authorizer: a request gets the highest role any grants.
+    /// Adds an authorizer: a request gets the grant with the highest role
+    /// any gives.
     pub fn authorize(mut self, authorizer: impl Authorizer + 'static) -> Self {
         self.inner.authorizers.push(Box::new(authorizer));
         self

@@ -148,10 +148,6 @@ pub(super) async fn erase(console: &Console, body: &[u8]) -> Result<Json> {
             application.insert((*name).to_owned(), json!(rows));
         }
     }
-    log::info!(
-        "{}",
-        json!({ "message": "outbox console: subject erased", "outboxes": outboxes, "inboxes": inboxes })
-    );
     Ok(json!({ "outboxes": outboxes, "inboxes": inboxes, "application": application }))
 }
 

@@ -33,9 +33,9 @@ where
         let console = self.clone();
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let (role, changes) = match api::admit(&console, &parts).await {
+            let (grant, changes) = match api::admit(&console, &parts).await {
                 Admission::Answered(response) => return Ok(response),
-                Admission::Api { role, changes } => (role, changes),
+                Admission::Api { grant, changes } => (grant, changes),
             };
             let body = if changes {
                 match Limited::new(body, MAX_BODY).collect().await {
@@ -51,7 +51,7 @@ where
             } else {
                 Default::default()
             };
-            Ok(api::answer(&console, &parts, role, &body).await)
+            Ok(api::answer(&console, &parts, &grant, &body).await)
         })
     }
 }

@@ -39,14 +39,14 @@ impl Console {
             .into_parts();
         let response = match api::admit(self, &parts).await {
             Admission::Answered(response) => response,
-            Admission::Api { role, changes } => {
+            Admission::Api { grant, changes } => {
                 let body = if changes {
                     bounded_body(&mut request).await?
                 } else {
                     Some(Vec::new())
                 };
                 match body {
-                    Some(body) => api::answer(self, &parts, role, &body).await,
+                    Some(body) => api::answer(self, &parts, &grant, &body).await,
                     None => api::too_large(),
                 }
             }

@@ -147,7 +147,7 @@ impl App {
             .inbox("inbox", self.inbox.through(reads.clone())?)
             .subject_rows(Accounts::new(reads))
             .show_payloads(vars("CONSOLE_SHOW_PAYLOADS").as_deref() == Some("true"))
-            .authorize(BearerToken::operator(&self.admin_token));
+            .authorize(BearerToken::operator(&self.admin_token).named("ADMIN_TOKEN"));
         Ok(match access(&vars)? {
             Some(access) => console.authorize(access),
             None => console,

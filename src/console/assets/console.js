@@ -125,7 +125,8 @@ async function start() {
   $("signin").hidden = true;
   $("console").hidden = false;
   $("signout").hidden = localStorage.getItem(TOKEN_KEY) === null;
-  $("role").textContent = `signed in as ${state.session.role}`;
+  $("role").replaceChildren();
+  appendText($("role"), `signed in as ${state.session.role} (${state.session.identity})`);
   document.body.classList.toggle("viewer", state.session.role !== "operator");
   const nav = $("outboxes");
   nav.replaceChildren();
