@@ -1485,3 +1485,102 @@ async fn endpoints_are_listed_shown_and_changed_by_operators_and_never_show_a_se
         .build();
     assert!(orphan.is_err());
 }
+
+#[tokio::test]
+async fn every_change_is_in_the_audit_log_with_who_made_it_and_operators_alone_read_it() {
+    let t = TestOutbox::new().await.unwrap();
+    let endpoints = Endpoints::new(&t.outbox);
+    let endpoint = endpoints
+        .create(NewEndpoint::new("acme", "https://hooks.example/h", SECRET))
+        .await
+        .unwrap();
+    let console = Console::builder()
+        .prefix("/admin/outbox")
+        .outbox("mail", t.outbox.clone())
+        .endpoints("mail", Endpoints::new(&t.outbox))
+        .authorize(BearerToken::operator(OPERATOR).named("ops-alice"))
+        .authorize(BearerToken::new(VIEWER, Role::Viewer))
+        .build()
+        .unwrap();
+    let api = |route: &str| format!("/admin/outbox/api/{route}");
+    let paused = post(
+        &console,
+        &api("outboxes/mail/topics/pause"),
+        OPERATOR,
+        json!({ "topic": "mail", "reason": "migrating", "unseen": true }),
+    )
+    .await;
+    assert_eq!(paused.status, 200, "{}", paused.body);
+    t.clock.advance(std::time::Duration::from_secs(1));
+    let rotated = post(
+        &console,
+        &api("outboxes/mail/endpoint/rotate"),
+        OPERATOR,
+        json!({ "owner": "acme", "id": endpoint.id, "secret": ROTATED }),
+    )
+    .await;
+    assert_eq!(rotated.status, 200, "{}", rotated.body);
+    // Refused changes write nothing.
+    let refused = post(
+        &console,
+        &api("outboxes/mail/topics/pause"),
+        OPERATOR,
+        json!({ "topic": "never-seen" }),
+    )
+    .await;
+    assert_eq!(refused.status, 400);
+    assert_eq!(
+        post(
+            &console,
+            &api("outboxes/mail/topics/pause"),
+            VIEWER,
+            json!({ "topic": "mail" })
+        )
+        .await
+        .status,
+        403
+    );
+
+    let log = get(&console, &api("outboxes/mail/audit"), OPERATOR).await;
+    assert_eq!(log.status, 200, "{}", log.body);
+    let entries = log.json()["entries"].as_array().unwrap().clone();
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    let (rotation, pause) = (&entries[0], &entries[1]);
+    assert_eq!(pause["who"], "ops-alice");
+    assert_eq!(pause["role"], "operator");
+    assert_eq!(pause["action"], "outboxes/mail/topics/pause");
+    assert_eq!(pause["selection"]["topic"], "mail");
+    assert_eq!(pause["result"]["changed"], true);
+    assert!(pause["at_ms"].is_i64());
+    assert_eq!(rotation["action"], "outboxes/mail/endpoint/rotate");
+    assert_eq!(rotation["selection"]["id"], endpoint.id.as_str());
+    assert!(
+        !log.body.contains("whsec_"),
+        "a secret reached the audit log: {}",
+        log.body
+    );
+    assert!(!log.body.contains("hooks.example"), "{}", log.body);
+
+    // Pages go newest first; viewers read none of it.
+    let older = get(
+        &console,
+        &api(&format!(
+            "outboxes/mail/audit?limit=1&before={}.{}",
+            rotation["at_ms"],
+            rotation["id"].as_str().unwrap()
+        )),
+        OPERATOR,
+    )
+    .await
+    .json();
+    assert_eq!(
+        older["entries"][0]["action"], "outboxes/mail/topics/pause",
+        "{entries:?} then {older}"
+    );
+    assert_eq!(
+        get(&console, &api("outboxes/mail/audit"), VIEWER)
+            .await
+            .status,
+        403
+    );
+}

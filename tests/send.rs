@@ -80,6 +80,19 @@ async fn every_public_future_can_be_spawned() {
             outbox.pause_topic("mail", "maintenance").await.unwrap();
             outbox.paused_topics().await.unwrap();
             outbox.resume_topic("mail").await.unwrap();
+            let audit = workers_outbox::outbox::Audit::new(
+                "ops",
+                "operator",
+                "pause",
+                serde_json::json!({}),
+            );
+            let (audited, key) = outbox.audited(&audit).unwrap();
+            audited.pause_topic("audited", "x").await.unwrap();
+            outbox
+                .record_audit_result(&key, &serde_json::json!({}))
+                .await
+                .unwrap();
+            outbox.audit_log(None, 10).await.unwrap();
             outbox
                 .rollups(
                     Timestamp::EPOCH,

@@ -9,8 +9,9 @@ use serde::Deserialize;
 use serde_json::{Value as Json, json};
 
 use super::access::{Grant, Role, cross_site};
+use super::audit::{Change, what_it_did};
 use super::wire::{hide_personal, no_nul, read_body};
-use super::{Console, endpoints, page, subjects};
+use super::{Console, audit, endpoints, page, subjects};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
 use crate::outbox::{
@@ -150,6 +151,7 @@ pub(super) async fn answer(
     } else {
         &parts.method
     };
+    let mut change = Change::new(grant, route, body);
     let answer = match (method, segments.as_slice()) {
         (&Method::GET, ["session"]) => Ok(json!({
             "role": role,
@@ -179,14 +181,21 @@ pub(super) async fn answer(
             dead_count(console, name, &param).await
         }
         (&Method::POST, ["outboxes", name, "dead", action @ ("replay" | "purge")]) => {
-            dead_letters(console, name, action, body).await
+            dead_letters(console, name, action, body, &mut change).await
         }
         (&Method::POST, ["outboxes", name, "topics", action @ ("pause" | "resume")]) => {
-            topic_switch(console, name, action, body).await
+            topic_switch(console, name, action, body, &mut change).await
         }
         (&Method::POST, ["outboxes", name, "messages", "reschedule"]) => {
-            reschedule(console, name, body).await
+            reschedule(console, name, body, &mut change).await
         }
+        (&Method::GET, ["outboxes", _, "audit"]) if role < Role::Operator => {
+            return failure(
+                StatusCode::FORBIDDEN,
+                "only an operator may read the audit log",
+            );
+        }
+        (&Method::GET, ["outboxes", name, "audit"]) => audit::page(console, name, &param).await,
         (&Method::GET, ["outboxes", name, "endpoints"]) => {
             endpoints::list(console, name, &param).await
         }
@@ -194,7 +203,7 @@ pub(super) async fn answer(
             endpoints::detail(console, name, &param).await
         }
         (&Method::POST, ["outboxes", name, "endpoint", action]) => {
-            endpoints::act(console, name, action, body).await
+            endpoints::act(console, name, action, body, &mut change).await
         }
         (&Method::GET, ["inboxes", name]) => inbox_count(console, name).await,
         (&Method::GET, ["subjects"]) if role < Role::Operator => {
@@ -207,7 +216,7 @@ pub(super) async fn answer(
             Some(subject) => subjects::export(console, subject).await,
             None => Err(Error::invalid("subject", "give ?subject=")),
         },
-        (&Method::POST, ["subjects", "erase"]) => subjects::erase(console, body).await,
+        (&Method::POST, ["subjects", "erase"]) => subjects::erase(console, body, &mut change).await,
         (&Method::GET, ["inboxes", name, "keys"]) => inbox_key(console, name, param("key")).await,
         _ => {
             return failure(
@@ -224,7 +233,11 @@ pub(super) async fn answer(
         ),
     };
     if *method != Method::GET {
-        log_change(route, grant, status, &body);
+        let did = what_it_did(&body);
+        log_change(route, grant, status, &did);
+        // A refusal after a write (a test event the endpoint took none of)
+        // is recorded as it was answered.
+        change.record(&did).await;
     }
     page::json(status, &body)
 }
@@ -232,19 +245,7 @@ pub(super) async fn answer(
 /// Logs a change: its route, who asked (as the authorizer named them) and
 /// as what, and what it did (the answer's plain values and counts; never an
 /// endpoint's URL or a payload).
-fn log_change(route: &str, grant: &Grant, status: StatusCode, answer: &Json) {
-    let plain = |value: &Json| match value {
-        Json::Object(fields) => fields.values().all(Json::is_number),
-        Json::Array(_) => false,
-        _ => true,
-    };
-    let did: serde_json::Map<String, Json> = answer
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(_, value)| plain(value))
-        .map(|(name, value)| (name.clone(), value.clone()))
-        .collect();
+fn log_change(route: &str, grant: &Grant, status: StatusCode, did: &Json) {
     log::info!(
         "{}",
         json!({
@@ -526,8 +527,14 @@ async fn dead_count<'q>(
     Ok(json!(counted))
 }
 
-async fn dead_letters(console: &Console, name: &str, action: &str, body: &[u8]) -> Result<Json> {
-    let outbox = outbox(console, name)?;
+async fn dead_letters(
+    console: &Console,
+    name: &str,
+    action: &str,
+    body: &[u8],
+    change: &mut Change,
+) -> Result<Json> {
+    let outbox = &change.outbox(outbox(console, name)?)?;
     let selection: Selection = read_body(body)?;
     let limit = match selection.limit {
         None => MAX_SELECTION,
@@ -583,8 +590,13 @@ struct Keys {
     keys: Vec<String>,
 }
 
-async fn reschedule(console: &Console, name: &str, body: &[u8]) -> Result<Json> {
-    let outbox = outbox(console, name)?;
+async fn reschedule(
+    console: &Console,
+    name: &str,
+    body: &[u8],
+    change: &mut Change,
+) -> Result<Json> {
+    let outbox = &change.outbox(outbox(console, name)?)?;
     let Keys { keys } = read_body(body)?;
     let keys = keys
         .iter()
@@ -615,8 +627,14 @@ struct TopicSwitch {
 /// no more than a refresh.
 const SEEN_MINUTES: u64 = 60;
 
-async fn topic_switch(console: &Console, name: &str, action: &str, body: &[u8]) -> Result<Json> {
-    let outbox = outbox(console, name)?;
+async fn topic_switch(
+    console: &Console,
+    name: &str,
+    action: &str,
+    body: &[u8],
+    change: &mut Change,
+) -> Result<Json> {
+    let outbox = &change.outbox(outbox(console, name)?)?;
     let switch: TopicSwitch = read_body(body)?;
     no_nul("topic", &switch.topic)?;
     if action == "pause" && !switch.unseen && !seen(outbox, &switch.topic).await? {

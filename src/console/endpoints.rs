@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::{Value as Json, json};
 
 use super::Console;
+use super::audit::Change;
 use super::wire::{no_nul, read_body};
 use crate::endpoint::model::shown_url;
 use crate::endpoint::{Endpoint, Endpoints};
@@ -129,8 +130,14 @@ struct Recover {
 }
 
 /// Does `action` to the endpoint the body names, and says what it did.
-pub(super) async fn act(console: &Console, name: &str, action: &str, body: &[u8]) -> Result<Json> {
-    let endpoints = endpoints(console, name)?;
+pub(super) async fn act(
+    console: &Console,
+    name: &str,
+    action: &str,
+    body: &[u8],
+    change: &mut Change,
+) -> Result<Json> {
+    let endpoints = &change.endpoints(endpoints(console, name)?)?;
     let done = match action {
         "enable" | "test" => {
             let Named { owner, id } = read_body(body)?;

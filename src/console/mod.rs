@@ -58,6 +58,7 @@ mod access;
 #[cfg(any(test, all(feature = "workers", target_arch = "wasm32")))]
 mod access_token;
 mod api;
+mod audit;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod cloudflare_access;
 mod endpoints;

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value as Json, json};
 
 use super::Console;
+use super::audit::Change;
 use super::wire::{hide_personal, no_nul, read_body};
 use crate::batch::{Batch, OfErasure, OfStatement, Ticket};
 use crate::database::Database;
@@ -107,7 +108,7 @@ struct PerDatabase {
 /// handle (the same `Arc`: two handles on one database are two batches),
 /// the application's rows in the batch of the first outbox's handle (or
 /// the first inbox's), committed last. Erasing again is safe.
-pub(super) async fn erase(console: &Console, body: &[u8]) -> Result<Json> {
+pub(super) async fn erase(console: &Console, body: &[u8], change: &mut Change) -> Result<Json> {
     let Erasure { subject } = read_body(body)?;
     check_subject(&subject)?;
     let inner = &console.inner;
@@ -121,6 +122,11 @@ pub(super) async fn erase(console: &Console, body: &[u8]) -> Result<Json> {
         let part = batch_on(&mut batches, inbox.database());
         let ticket = part.batch.erase_inbox_subject(inbox, &subject)?;
         part.inboxes.push((name.clone(), ticket));
+    }
+    // The erasure's audit entry commits with the first outbox's part.
+    if let Some((_, outbox)) = inner.outboxes.first() {
+        let entry = change.statement(outbox)?;
+        batch_on(&mut batches, outbox.database()).batch.push(entry);
     }
     if let Some(rows) = &inner.subject_rows {
         let Some(first) = batches.first_mut() else {

@@ -93,6 +93,26 @@ impl Endpoints {
         self
     }
 
+    /// A handle to these endpoints whose next call that writes also writes
+    /// `audit`'s entry into the outbox's audit log, in the same atomic call
+    /// (see [`Outbox::audited`]).
+    ///
+    /// # Errors
+    /// As [`Outbox::audited`].
+    pub fn audited(
+        &self,
+        audit: &crate::outbox::Audit,
+    ) -> Result<(Endpoints, crate::outbox::AuditKey)> {
+        let (outbox, key) = self.outbox.audited(audit)?;
+        Ok((
+            Endpoints {
+                outbox,
+                rules: self.rules.clone(),
+            },
+            key,
+        ))
+    }
+
     /// The outbox whose endpoints these are.
     pub fn outbox(&self) -> &Outbox {
         &self.outbox

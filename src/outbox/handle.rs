@@ -39,6 +39,8 @@ pub(super) struct Inner {
     pub(super) event_retention: std::time::Duration,
     /// How long logged attempts are kept.
     pub(super) attempt_retention: std::time::Duration,
+    /// How long audit entries are kept.
+    pub(super) audit_retention: std::time::Duration,
     /// Whose endpoints receive the operational events.
     pub(super) operational_owner: Option<String>,
     /// How long a receiver fails before its operator is told.
@@ -66,6 +68,7 @@ pub struct OutboxBuilder {
     rollups: bool,
     event_retention: std::time::Duration,
     attempt_retention: std::time::Duration,
+    audit_retention: std::time::Duration,
     operational_owner: Option<String>,
     receiver_failing_after: std::time::Duration,
 }
@@ -130,6 +133,14 @@ impl OutboxBuilder {
         self
     }
 
+    /// How long the audit log keeps an entry (default:
+    /// [`Outbox::DEFAULT_AUDIT_RETENTION`], 90 days). A drain's sweep
+    /// deletes older ones, oldest first, a bounded number at a time.
+    pub fn audit_retention(mut self, retention: std::time::Duration) -> Self {
+        self.audit_retention = retention;
+        self
+    }
+
     /// Publishes the outbox's operational events ([`operational`](super::operational):
     /// an endpoint disabled or enabled, a message dead, a receiver failing
     /// and answering again) to the endpoints of
@@ -180,6 +191,7 @@ impl OutboxBuilder {
                 rollups,
                 event_retention: self.event_retention,
                 attempt_retention: self.attempt_retention,
+                audit_retention: self.audit_retention,
                 operational_owner: self.operational_owner,
                 receiver_failing_after: self.receiver_failing_after,
             }),
@@ -201,6 +213,7 @@ impl Outbox {
             rollups: true,
             event_retention: Self::DEFAULT_EVENT_RETENTION,
             attempt_retention: Self::DEFAULT_EVENT_RETENTION,
+            audit_retention: Self::DEFAULT_AUDIT_RETENTION,
             operational_owner: None,
             receiver_failing_after: Self::DEFAULT_RECEIVER_FAILING_AFTER,
         }
@@ -210,6 +223,10 @@ impl Outbox {
     /// 15 minutes.
     pub const DEFAULT_RECEIVER_FAILING_AFTER: std::time::Duration =
         std::time::Duration::from_secs(15 * 60);
+
+    /// How long audit entries are kept by default: 90 days.
+    pub const DEFAULT_AUDIT_RETENTION: std::time::Duration =
+        std::time::Duration::from_secs(90 * 24 * 3600);
 
     /// How long events published to endpoints are kept by default: 7 days.
     pub const DEFAULT_EVENT_RETENTION: std::time::Duration =

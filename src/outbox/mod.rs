@@ -42,6 +42,7 @@
 //! with an [`Inbox`](crate::inbox::Inbox) key or the message id as idempotency key.
 
 mod attempts;
+mod audit;
 mod browse;
 pub(crate) mod claim;
 mod dead_letters;
@@ -61,6 +62,7 @@ mod topics;
 
 pub(crate) use crate::verdict::Delivery;
 pub use attempts::LoggedAttempt;
+pub use audit::{Audit, AuditEntry, AuditKey};
 pub(crate) use browse::check_scan;
 pub use browse::{
     BrowseCursor, BrowseFilter, BrowsePage, BrowsedMessage, CappedCount, DeadCount, DeadFilter,

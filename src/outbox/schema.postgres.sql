@@ -141,6 +141,18 @@ CREATE TABLE IF NOT EXISTS "{table}_attempts" (
 CREATE INDEX IF NOT EXISTS "{table}_attempts_topic" ON "{table}_attempts" (topic, at);
 CREATE INDEX IF NOT EXISTS "{table}_attempts_at" ON "{table}_attempts" (at);
 CREATE INDEX IF NOT EXISTS "{table}_attempts_subject" ON "{table}_attempts" (subject) WHERE subject IS NOT NULL;
+-- The audit log of "{table}": each change an operator made through the console, written in the
+-- change's own atomic call (see src/outbox/schema.sql).
+CREATE TABLE IF NOT EXISTS "{table}_audit" (
+    at        BIGINT NOT NULL,
+    id        TEXT   COLLATE "C" NOT NULL,
+    who       TEXT   NOT NULL,
+    role      TEXT   NOT NULL,
+    action    TEXT   NOT NULL,
+    selection TEXT   NOT NULL,
+    result    TEXT,
+    PRIMARY KEY (at, id)
+);
 -- Statistics from the start: a table filled before autovacuum first analyzes it would otherwise be
 -- planned as tiny, and its claims would sort every due row instead of walking the due index.
 ANALYZE "{table}";

@@ -150,3 +150,18 @@ CREATE TABLE IF NOT EXISTS "{table}_attempts" (
 CREATE INDEX IF NOT EXISTS "{table}_attempts_topic" ON "{table}_attempts" (topic, at);
 CREATE INDEX IF NOT EXISTS "{table}_attempts_at" ON "{table}_attempts" (at);
 CREATE INDEX IF NOT EXISTS "{table}_attempts_subject" ON "{table}_attempts" (subject) WHERE subject IS NOT NULL;
+-- The audit log of "{table}": each change an operator made through the console, written in the
+-- change's own atomic call: when (Unix ms) and an id, who (as the console's authorizer named them)
+-- and their role, the action (the console's route), what it selected (JSON, as asked, never a
+-- secret), and what it did (JSON, filled in once the change committed; null if that write was
+-- lost). Kept for the outbox's audit retention (a drain's sweep deletes older entries).
+CREATE TABLE IF NOT EXISTS "{table}_audit" (
+    at        INTEGER NOT NULL,
+    id        TEXT    NOT NULL,
+    who       TEXT    NOT NULL,
+    role      TEXT    NOT NULL,
+    action    TEXT    NOT NULL,
+    selection TEXT    NOT NULL,
+    result    TEXT,
+    PRIMARY KEY (at, id)
+) STRICT, WITHOUT ROWID;

@@ -759,8 +759,8 @@ impl Outbox {
     }
 
     /// A drain's housekeeping, sent at most once a minute per drainer with
-    /// a claim: keeps the retention of the rollups, of the events and of the
-    /// attempt log (at most 500 rows of each),
+    /// a claim: keeps the retention of the rollups, of the events, of the
+    /// attempt log and of the audit log (at most 500 rows of each),
     /// forgets the tombstones of
     /// subjects erased more than
     /// [`ERASURE_MEMORY`](crate::subject::ERASURE_MEMORY) ago, and on
@@ -787,6 +787,7 @@ impl Outbox {
             now.saturating_sub(self.inner.attempt_retention),
             Self::ATTEMPTS_PRUNED_PER_SWEEP,
         )?);
+        sweep.push(self.prune_audit(now)?);
         Ok(sweep)
     }
 

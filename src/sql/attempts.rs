@@ -176,22 +176,14 @@ pub(crate) fn prune(
     before: Timestamp,
     limit: u32,
 ) -> Result<Statement> {
-    let mut oldest = Query::select();
-    oldest
-        .columns([attempt_col::MESSAGE_ID, attempt_col::SLOT])
-        .from(attempts_table(table))
-        .and_where(Expr::col(attempt_col::AT).lt(before.as_unix_millis()))
-        .order_by(attempt_col::AT, Order::Asc)
-        .limit(u64::from(limit));
-    let mut delete = Query::delete();
-    delete.from_table(attempts_table(table)).and_where(
-        Expr::tuple([
-            Expr::col(attempt_col::MESSAGE_ID),
-            Expr::col(attempt_col::SLOT),
-        ])
-        .in_subquery(oldest),
-    );
-    dialect.render(&delete)
+    super::delete_oldest(
+        dialect,
+        attempts_table(table),
+        &[attempt_col::MESSAGE_ID, attempt_col::SLOT],
+        attempt_col::AT,
+        before,
+        limit,
+    )
 }
 
 /// Deletes every attempt logged for `subject`'s messages.

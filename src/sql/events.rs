@@ -594,18 +594,14 @@ pub(crate) fn prune_events(
     before: Timestamp,
     limit: u32,
 ) -> Result<Statement> {
-    let mut oldest = Query::select();
-    oldest
-        .column(event_col::ID)
-        .from(events_table(table))
-        .and_where(Expr::col(event_col::CREATED_AT).lt(before.as_unix_millis()))
-        .order_by(event_col::CREATED_AT, Order::Asc)
-        .limit(u64::from(limit));
-    let mut delete = Query::delete();
-    delete
-        .from_table(events_table(table))
-        .and_where(Expr::col(event_col::ID).in_subquery(oldest));
-    dialect.render(&delete)
+    super::delete_oldest(
+        dialect,
+        events_table(table),
+        &[event_col::ID],
+        event_col::CREATED_AT,
+        before,
+        limit,
+    )
 }
 
 /// The events of `subject`, oldest first.

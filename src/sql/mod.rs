@@ -13,6 +13,7 @@
 //! build their SQL in the outbox's files, in text both dialects share.)
 
 pub(crate) mod attempts;
+pub(crate) mod audit;
 pub(crate) mod claim;
 pub(crate) mod claim_floor;
 pub(crate) mod dialects;
@@ -119,4 +120,29 @@ pub(crate) mod tombstone_col {
     pub(crate) const ERASED_AT: &str = "erased_at";
     /// `erased_at` of a Postgres guard's own row, never a real tombstone's.
     pub(crate) const GUARD_MARK: i64 = -1;
+}
+
+/// Deletes at most `limit` rows of `table` whose `at` column is before
+/// `before`, oldest first, each found by its primary key `key`: a
+/// retention's bounded share of a sweep.
+pub(crate) fn delete_oldest(
+    dialect: crate::database::Dialect,
+    table: String,
+    key: &[&'static str],
+    at: &'static str,
+    before: crate::time::Timestamp,
+    limit: u32,
+) -> crate::error::Result<crate::database::Statement> {
+    use sea_query::{Expr, ExprTrait, Order, Query};
+    let mut oldest = Query::select();
+    oldest
+        .columns(key.iter().copied())
+        .from(table.clone())
+        .and_where(Expr::col(at).lt(before.as_unix_millis()))
+        .order_by(at, Order::Asc)
+        .limit(u64::from(limit));
+    let key = Expr::tuple(key.iter().map(|column| Expr::col(*column)));
+    let mut delete = Query::delete();
+    delete.from_table(table).and_where(key.in_subquery(oldest));
+    dialect.render(&delete)
 }

@@ -269,6 +269,12 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
             vec![Value::Integer(2)],
         ),
         (
+            "an audit page",
+            super::audit::page(&outbox, dialect, Some((at(NOW), "a1")), 2).unwrap(),
+            r#"SELECT "at", "id", "who", "role", "action", "selection", "result" FROM "outbox_audit" WHERE ("at", "id") < (?, ?) ORDER BY "at" DESC, "id" DESC LIMIT ?"#.into(),
+            vec![Value::Integer(NOW), text("a1"), Value::Integer(2)],
+        ),
+        (
             "inbox key",
             inbox::record(&inbox, dialect, "key", Some("u1"), at(NOW)).unwrap(),
             r#"INSERT INTO "inbox" ("key", "subject", "seen_at") VALUES (?, ?, ?)"#.into(),

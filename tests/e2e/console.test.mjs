@@ -393,6 +393,13 @@ describe("the operator console, in a real browser", () => {
     const rotated = await page.locator("#ep-secret-value").textContent();
     assert.match(rotated, /^whsec_[A-Za-z0-9+/]{43}=$/);
     await page.locator('#endpoint-fields [data-field="previous secret"]').filter({ hasText: "signs until" }).waitFor();
+    // Every change is in the audit log; the new secret is not.
+    await page.locator("#audit tr", { hasText: "outboxes/mail/endpoint/rotate" }).waitFor();
+    const audited = await page.locator("#audit td:nth-child(4)").allTextContents();
+    for (const action of ["disable", "enable", "test", "recover", "rotate"]) {
+      assert.ok(audited.includes(`outboxes/mail/endpoint/${action}`), `${action} in ${audited}`);
+    }
+    assert.equal((await page.locator("#audit").textContent()).includes("whsec_"), false);
     const shots = process.env.CONSOLE_SCREENSHOTS;
     if (shots) await page.locator("#endpoint").screenshot({ path: path.resolve(root, shots, "console-endpoint.png") });
     assert.deepEqual(pageErrors, []);
@@ -443,6 +450,13 @@ describe("the operator console, in a real browser", () => {
     w.sink.status = 202;
     await page.locator("#groups button", { hasText: "Replay group" }).click();
     await page.locator("#status").filter({ hasText: "replay: 2 done" }).waitFor();
+    // The audit log names who replayed what, and what it did.
+    const replayed = page.locator("#audit tr", { hasText: "outboxes/mail/dead/replay" });
+    await replayed.waitFor();
+    const [, who, role, , selection, result] = await replayed.locator("td").allTextContents();
+    assert.deepEqual([who, role], ["ADMIN_TOKEN", "operator"]);
+    assert.match(selection, /"error_class":/);
+    assert.match(result, /"done":2/);
     await w.cron();
     assert.equal(w.sink.delivered().length, 2);
     await page.locator("#refresh").selectOption("2");

@@ -86,6 +86,8 @@ async function call(path, { method = "GET", body } = {}) {
   const answer = await response.json().catch(() => ({ error: `HTTP ${response.status}` }));
   if (response.status === 401) throw new Unauthorized(answer.error);
   if (!response.ok) throw new Error(answer.error ?? `HTTP ${response.status}`);
+  // A change is in the audit log now: the next refresh reads it.
+  if (method !== "GET") state.auditStale = true;
   return answer;
 }
 
@@ -139,6 +141,7 @@ async function start() {
   inboxes.replaceChildren(...state.session.inboxes.map((name) => el("option", name)));
   $("inbox-section").hidden = state.session.inboxes.length === 0;
   $("subject-section").hidden = state.session.role !== "operator";
+  $("audit-section").hidden = state.session.role !== "operator";
   const linked = linkedMessage();
   const first = linked && state.session.outboxes.includes(linked.outbox) ? linked.outbox : state.session.outboxes[0];
   if (first !== undefined) await choose(first);
@@ -177,6 +180,7 @@ async function choose(name) {
   }
   state.pageStart = null;
   state.after = null;
+  state.auditStale = true;
   await refresh();
   // Read on choosing and after an action, not on each refresh: a list of
   // endpoints changes when someone changes it.
@@ -191,6 +195,11 @@ async function refresh() {
     // The topics table shows the pause switches the overview read.
     await overview();
     await Promise.all([topics(), groups(), inboxCount(), keepSelection() ? null : messages("same")]);
+    // Read when the outbox is chosen and after a change, not on each refresh.
+    if (state.auditStale && state.session.role === "operator") {
+      state.auditStale = false;
+      await auditLog("first");
+    }
     // A refresh clears only its own earlier failure, never an action's report.
     if (state.refreshFailed) say("");
     state.refreshFailed = false;
@@ -442,6 +451,31 @@ async function openDetail(key) {
 function closeDetail() {
   $("detail").hidden = true;
   history.replaceState(null, "", location.pathname + location.search);
+}
+
+/** The chosen outbox's audit log, newest first, a page at a time. */
+async function auditLog(which) {
+  if (which === "first") state.auditBefore = null;
+  else state.auditBefore = state.auditNext;
+  const params = new URLSearchParams();
+  if (state.auditBefore) params.set("before", state.auditBefore);
+  const page = await call(`${outboxPath("audit")}?${params}`);
+  state.auditNext = page.next_before;
+  const compact = (value) => (value === null || value === undefined ? "–" : JSON.stringify(value));
+  $("audit").replaceChildren(
+    ...page.entries.map((entry) =>
+      el("tr", undefined, { "data-audit": entry.id }, [
+        cell(when(entry.at_ms)),
+        cell(entry.who),
+        cell(entry.role),
+        cell(entry.action),
+        cell(compact(entry.selection)),
+        cell(entry.result === null ? "(not recorded)" : compact(entry.result)),
+      ]),
+    ),
+  );
+  $("audit-next").hidden = !page.next_before;
+  $("audit-note").textContent = page.entries.length === 0 ? "No change made through the console yet." : "";
 }
 
 const hasEndpoints = () => state.session.endpoints.includes(state.outbox);
@@ -775,6 +809,7 @@ document.addEventListener("DOMContentLoaded", () => {
     event.preventDefault();
     endpoints("first").catch((error) => say(error.message));
   });
+  $("audit-next").addEventListener("click", () => auditLog("next").catch((error) => say(error.message)));
   $("endpoints-next").addEventListener("click", () => endpoints("next").catch((error) => say(error.message)));
   $("endpoint-close").addEventListener("click", () => {
     $("endpoint").hidden = true;
