@@ -5,13 +5,15 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::{CaseResult, Failure, Harness, drainer_through, ensure, ensure_eq, yield_now};
+use super::{
+    CaseResult, Failure, Harness, drainer_through, enqueue_message, ensure, ensure_eq, yield_now,
+};
 use crate::batch::Batch;
 use crate::drain::{Deliver, DrainReport};
 use crate::endpoint::model::Target;
 use crate::endpoint::{EndpointState, EndpointUpdate, Endpoints, Event, NewEndpoint};
 use crate::error::Error;
-use crate::outbox::{ClaimedMessage, Delivery, Outbox};
+use crate::outbox::{ClaimedMessage, Delivery, Message, Outbox};
 use crate::webhook::{Secret, Signer, Verifier};
 
 const FIRST: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -1325,5 +1327,102 @@ pub(crate) async fn every_owners_endpoints_page_and_a_test_event_reaches_one(
         "a disabled endpoint is sent a test event"
     );
     ensure_eq!(rows_of(&h, &outbox, other).await?.0, 0);
+    Ok(())
+}
+
+pub(crate) async fn alerts_are_told_once_per_window_by_the_sweep_of_a_drain(
+    h: Harness,
+) -> CaseResult {
+    use crate::outbox::Alert;
+    use crate::outbox::operational::ALERT;
+    let minutes = |n: u64| Duration::from_secs(60 * n);
+    let outbox = operational_outbox(&h, 1, |builder| {
+        builder
+            .alert(Alert::dead_letters(2, minutes(10)))
+            .alert(Alert::oldest_due(minutes(5)))
+    })
+    .await?;
+    let endpoints = Endpoints::new(&outbox);
+    let ops = endpoints
+        .create(new("ops", "ops.example", &[ALERT]))
+        .await?;
+    let alerts = || async {
+        let rows = h
+            .sql(
+                &format!(
+                    "SELECT payload FROM \"{}_events\" WHERE event_type = ? ORDER BY created_at, id",
+                    outbox.table()
+                ),
+                vec![ALERT.into()],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let payload: String = row.get("payload")?;
+                Ok(serde_json::from_str::<serde_json::Value>(&payload)
+                    .map_err(|e| Failure(e.to_string()))?["condition"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned())
+            })
+            .collect::<Result<Vec<String>, Failure>>()
+    };
+    let sweep = || async {
+        h.db().batch_atomic(&outbox.sweep_statements()?).await?;
+        Ok::<(), Failure>(())
+    };
+
+    // One dead letter holds no alert; two do, told once by a drain's sweep
+    // and delivered to the operator's endpoint.
+    enqueue_message(&outbox, Message::raw_json("mail", "{}")).await?;
+    let receiver = Operators {
+        refusing: vec!["mail".to_owned()],
+        ..Operators::default()
+    };
+    let drainer = drainer_through(&h, &outbox, receiver.clone(), 1)?;
+    drainer.drain().await;
+    sweep().await?;
+    ensure_eq!(alerts().await?, Vec::<String>::new());
+    enqueue_message(&outbox, Message::raw_json("mail", "{}")).await?;
+    drainer.drain().await;
+    h.clock().advance(minutes(1) + Duration::from_secs(1));
+    drainer.drain().await;
+    drainer.drain().await;
+    ensure_eq!(alerts().await?, vec!["dead_letters".to_owned()]);
+    let told = receiver.received_by(&ops.id);
+    ensure_eq!(told.len(), 1);
+    ensure_eq!(told[0]["rule"].as_str(), Some("dead_letters:2:600s"));
+    // Not again in the same window, however often it is checked.
+    h.clock().advance(minutes(1) + Duration::from_secs(1));
+    drainer.drain().await;
+    sweep().await?;
+    ensure_eq!(alerts().await?.len(), 1);
+
+    // A message due for over 5 minutes and unclaimed holds the other rule,
+    // unless its topic is paused.
+    enqueue_message(&outbox, Message::raw_json("late", "{}")).await?;
+    h.clock().advance(minutes(6));
+    outbox.pause_topic("late", "maintenance").await?;
+    sweep().await?;
+    ensure_eq!(alerts().await?.len(), 1);
+    outbox.resume_topic("late").await?;
+    sweep().await?;
+    ensure_eq!(alerts().await?[1..].to_vec(), vec!["oldest_due".to_owned()]);
+
+    // In the next window, only what still holds is told again: the letters
+    // died over 10 minutes ago, the late message is still due.
+    h.clock().advance(minutes(60));
+    sweep().await?;
+    ensure_eq!(alerts().await?[2..].to_vec(), vec!["oldest_due".to_owned()]);
+
+    // An alert needs an operator to tell, and numbers in range.
+    let unowned = h
+        .outbox_builder(h.db(), &h.table("unowned"))
+        .alert(Alert::oldest_due(minutes(5)))
+        .build();
+    ensure!(
+        matches!(unowned, Err(Error::InvalidInput { .. })),
+        "an alert with no operator was built"
+    );
     Ok(())
 }

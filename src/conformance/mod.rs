@@ -278,6 +278,7 @@ pub fn cases() -> Vec<Case> {
         endpoints::a_filter_lets_through_only_the_events_it_matches,
         endpoints::every_owners_endpoints_page_and_a_test_event_reaches_one,
         audit::an_audit_entry_commits_with_its_change_once_or_not_at_all,
+        endpoints::alerts_are_told_once_per_window_by_the_sweep_of_a_drain,
         attempts::failures_are_logged_in_the_settle_call_and_bounded_per_message,
         attempts::the_attempt_log_is_kept_for_its_retention_and_erased_with_its_subject,
         attempts::hostile_answers_are_logged_in_bounded_statements_and_settle,

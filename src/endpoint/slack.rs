@@ -3,7 +3,7 @@
 //! that take Slack's format).
 
 use crate::outbox::operational::{
-    ENDPOINT_DISABLED, ENDPOINT_ENABLED, ENDPOINT_TEST, EVENT_ID_PREFIX, MESSAGE_DEAD,
+    ALERT, ENDPOINT_DISABLED, ENDPOINT_ENABLED, ENDPOINT_TEST, EVENT_ID_PREFIX, MESSAGE_DEAD,
     RECEIVER_FAILING, RECEIVER_RECOVERED,
 };
 
@@ -47,6 +47,11 @@ fn operational(value: &serde_json::Value) -> String {
                 field("endpoint_id")
             )
         }
+        Some(ALERT) => format!(
+            ":rotating_light: Alert `{}` holds (since {})",
+            field("rule"),
+            field("window_start_ms")
+        ),
         Some(ENDPOINT_TEST) => format!(
             ":test_tube: Test event for endpoint `{}`",
             field("endpoint_id")

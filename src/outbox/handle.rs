@@ -41,6 +41,8 @@ pub(super) struct Inner {
     pub(super) attempt_retention: std::time::Duration,
     /// How long audit entries are kept.
     pub(super) audit_retention: std::time::Duration,
+    /// What its drains' sweeps check and tell the operator.
+    pub(super) alerts: Vec<super::Alert>,
     /// Whose endpoints receive the operational events.
     pub(super) operational_owner: Option<String>,
     /// How long a receiver fails before its operator is told.
@@ -69,6 +71,7 @@ pub struct OutboxBuilder {
     event_retention: std::time::Duration,
     attempt_retention: std::time::Duration,
     audit_retention: std::time::Duration,
+    alerts: Vec<super::Alert>,
     operational_owner: Option<String>,
     receiver_failing_after: std::time::Duration,
 }
@@ -141,6 +144,15 @@ impl OutboxBuilder {
         self
     }
 
+    /// Checks `alert` at each sweep of its drains and tells the operator's
+    /// endpoints (see [`operational_events`](Self::operational_events),
+    /// which it needs) when it holds, at most once per its window. Give
+    /// as many as you like.
+    pub fn alert(mut self, alert: super::Alert) -> Self {
+        self.alerts.push(alert);
+        self
+    }
+
     /// Publishes the outbox's operational events ([`operational`](super::operational):
     /// an endpoint disabled or enabled, a message dead, a receiver failing
     /// and answering again) to the endpoints of
@@ -167,11 +179,24 @@ impl OutboxBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidInput`](crate::error::Error::InvalidInput) if a table name
-    /// is not a plain identifier (see [`TableName`]).
+    /// is not a plain identifier (see [`TableName`]), or an alert's numbers
+    /// are out of range or it has no operator to tell.
     pub fn build(self) -> Result<Outbox> {
         let table = TableName::new(&self.table)?;
         if let Some(owner) = &self.operational_owner {
             super::check_key("operational events' owner", Some(owner))?;
+        }
+        for alert in &self.alerts {
+            alert.check()?;
+            if self.operational_owner.is_none() {
+                return Err(Error::invalid(
+                    "alert",
+                    format!(
+                        "{} is told to the operator's endpoints: give .operational_events(owner)",
+                        alert.rule()
+                    ),
+                ));
+            }
         }
         let rollups = self
             .rollups
@@ -192,6 +217,7 @@ impl OutboxBuilder {
                 event_retention: self.event_retention,
                 attempt_retention: self.attempt_retention,
                 audit_retention: self.audit_retention,
+                alerts: self.alerts,
                 operational_owner: self.operational_owner,
                 receiver_failing_after: self.receiver_failing_after,
             }),
@@ -214,6 +240,7 @@ impl Outbox {
             event_retention: Self::DEFAULT_EVENT_RETENTION,
             attempt_retention: Self::DEFAULT_EVENT_RETENTION,
             audit_retention: Self::DEFAULT_AUDIT_RETENTION,
+            alerts: Vec::new(),
             operational_owner: None,
             receiver_failing_after: Self::DEFAULT_RECEIVER_FAILING_AFTER,
         }

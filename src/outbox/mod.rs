@@ -41,6 +41,7 @@
 //! timeout, expired lease) is repeated. Receivers should be idempotent, e.g.
 //! with an [`Inbox`](crate::inbox::Inbox) key or the message id as idempotency key.
 
+mod alerts;
 mod attempts;
 mod audit;
 mod browse;
@@ -61,6 +62,7 @@ mod subject;
 mod topics;
 
 pub(crate) use crate::verdict::Delivery;
+pub use alerts::Alert;
 pub use attempts::LoggedAttempt;
 pub use audit::{Audit, AuditEntry, AuditKey};
 pub(crate) use browse::check_scan;

@@ -20,6 +20,9 @@ pub const ENDPOINT_ENABLED: &str = "outbox.endpoint.enabled";
 /// [`Endpoints::send_test`](crate::endpoint::Endpoints::send_test) (by an
 /// operator or its owner) to see it answer.
 pub const ENDPOINT_TEST: &str = "outbox.endpoint.test";
+/// An [`Alert`](super::Alert) holds: told at most once per rule per
+/// window, by the sweep of a drain.
+pub const ALERT: &str = "outbox.alert";
 /// A message died: of a permanent failure, or its last attempt failed.
 pub const MESSAGE_DEAD: &str = "outbox.message.dead";
 /// A receiver has failed for longer than

@@ -153,6 +153,13 @@ CREATE TABLE IF NOT EXISTS "{table}_audit" (
     result    TEXT,
     PRIMARY KEY (at, id)
 );
+-- The alerts of "{table}" (OutboxBuilder::alert): per rule, the window in which it was last told
+-- and the event that told it (see src/outbox/schema.sql).
+CREATE TABLE IF NOT EXISTS "{table}_alerts" (
+    rule         TEXT   COLLATE "C" NOT NULL PRIMARY KEY,
+    window_start BIGINT NOT NULL,
+    told_by      TEXT   NOT NULL
+);
 -- Statistics from the start: a table filled before autovacuum first analyzes it would otherwise be
 -- planned as tiny, and its claims would sort every due row instead of walking the due index.
 ANALYZE "{table}";

@@ -165,3 +165,11 @@ CREATE TABLE IF NOT EXISTS "{table}_audit" (
     result    TEXT,
     PRIMARY KEY (at, id)
 ) STRICT, WITHOUT ROWID;
+-- The alerts of "{table}" (OutboxBuilder::alert): per rule, the start of the window (Unix ms) in
+-- which it was last told and the event that told it, written by a drain's sweep in the call that
+-- keeps the event, so a rule is told at most once per window however many drains sweep.
+CREATE TABLE IF NOT EXISTS "{table}_alerts" (
+    rule         TEXT    NOT NULL PRIMARY KEY,
+    window_start INTEGER NOT NULL,
+    told_by      TEXT    NOT NULL
+) STRICT, WITHOUT ROWID;

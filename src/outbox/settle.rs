@@ -788,6 +788,7 @@ impl Outbox {
             Self::ATTEMPTS_PRUNED_PER_SWEEP,
         )?);
         sweep.push(self.prune_audit(now)?);
+        sweep.extend(self.alert_statements(now)?);
         Ok(sweep)
     }
 

@@ -12,6 +12,7 @@
 //! stats, dead letters and a subject's export, still
 //! build their SQL in the outbox's files, in text both dialects share.)
 
+pub(crate) mod alerts;
 pub(crate) mod attempts;
 pub(crate) mod audit;
 pub(crate) mod claim;

@@ -275,6 +275,21 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
             vec![Value::Integer(NOW), text("a1"), Value::Integer(2)],
         ),
         (
+            "an alert told once per window",
+            super::alerts::tell(
+                &outbox,
+                dialect,
+                ("dead_letters:2:600s", at(NOW), "evt_1"),
+                super::alerts::dead_since(&outbox, at(NOW), 2),
+            )
+            .unwrap(),
+            r#"INSERT INTO "outbox_alerts" ("rule", "window_start", "told_by") SELECT CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS TEXT) WHERE (SELECT COUNT(*) FROM (SELECT 1 FROM "outbox" WHERE "state" = ? AND "due_at" >= ? LIMIT ?) AS "recent") >= ? ON CONFLICT ("rule") DO UPDATE SET "window_start" = "excluded"."window_start", "told_by" = "excluded"."told_by" WHERE "outbox_alerts"."window_start" < "excluded"."window_start""#.into(),
+            vec![
+                text("dead_letters:2:600s"), Value::Integer(NOW), text("evt_1"), text("dead"),
+                Value::Integer(NOW), Value::Integer(2), Value::Integer(2),
+            ],
+        ),
+        (
             "inbox key",
             inbox::record(&inbox, dialect, "key", Some("u1"), at(NOW)).unwrap(),
             r#"INSERT INTO "inbox" ("key", "subject", "seen_at") VALUES (?, ?, ?)"#.into(),
