@@ -16,6 +16,12 @@ if [[ ! -f .dev.vars ]]; then
   echo 'ADMIN_TOKEN=dev-admin-token' > .dev.vars
   echo "==> wrote .dev.vars (ADMIN_TOKEN=dev-admin-token)"
 fi
+# The console's tenant portal signs its links with PORTAL_KEY.
+if ! grep -q '^PORTAL_KEY=' .dev.vars; then
+  [[ -z $(tail -c 1 .dev.vars) ]] || echo >> .dev.vars
+  echo "PORTAL_KEY=$(node -e 'process.stdout.write(require("crypto").randomBytes(32).toString("hex"))')" >> .dev.vars
+  echo "==> added a random PORTAL_KEY to .dev.vars (the console's tenant portal)"
+fi
 # Local endpoints (the mail sink's /hooks) may be registered in development only.
 if ! grep -q '^ENDPOINTS_ALLOW_LOCAL=' .dev.vars; then
   [[ -z $(tail -c 1 .dev.vars) ]] || echo >> .dev.vars

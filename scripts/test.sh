@@ -75,4 +75,6 @@ bash scripts/build-worker.sh tests/d1-worker
 
 say "Miniflare tests"
 export WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false
-node --test --test-reporter=spec tests/e2e/
+# A test that hangs fails after 10 minutes, and a failed test's open handles
+# (a Miniflare, a browser) cannot keep the run from ending.
+node --test --test-reporter=spec --test-timeout=600000 --test-force-exit tests/e2e/

@@ -1584,3 +1584,269 @@ async fn every_change_is_in_the_audit_log_with_who_made_it_and_operators_alone_r
         403
     );
 }
+
+/// A portal request: the token in the portal's header, and a change's
+/// same-origin headers.
+fn portal_request(
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<Json>,
+) -> http::Request<Vec<u8>> {
+    let builder = http::Request::builder()
+        .method(method)
+        .uri(format!("https://ops.example{path}"))
+        .header(workers_outbox::console::PORTAL_HEADER, token)
+        .header("host", "ops.example")
+        .header("sec-fetch-site", "same-origin")
+        .header(MUTATION_HEADER, "1");
+    builder
+        .body(body.map_or_else(Vec::new, |body| body.to_string().into_bytes()))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_portal_link_reaches_its_owners_endpoints_and_deliveries_and_nothing_of_another_owner() {
+    let t = TestOutbox::new().await.unwrap();
+    let endpoints = Endpoints::new(&t.outbox);
+    let mut ids = Vec::new();
+    for owner in ["acme", "globex"] {
+        let endpoint = endpoints
+            .create(
+                NewEndpoint::new(
+                    owner,
+                    format!("https://{owner}.example/hooks/token"),
+                    SECRET,
+                )
+                .metadata(json!({ "plan": "internal" })),
+            )
+            .await
+            .unwrap();
+        let mut batch = Batch::new(t.db.clone());
+        let _ = batch
+            .publish(
+                &endpoints,
+                workers_outbox::endpoint::Event::raw_json(owner, "order.paid", r#"{"n":1}"#),
+            )
+            .unwrap();
+        batch.commit().await.unwrap();
+        ids.push(endpoint.id);
+    }
+    let (acme, globex) = (ids[0].clone(), ids[1].clone());
+    // Both endpoints' deliveries die.
+    t.drain_now(RecordingDeliverer::answering(Delivery::permanent("no")))
+        .await;
+    let dead = t
+        .outbox
+        .browse(
+            &workers_outbox::outbox::BrowseFilter::new(workers_outbox::outbox::Listed::Dead),
+            None,
+            10,
+            100,
+        )
+        .await
+        .unwrap()
+        .messages;
+    let key_of = |endpoint: &str| {
+        let m = dead.iter().find(|m| m.message.topic == endpoint).unwrap();
+        (
+            format!("{}.{}", m.message.due_at.as_unix_millis(), m.message.id),
+            m.message.id.clone(),
+        )
+    };
+    let ((acme_key, _), (globex_key, globex_delivery)) = (key_of(&acme), key_of(&globex));
+
+    let portal = workers_outbox::console::Portal::new(&[42; 32])
+        .unwrap()
+        .clock(std::sync::Arc::new(t.clock.clone()));
+    let console = Console::builder()
+        .prefix("/admin/outbox")
+        .outbox("mail", t.outbox.clone())
+        .inbox("hooks", t.inbox.clone())
+        .endpoints("mail", Endpoints::new(&t.outbox))
+        .portal(portal)
+        .build()
+        .unwrap();
+    let link = console
+        .portal_link("acme", std::time::Duration::from_secs(3600))
+        .unwrap();
+    let token = link
+        .strip_prefix("/admin/outbox/#portal=")
+        .unwrap()
+        .to_owned();
+    let call = |method: &'static str, route: String, body: Option<Json>| {
+        let request = portal_request(method, &format!("/admin/outbox/api/{route}"), &token, body);
+        let console = console.clone();
+        async move { send(&console, request).await }
+    };
+    let session = call("GET", "session".into(), None).await.json();
+    assert_eq!(session["owner"], "acme");
+    assert_eq!(session["portal"], true);
+    assert_eq!(session["outboxes"], json!([]));
+
+    // Every route that is not an endpoint's or a delivery's is refused.
+    let refused = [
+        ("GET", "outboxes/mail".to_owned(), None),
+        ("GET", "outboxes/mail/rollups".to_owned(), None),
+        ("GET", "outboxes/mail/messages?state=dead".to_owned(), None),
+        (
+            "GET",
+            format!("outboxes/mail/message?key={globex_key}"),
+            None,
+        ),
+        ("GET", "outboxes/mail/dead/groups".to_owned(), None),
+        ("GET", "outboxes/mail/dead/count".to_owned(), None),
+        ("GET", "outboxes/mail/audit".to_owned(), None),
+        ("GET", "inboxes/hooks".to_owned(), None),
+        ("GET", "inboxes/hooks/keys?key=x".to_owned(), None),
+        ("GET", "subjects?subject=u1".to_owned(), None),
+        (
+            "POST",
+            "outboxes/mail/dead/replay".to_owned(),
+            Some(json!({ "ids": [globex_delivery] })),
+        ),
+        (
+            "POST",
+            "outboxes/mail/dead/purge".to_owned(),
+            Some(json!({ "topic": globex })),
+        ),
+        (
+            "POST",
+            "outboxes/mail/topics/pause".to_owned(),
+            Some(json!({ "topic": globex, "unseen": true })),
+        ),
+        (
+            "POST",
+            "outboxes/mail/topics/resume".to_owned(),
+            Some(json!({ "topic": globex })),
+        ),
+        (
+            "POST",
+            "outboxes/mail/messages/reschedule".to_owned(),
+            Some(json!({ "keys": [globex_key] })),
+        ),
+        (
+            "POST",
+            "subjects/erase".to_owned(),
+            Some(json!({ "subject": "u1" })),
+        ),
+    ];
+    for (method, route, body) in refused {
+        let answer = call(method, route.clone(), body).await;
+        assert_eq!(answer.status, 403, "{method} {route}: {}", answer.body);
+    }
+
+    // Another owner's endpoint, by id, by owner, by filter: not found, and unchanged.
+    let before = endpoints.get("globex", &globex).await.unwrap();
+    let reads = [
+        "outboxes/mail/endpoints?owner=globex".to_owned(),
+        format!("outboxes/mail/endpoint?id={globex}"),
+        format!("outboxes/mail/endpoint?owner=globex&id={globex}"),
+        format!("outboxes/mail/deliveries?endpoint={globex}"),
+        format!("outboxes/mail/deliveries?owner=globex&endpoint={globex}"),
+        format!("outboxes/mail/delivery?endpoint={globex}&key={globex_key}"),
+        format!("outboxes/mail/delivery?endpoint={acme}&key={globex_key}"),
+    ];
+    for route in reads {
+        let answer = call("GET", route.clone(), None).await;
+        assert_eq!(answer.status, 404, "{route}: {}", answer.body);
+        assert!(!answer.body.contains("globex.example"), "{route}");
+    }
+    for action in ["enable", "disable", "pause", "test", "recover", "rotate"] {
+        for named in [
+            json!({ "id": globex }),
+            json!({ "owner": "globex", "id": globex }),
+        ] {
+            let mut body = named.clone();
+            match action {
+                "recover" => body["since_ms"] = json!(0),
+                "rotate" => body["secret"] = json!(ROTATED),
+                _ => {}
+            }
+            let answer = call(
+                "POST",
+                format!("outboxes/mail/endpoint/{action}"),
+                Some(body),
+            )
+            .await;
+            assert_eq!(answer.status, 404, "{action} {named}: {}", answer.body);
+        }
+    }
+    for body in [
+        json!({ "endpoint": globex }),
+        json!({ "owner": "globex", "endpoint": globex }),
+    ] {
+        let answer = call("POST", "outboxes/mail/deliveries/replay".into(), Some(body)).await;
+        assert_eq!(answer.status, 404, "{}", answer.body);
+    }
+    let crossed = call(
+        "POST",
+        "outboxes/mail/deliveries/replay".into(),
+        Some(json!({ "endpoint": acme, "ids": [globex_delivery] })),
+    )
+    .await
+    .json();
+    assert_eq!(crossed["done"], 0, "{crossed}");
+    assert_eq!(endpoints.get("globex", &globex).await.unwrap(), before);
+    let globex_dead = t
+        .outbox
+        .count_dead_matching(
+            &workers_outbox::outbox::DeadFilter {
+                topic: Some(globex.clone()),
+                ..Default::default()
+            },
+            100,
+        )
+        .await
+        .unwrap();
+    assert_eq!(globex_dead.count, 1, "globex's dead delivery was replayed");
+
+    // Its own: whole URLs (no metadata), its deliveries with their payload, replayed.
+    let own = call("GET", "outboxes/mail/endpoints?after=zzz".into(), None).await;
+    let own = own.json();
+    assert_eq!(own["endpoints"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        own["endpoints"][0]["url"],
+        "https://acme.example/hooks/token"
+    );
+    assert_eq!(own["endpoints"][0]["metadata"], Json::Null);
+    assert_eq!(own["endpoints"][0]["details_hidden"], false);
+    let deliveries = call(
+        "GET",
+        format!("outboxes/mail/deliveries?endpoint={acme}"),
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(deliveries["messages"][0]["payload"], r#"{"n":1}"#);
+    assert_eq!(deliveries["messages"][0]["subject"], Json::Null);
+    let one = call(
+        "GET",
+        format!("outboxes/mail/delivery?endpoint={acme}&key={acme_key}"),
+        None,
+    )
+    .await;
+    assert_eq!(one.status, 200, "{}", one.body);
+    let replayed = call(
+        "POST",
+        "outboxes/mail/deliveries/replay".into(),
+        Some(json!({ "endpoint": acme })),
+    )
+    .await
+    .json();
+    assert_eq!(
+        (replayed["selected"].clone(), replayed["done"].clone()),
+        (json!(1), json!(1))
+    );
+
+    // An altered or expired link grants nothing.
+    let altered = token.replacen('.', ".9", 1);
+    let answer = send(
+        &console,
+        portal_request("GET", "/admin/outbox/api/session", &altered, None),
+    )
+    .await;
+    assert_eq!(answer.status, 401);
+    t.clock.advance(std::time::Duration::from_secs(3601));
+    assert_eq!(call("GET", "session".into(), None).await.status, 401);
+}

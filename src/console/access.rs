@@ -28,14 +28,28 @@ pub struct Grant {
     /// Who it is, as the authorizer knows it (an e-mail, a token's name):
     /// what the console's logs of a change name.
     pub identity: String,
+    /// The one endpoint owner it is scoped to, if any (a tenant): it may
+    /// use the endpoint routes for that owner's endpoints, and no other.
+    pub owner: Option<String>,
 }
 
 impl Grant {
-    /// `role`, granted to `identity`.
+    /// `role`, granted to `identity`, over everything the console shows.
     pub fn new(role: Role, identity: impl Into<String>) -> Self {
         Grant {
             role,
             identity: identity.into(),
+            owner: None,
+        }
+    }
+
+    /// `role`, granted to `identity` over `owner`'s endpoints, their
+    /// deliveries and attempts only (a tenant's portal).
+    pub fn for_owner(role: Role, identity: impl Into<String>, owner: impl Into<String>) -> Self {
+        Grant {
+            role,
+            identity: identity.into(),
+            owner: Some(owner.into()),
         }
     }
 }

@@ -151,8 +151,32 @@ pub(super) async fn answer(
     } else {
         &parts.method
     };
+    if grant.owner.is_some() && !tenants_may(method, &segments) {
+        return failure(
+            StatusCode::FORBIDDEN,
+            "a portal link reaches its own endpoints and their deliveries only",
+        );
+    }
     let mut change = Change::new(grant, route, body);
     let answer = match (method, segments.as_slice()) {
+        (&Method::GET, ["session"]) if grant.owner.is_some() => Ok(json!({
+            "role": role,
+            "identity": grant.identity,
+            "owner": grant.owner,
+            "portal": true,
+            "expires_ms": parts
+                .headers
+                .get(super::PORTAL_HEADER)
+                .and_then(|token| token.to_str().ok())
+                .and_then(super::portal::Portal::expiry_of)
+                .map(Timestamp::as_unix_millis),
+            "outboxes": [], "inboxes": [],
+            "endpoints": inner.endpoints.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            "show_payloads": true,
+            "count_cap": inner.count_cap,
+            "scan": inner.scan,
+            "max_selection": MAX_SELECTION,
+        })),
         (&Method::GET, ["session"]) => Ok(json!({
             "role": role,
             "identity": grant.identity,
@@ -197,13 +221,22 @@ pub(super) async fn answer(
         }
         (&Method::GET, ["outboxes", name, "audit"]) => audit::page(console, name, &param).await,
         (&Method::GET, ["outboxes", name, "endpoints"]) => {
-            endpoints::list(console, name, &param).await
+            endpoints::list(console, grant, name, &param).await
         }
         (&Method::GET, ["outboxes", name, "endpoint"]) => {
-            endpoints::detail(console, name, &param).await
+            endpoints::detail(console, grant, name, &param).await
         }
         (&Method::POST, ["outboxes", name, "endpoint", action]) => {
-            endpoints::act(console, name, action, body, &mut change).await
+            endpoints::act(console, grant, (name, action), body, &mut change).await
+        }
+        (&Method::GET, ["outboxes", name, "deliveries"]) => {
+            endpoints::deliveries(console, grant, name, &param).await
+        }
+        (&Method::GET, ["outboxes", name, "delivery"]) => {
+            endpoints::delivery(console, grant, name, &param).await
+        }
+        (&Method::POST, ["outboxes", name, "deliveries", "replay"]) => {
+            endpoints::replay(console, grant, name, body, &mut change).await
         }
         (&Method::GET, ["inboxes", name]) => inbox_count(console, name).await,
         (&Method::GET, ["subjects"]) if role < Role::Operator => {
@@ -254,6 +287,26 @@ fn log_change(route: &str, grant: &Grant, status: StatusCode, did: &Json) {
             "status": status.as_u16(), "answer": did,
         })
     );
+}
+
+/// Whether a tenant's grant (scoped to one endpoint owner) may use the
+/// route: its session, and the endpoint and delivery routes, which act for
+/// its owner only. Every other route reads or changes what is not its own.
+fn tenants_may(method: &Method, segments: &[&str]) -> bool {
+    matches!(
+        (method, segments),
+        (&Method::GET, ["session"])
+            | (
+                &Method::GET,
+                [
+                    "outboxes",
+                    _,
+                    "endpoints" | "endpoint" | "deliveries" | "delivery"
+                ]
+            )
+            | (&Method::POST, ["outboxes", _, "endpoint", _])
+            | (&Method::POST, ["outboxes", _, "deliveries", "replay"])
+    )
 }
 
 /// The grant with the highest role any authorizer gives (the first of

@@ -1,8 +1,13 @@
-//! The console's endpoint routes: every owner's endpoints, one endpoint with
-//! its recent attempts, and what an operator does to one (enable, disable,
-//! pause, rotate its secret, recover its events since a time, send it a
-//! test event). Secrets are never shown; while payloads are hidden, a URL
-//! shows its origin only and metadata not at all.
+//! The console's endpoint routes: endpoints, one endpoint with its recent
+//! attempts, what may be done to one (enable, disable, pause, rotate its
+//! secret, recover its events since a time, send it a test event), and its
+//! deliveries (listed, one with its attempts, the dead ones replayed).
+//!
+//! Every route takes the owner from the [`Grant`]: a tenant's (a portal
+//! link's) is its own, whatever the request names; an operator names one.
+//! An id of another owner's is not found. Secrets are never shown; an
+//! operator sees a URL's origin only and no metadata while payloads are
+//! hidden, a tenant its own URLs whole and no metadata (the application's).
 
 use std::time::Duration;
 
@@ -10,18 +15,21 @@ use serde::Deserialize;
 use serde_json::{Value as Json, json};
 
 use super::Console;
+use super::access::Grant;
 use super::audit::Change;
-use super::wire::{no_nul, read_body};
+use super::wire::{hide_personal, no_nul, read_body};
 use crate::endpoint::model::shown_url;
 use crate::endpoint::{Endpoint, Endpoints};
 use crate::error::{Error, Result};
+use crate::outbox::{BrowseCursor, BrowseFilter, DeadFilter, Listed, MAX_SELECTION};
 use crate::time::Timestamp;
 
-/// A list's page of endpoints unless the request asks for fewer.
+/// A list's page of endpoints or deliveries unless the request asks for
+/// fewer.
 const PAGE: u32 = 50;
 /// How many of an endpoint's latest attempts its detail shows.
 const ATTEMPTS_SHOWN: u32 = 20;
-/// How long a rotated-out secret still signs unless the operator says.
+/// How long a rotated-out secret still signs unless the request says.
 const DEFAULT_OVERLAP: Duration = Duration::from_secs(24 * 3600);
 /// The longest overlap the console sets.
 const MOST_OVERLAP: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -30,34 +38,63 @@ fn endpoints<'a>(console: &'a Console, name: &str) -> Result<&'a Endpoints> {
     super::api::named(&console.inner.endpoints, name, "outbox with endpoints")
 }
 
-/// An endpoint as the console shows it: whole when payloads are shown;
-/// otherwise its URL's origin (a path or query often holds a token, a
-/// chat's webhook URL is one) and no metadata, with `details_hidden`.
-fn shown(console: &Console, endpoint: &Endpoint) -> Json {
+/// The owner a request acts for: a scoped grant's own (a different one
+/// named is not found), else the one it names.
+fn owner_for<'a>(grant: &'a Grant, asked: Option<&'a str>) -> Result<&'a str> {
+    match (&grant.owner, asked) {
+        (Some(own), Some(asked)) if own != asked => Err(Error::NotFound {
+            what: "endpoint owner",
+            id: asked.to_owned(),
+        }),
+        (Some(own), _) => Ok(own),
+        (None, Some(asked)) => {
+            no_nul("owner", asked)?;
+            Ok(asked)
+        }
+        (None, None) => Err(Error::invalid("owner", "give the endpoint's owner")),
+    }
+}
+
+/// An endpoint as the grant may see it.
+fn shown(console: &Console, grant: &Grant, endpoint: &Endpoint) -> Json {
     let mut body = json!(endpoint);
-    let hidden = !console.inner.show_payloads;
+    let hidden = grant.owner.is_none() && !console.inner.show_payloads;
     body["details_hidden"] = json!(hidden);
+    body["metadata"] = Json::Null;
     if hidden {
         body["url"] = json!(shown_url(&endpoint.url));
-        body["metadata"] = Json::Null;
+    } else if grant.owner.is_none() {
+        body["metadata"] = endpoint.metadata.clone();
     }
     body
 }
 
-/// `owner`'s endpoints (given `owner`), or a page of every owner's after
-/// the id `after`, at most `limit`.
+/// A delivery as the grant may see it: a tenant its own payload (what it
+/// receives anyway) but not the application's subject or trace; an
+/// operator as any message.
+fn shown_delivery(console: &Console, grant: &Grant, message: &mut Json) {
+    if grant.owner.is_some() {
+        message["payload_bytes"] = json!(message["payload"].as_str().map_or(0, str::len));
+        message["keys_hidden"] = json!(false);
+        for field in ["subject", "trace_id"] {
+            message[field] = Json::Null;
+        }
+    } else {
+        hide_personal(console, message);
+    }
+}
+
+/// An operator's page of every owner's endpoints (or one owner's, given
+/// `owner`); a tenant's own endpoints.
 pub(super) async fn list<'q>(
     console: &Console,
+    grant: &Grant,
     name: &str,
     param: &impl Fn(&str) -> Option<&'q str>,
 ) -> Result<Json> {
     let endpoints = endpoints(console, name)?;
-    let (listed, next_after) = match param("owner") {
-        Some(owner) => {
-            no_nul("owner", owner)?;
-            (endpoints.list(owner).await?, None)
-        }
-        None => {
+    let (listed, next_after) = match (&grant.owner, param("owner")) {
+        (None, None) => {
             let after = param("after");
             if let Some(after) = after {
                 no_nul("after", after)?;
@@ -66,10 +103,11 @@ pub(super) async fn list<'q>(
             let page = endpoints.list_all(after, limit).await?;
             (page.endpoints, page.next_after)
         }
+        (_, asked) => (endpoints.list(owner_for(grant, asked)?).await?, None),
     };
     let shown: Vec<Json> = listed
         .iter()
-        .map(|endpoint| shown(console, endpoint))
+        .map(|endpoint| shown(console, grant, endpoint))
         .collect();
     Ok(json!({ "endpoints": shown, "next_after": next_after }))
 }
@@ -77,34 +115,32 @@ pub(super) async fn list<'q>(
 /// One endpoint and its latest attempts, newest first.
 pub(super) async fn detail<'q>(
     console: &Console,
+    grant: &Grant,
     name: &str,
     param: &impl Fn(&str) -> Option<&'q str>,
 ) -> Result<Json> {
     let endpoints = endpoints(console, name)?;
-    let (owner, id) = match (param("owner"), param("id")) {
-        (Some(owner), Some(id)) => (owner, id),
-        _ => return Err(Error::invalid("endpoint", "give ?owner=&id=")),
-    };
-    no_nul("owner", owner)?;
+    let owner = owner_for(grant, param("owner"))?;
+    let id = param("id").ok_or_else(|| Error::invalid("endpoint", "give ?id="))?;
     no_nul("id", id)?;
     let endpoint = endpoints.get(owner, id).await?;
     let attempts = endpoints.attempts(owner, id, ATTEMPTS_SHOWN).await?;
-    Ok(json!({ "endpoint": shown(console, &endpoint), "attempts": attempts }))
+    Ok(json!({ "endpoint": shown(console, grant, &endpoint), "attempts": attempts }))
 }
 
-/// Which endpoint an action is on.
+/// Which endpoint an action is on (its owner implied for a tenant).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Named {
-    owner: String,
+    owner: Option<String>,
     id: String,
 }
 
-/// A disable or a pause, and the operator's words.
+/// A disable or a pause, and the words its owner will read.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Hold {
-    owner: String,
+    owner: Option<String>,
     id: String,
     reason: Option<String>,
 }
@@ -114,7 +150,7 @@ struct Hold {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Rotate {
-    owner: String,
+    owner: Option<String>,
     id: String,
     secret: String,
     overlap_s: Option<u64>,
@@ -124,7 +160,7 @@ struct Rotate {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Recover {
-    owner: String,
+    owner: Option<String>,
     id: String,
     since_ms: i64,
 }
@@ -132,8 +168,8 @@ struct Recover {
 /// Does `action` to the endpoint the body names, and says what it did.
 pub(super) async fn act(
     console: &Console,
-    name: &str,
-    action: &str,
+    grant: &Grant,
+    (name, action): (&str, &str),
     body: &[u8],
     change: &mut Change,
 ) -> Result<Json> {
@@ -141,25 +177,28 @@ pub(super) async fn act(
     let done = match action {
         "enable" | "test" => {
             let Named { owner, id } = read_body(body)?;
-            checked(&[&owner, &id])?;
+            let owner = owner_for(grant, owner.as_deref())?;
+            no_nul("id", &id)?;
             if action == "enable" {
-                endpoints.enable(&owner, &id).await?;
+                endpoints.enable(owner, &id).await?;
                 json!({ "owner": owner, "id": id, "enabled": true })
             } else {
-                let event_id = endpoints.send_test(&owner, &id).await?;
+                let event_id = endpoints.send_test(owner, &id).await?;
                 json!({ "owner": owner, "id": id, "event_id": event_id })
             }
         }
         "disable" | "pause" => {
             let Hold { owner, id, reason } = read_body(body)?;
+            let owner = owner_for(grant, owner.as_deref())?;
             let reason = reason
                 .filter(|reason| !reason.trim().is_empty())
                 .unwrap_or_else(|| format!("{action}d from the console"));
-            checked(&[&owner, &id, &reason])?;
+            no_nul("id", &id)?;
+            no_nul("reason", &reason)?;
             if action == "disable" {
-                endpoints.disable(&owner, &id, &reason).await?;
+                endpoints.disable(owner, &id, &reason).await?;
             } else {
-                endpoints.pause(&owner, &id, &reason).await?;
+                endpoints.pause(owner, &id, &reason).await?;
             }
             json!({ "owner": owner, "id": id, "held": action, "reason": reason })
         }
@@ -170,7 +209,8 @@ pub(super) async fn act(
                 secret,
                 overlap_s,
             } = read_body(body)?;
-            checked(&[&owner, &id])?;
+            let owner = owner_for(grant, owner.as_deref())?;
+            no_nul("id", &id)?;
             let overlap = overlap_s.map_or(DEFAULT_OVERLAP, Duration::from_secs);
             if overlap > MOST_OVERLAP {
                 return Err(Error::invalid(
@@ -179,9 +219,9 @@ pub(super) async fn act(
                 ));
             }
             let endpoint = endpoints
-                .rotate_secret(&owner, &id, &secret, overlap)
+                .rotate_secret(owner, &id, &secret, overlap)
                 .await?;
-            json!({ "owner": owner, "id": id, "endpoint": shown(console, &endpoint) })
+            json!({ "owner": owner, "id": id, "endpoint": shown(console, grant, &endpoint) })
         }
         "recover" => {
             let Recover {
@@ -189,9 +229,10 @@ pub(super) async fn act(
                 id,
                 since_ms,
             } = read_body(body)?;
-            checked(&[&owner, &id])?;
+            let owner = owner_for(grant, owner.as_deref())?;
+            no_nul("id", &id)?;
             let recovered = endpoints
-                .recover(&owner, &id, Timestamp::from_unix_millis(since_ms)?)
+                .recover(owner, &id, Timestamp::from_unix_millis(since_ms)?)
                 .await?;
             json!({
                 "owner": owner, "id": id,
@@ -209,6 +250,130 @@ pub(super) async fn act(
     Ok(done)
 }
 
-fn checked(texts: &[&str]) -> Result<()> {
-    texts.iter().try_for_each(|text| no_nul("endpoint", text))
+/// The endpoint a delivery route names, after checking it is the owner's.
+async fn owned_endpoint<'q>(
+    endpoints: &Endpoints,
+    grant: &Grant,
+    owner: Option<&'q str>,
+    id: Option<&'q str>,
+) -> Result<Endpoint> {
+    let owner = owner_for(grant, owner)?;
+    let id = id.ok_or_else(|| Error::invalid("endpoint", "give the endpoint's id"))?;
+    no_nul("endpoint", id)?;
+    endpoints.get(owner, id).await
+}
+
+/// The outbox's endpoints and the owner's endpoint the query names
+/// (`?owner=&endpoint=`).
+async fn queried_endpoint<'a, 'q>(
+    console: &'a Console,
+    grant: &Grant,
+    name: &str,
+    param: &impl Fn(&str) -> Option<&'q str>,
+) -> Result<(&'a Endpoints, Endpoint)> {
+    let endpoints = endpoints(console, name)?;
+    let endpoint = owned_endpoint(endpoints, grant, param("owner"), param("endpoint")).await?;
+    Ok((endpoints, endpoint))
+}
+
+/// A page of an endpoint's deliveries in one state (default dead), as a
+/// list of messages gives them.
+pub(super) async fn deliveries<'q>(
+    console: &Console,
+    grant: &Grant,
+    name: &str,
+    param: &impl Fn(&str) -> Option<&'q str>,
+) -> Result<Json> {
+    let (endpoints, endpoint) = queried_endpoint(console, grant, name, param).await?;
+    let mut filter = BrowseFilter::new(Listed::parse(param("state").unwrap_or("dead"))?);
+    filter.topic = Some(endpoint.id);
+    let after = param("after").map(BrowseCursor::parse).transpose()?;
+    let limit = super::api::whole("limit", param("limit"), PAGE, 100)?;
+    let page = endpoints
+        .outbox()
+        .browse(&filter, after.as_ref(), limit, console.inner.scan)
+        .await?;
+    let mut body = json!(page);
+    if let Some(messages) = body["messages"].as_array_mut() {
+        for message in messages {
+            shown_delivery(console, grant, message);
+        }
+    }
+    Ok(body)
+}
+
+/// One delivery of the endpoint, by its key, with its logged attempts.
+pub(super) async fn delivery<'q>(
+    console: &Console,
+    grant: &Grant,
+    name: &str,
+    param: &impl Fn(&str) -> Option<&'q str>,
+) -> Result<Json> {
+    let (endpoints, endpoint) = queried_endpoint(console, grant, name, param).await?;
+    let key = param("key").ok_or_else(|| Error::invalid("key", "give ?key="))?;
+    no_nul("key", key)?;
+    let key = BrowseCursor::parse(key)?;
+    let outbox = endpoints.outbox();
+    let found = outbox
+        .message_at(&key)
+        .await?
+        .filter(|found| found.message.topic == endpoint.id)
+        .ok_or_else(|| Error::NotFound {
+            what: "delivery of that endpoint at that key",
+            id: key.to_string(),
+        })?;
+    let attempts = outbox.attempts_of(&found.message.id).await?;
+    let mut message = json!(found);
+    shown_delivery(console, grant, &mut message);
+    Ok(json!({ "message": message, "attempts": attempts }))
+}
+
+/// A replay of an endpoint's dead deliveries: the oldest (at most
+/// [`MAX_SELECTION`]), or those of `ids` among them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Replay {
+    owner: Option<String>,
+    endpoint: String,
+    ids: Option<Vec<String>>,
+}
+
+pub(super) async fn replay(
+    console: &Console,
+    grant: &Grant,
+    name: &str,
+    body: &[u8],
+    change: &mut Change,
+) -> Result<Json> {
+    let Replay {
+        owner,
+        endpoint,
+        ids,
+    } = read_body(body)?;
+    let endpoints = endpoints(console, name)?;
+    let endpoint =
+        owned_endpoint(endpoints, grant, owner.as_deref(), Some(endpoint.as_str())).await?;
+    let filter = DeadFilter {
+        topic: Some(endpoint.id.clone()),
+        ..DeadFilter::default()
+    };
+    let outbox = change.outbox(endpoints.outbox())?;
+    let dead = outbox
+        .dead_letters_matching(&filter, MAX_SELECTION, console.inner.scan)
+        .await?;
+    let full = dead.len() == MAX_SELECTION;
+    let selected: Vec<String> = match ids {
+        Some(ids) => dead.into_iter().filter(|id| ids.contains(id)).collect(),
+        None => dead,
+    };
+    if selected.is_empty() {
+        return Ok(json!({ "endpoint": endpoint.id, "selected": 0, "done": 0, "more": false }));
+    }
+    let done = outbox.replay_selected(&selected).await?;
+    Ok(json!({
+        "endpoint": endpoint.id,
+        "selected": selected.len(),
+        "done": done,
+        "more": full,
+    }))
 }

@@ -63,6 +63,7 @@ mod audit;
 mod cloudflare_access;
 mod endpoints;
 mod page;
+mod portal;
 mod subjects;
 #[cfg(all(feature = "tower", not(target_arch = "wasm32")))]
 mod tower;
@@ -75,6 +76,7 @@ use std::sync::Arc;
 pub use access::{Authorizer, BearerToken, Grant, MUTATION_HEADER, Role};
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 pub use cloudflare_access::CloudflareAccess;
+pub use portal::{MAX_LINK_TTL, PORTAL_HEADER, Portal};
 pub use subjects::SubjectRows;
 
 use api::Admission;
@@ -98,6 +100,8 @@ struct Inner {
     inboxes: Vec<(String, Inbox)>,
     /// The endpoints of outboxes above, under their outbox's name.
     endpoints: Vec<(String, Endpoints)>,
+    /// The tenant portal, if served.
+    portal: Option<Portal>,
     authorizers: Vec<Box<dyn Authorizer>>,
     subject_rows: Option<Box<dyn SubjectRows>>,
     show_payloads: bool,
@@ -145,6 +149,7 @@ impl Console {
                 outboxes: Vec::new(),
                 inboxes: Vec::new(),
                 endpoints: Vec::new(),
+                portal: None,
                 authorizers: Vec::new(),
                 subject_rows: None,
                 show_payloads: false,
@@ -157,6 +162,26 @@ impl Console {
     /// Its path prefix (no trailing slash).
     pub fn prefix(&self) -> &str {
         &self.inner.prefix
+    }
+
+    /// A link to the tenant portal for `owner`, valid for `ttl` (at most
+    /// [`MAX_LINK_TTL`]): the console's page under its prefix, the token in
+    /// the fragment (`/admin/outbox/#portal=…`). Give it to that owner,
+    /// signed in to your application; whoever holds it is that owner until
+    /// it expires.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] without a [`portal`](ConsoleBuilder::portal),
+    /// for an owner that is no endpoint owner, or a ttl out of range.
+    pub fn portal_link(&self, owner: &str, ttl: std::time::Duration) -> Result<String> {
+        let portal = self.inner.portal.as_ref().ok_or_else(|| {
+            Error::invalid("portal", "the console serves no portal: give .portal(…)")
+        })?;
+        Ok(format!(
+            "{}/#portal={}",
+            self.inner.prefix,
+            portal.token(owner, ttl)?
+        ))
     }
 
     /// Whether `path` is the console's to answer: the prefix itself or a
@@ -217,6 +242,15 @@ impl ConsoleBuilder {
     /// since a time and send it a test event.
     pub fn endpoints(mut self, outbox: &str, endpoints: Endpoints) -> Self {
         self.inner.endpoints.push((outbox.to_owned(), endpoints));
+        self
+    }
+
+    /// Serves the tenant portal (see [`Portal`]): its links, minted with
+    /// [`Console::portal_link`], grant the console scoped to one endpoint
+    /// owner.
+    pub fn portal(mut self, portal: Portal) -> Self {
+        self.inner.authorizers.push(Box::new(portal.clone()));
+        self.inner.portal = Some(portal);
         self
     }
 

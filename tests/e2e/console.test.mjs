@@ -25,6 +25,7 @@ async function example() {
     bindings: {
       MAIL_API_URL: "https://mail.test/send",
       ADMIN_TOKEN: TOKEN,
+      PORTAL_KEY: "portal-key-for-the-tests-0123456789",
       CONSOLE_SHOW_PAYLOADS: "true",
       BACKOFF_BASE_MS: "50",
       BACKOFF_CAP_MS: "100",
@@ -206,9 +207,11 @@ describe("the operator console, in a real browser", () => {
     await w?.mf.dispose();
   });
 
-  it("loads quietly, opens a message's detail, isolates hidden characters, and keeps its session in a new tab", async () => {
+  it("loads quietly, opens a message's detail, isolates hidden characters, and keeps its session in a new tab", async (t) => {
     // An example of its own: its charts start empty, and what it delivers is its own.
     const x = await example();
+    // Disposed even when the test fails: a live Miniflare would keep the run from ending.
+    t.after(() => x.mf.dispose());
     const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
     const page = await context.newPage();
     const noise = [];
@@ -325,14 +328,14 @@ describe("the operator console, in a real browser", () => {
     await page.locator("#signin").waitFor();
     await tab.locator("#signin").waitFor();
     await context.close();
-    await x.mf.dispose();
   });
 
-  it("lists endpoints, opens one with its attempts, and disables, enables, tests, recovers and rotates it", async () => {
+  it("lists endpoints, opens one with its attempts, and disables, enables, tests, recovers and rotates it", async (t) => {
     const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
     const url = "https://hooks.test/T0/B0/url-token";
     // An example of its own: its endpoint receives the account events of no other test.
     const w = await example();
+    t.after(() => w.mf.dispose());
     const created = await w.call("/admin/endpoints", {
       method: "POST",
       headers: { ...auth, "content-type": "application/json" },
@@ -404,7 +407,94 @@ describe("the operator console, in a real browser", () => {
     if (shots) await page.locator("#endpoint").screenshot({ path: path.resolve(root, shots, "console-endpoint.png") });
     assert.deepEqual(pageErrors, []);
     await page.close();
-    await w.mf.dispose();
+  });
+
+  it("gives a tenant its own endpoints and deliveries through a portal link, and nothing else", async (t) => {
+    const w = await example();
+    t.after(() => w.mf.dispose());
+    const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const url = "https://hooks.test/app/receiver";
+    const created = await w.call("/admin/endpoints", {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ url, secret, event_types: ["account.created"] }),
+    });
+    const { id } = await created.json();
+    // A sign-up's event to it dies at the receiver.
+    w.sink.status = (body) => (body.type === "account.created" || body.account_id ? 400 : 202);
+    w.sink.refusal = "unknown account";
+    assert.equal((await w.signup("portal@example.com")).status, 201);
+    await w.cron();
+    const link = async (owner) => (await (await w.call(`/admin/portal-link?owner=${owner}`, { headers: auth })).json()).link;
+    assert.equal((await w.call("/admin/portal-link?owner=app")).status, 401, "minted for operators only");
+
+    const page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
+    const pageErrors = [];
+    page.on("pageerror", (error) => pageErrors.push(error.message));
+    page.on("dialog", (dialog) => dialog.accept());
+    await page.goto(new URL(await link("app"), w.url).href);
+    // The token leaves the address; only the endpoints show.
+    await page.locator(`#endpoints tr[data-endpoint="${id}"]`).waitFor();
+    assert.equal(new URL(page.url()).hash, "");
+    assert.equal(await page.locator("#endpoints-note").textContent(), "1 endpoint(s).");
+    assert.match(await page.locator("#role").textContent(), /^app's endpoints · this link works until /);
+    for (const staff of ["#counts", "#topics", "#groups", "#messages", "#subject", "#audit", "#e-owner"]) {
+      assert.equal(await page.locator(staff).isVisible(), false, `${staff} is shown to a tenant`);
+    }
+    await page.locator(`#endpoints tr[data-endpoint="${id}"] button.link`).click();
+    await page.locator('#endpoint-fields [data-field="URL"]').filter({ hasText: url }).waitFor();
+    const dead = page.locator("#endpoint-deliveries tr");
+    await dead.first().waitFor();
+    assert.equal((await dead.first().locator("td").allTextContents())[2], "receiver answered 400: unknown account");
+
+    // It replays its dead delivery and rotates its secret.
+    w.sink.status = 202;
+    await page.locator("#ep-replay").click();
+    await page.locator("#status").filter({ hasText: `${id}: 1 dead delivery replayed` }).waitFor();
+    await page.locator("#deliveries-note").filter({ hasText: "No dead delivery." }).waitFor();
+    await page.locator("#ep-rotate button").click();
+    await page.locator("#ep-secret").waitFor();
+    const shots = process.env.CONSOLE_SCREENSHOTS;
+    if (shots) await page.screenshot({ path: path.resolve(root, shots, "console-portal.png"), fullPage: true });
+
+    // From the portal's page, nothing of the operator's console answers.
+    const token = await page.evaluate(() => sessionStorage.getItem(`outbox-portal-token:${new URL("api/", document.baseURI).pathname}`));
+    const refused = await page.evaluate(async (token) => {
+      const headers = { "x-outbox-portal": token, "content-type": "application/json", "x-outbox-console": "1" };
+      const statuses = [];
+      for (const path of ["outboxes/mail", "outboxes/mail/messages?state=dead", "outboxes/mail/audit", "subjects?subject=x"]) {
+        statuses.push((await fetch(`api/${path}`, { headers })).status);
+      }
+      const pause = await fetch("api/outboxes/mail/topics/pause", { method: "POST", headers, body: JSON.stringify({ topic: "signup-confirmation", unseen: true }) });
+      statuses.push(pause.status);
+      return statuses;
+    }, token);
+    assert.deepEqual(refused, [403, 403, 403, 403, 403]);
+
+    // Another owner's link sees none of app's endpoints, by list or by id.
+    const other = await browser.newPage();
+    await other.goto(new URL(await link("globex"), w.url).href);
+    await other.locator("#endpoints-note").filter({ hasText: "You have no endpoint yet." }).waitFor();
+    const crossed = await other.evaluate(async (id) => {
+      const token = sessionStorage.getItem(`outbox-portal-token:${new URL("api/", document.baseURI).pathname}`);
+      const headers = { "x-outbox-portal": token, "content-type": "application/json", "x-outbox-console": "1" };
+      return [
+        (await fetch(`api/outboxes/mail/endpoint?id=${id}`, { headers })).status,
+        (await fetch(`api/outboxes/mail/endpoint?owner=app&id=${id}`, { headers })).status,
+        (await fetch(`api/outboxes/mail/deliveries?endpoint=${id}`, { headers })).status,
+        (await fetch("api/outboxes/mail/endpoint/disable", { method: "POST", headers, body: JSON.stringify({ owner: "app", id }) })).status,
+      ];
+    }, id);
+    assert.deepEqual(crossed, [404, 404, 404, 404]);
+    const still = (await w.api(`outboxes/mail/endpoint?owner=app&id=${id}`)).body.endpoint;
+    assert.equal(still.state, "enabled");
+    // An altered link grants nothing, and says so.
+    await other.goto(new URL((await link("app")).replace("#portal=", "#portal=x"), w.url).href);
+    await other.locator("#signin-why").filter({ hasText: "This link has expired or is not valid" }).waitFor();
+    assert.equal(await other.locator("#signin-form").isVisible(), false);
+    assert.deepEqual(pageErrors, []);
+    await other.close();
+    await page.close();
   });
 
   it("shows, replays and pauses, and runs nothing a receiver or a payload wrote", async () => {

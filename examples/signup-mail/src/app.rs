@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use worker::Env;
-use workers_outbox::console::{BearerToken, CloudflareAccess, Console};
+use workers_outbox::console::{BearerToken, CloudflareAccess, Console, Portal};
 use workers_outbox::drain::DrainerBuilder;
 use workers_outbox::email::EmailDeliverer;
 use workers_outbox::endpoint::{EndpointDeliverer, Endpoints};
@@ -148,9 +148,15 @@ impl App {
             .subject_rows(Accounts::new(reads))
             .show_payloads(vars("CONSOLE_SHOW_PAYLOADS").as_deref() == Some("true"))
             .authorize(BearerToken::operator(&self.admin_token).named("ADMIN_TOKEN"));
-        Ok(match access(&vars)? {
+        let console = match access(&vars)? {
             Some(access) => console.authorize(access),
             None => console,
+        };
+        // A tenant portal when PORTAL_KEY (32 bytes or more) is set: links
+        // from /admin/portal-link show one owner its own endpoints.
+        Ok(match env.secret("PORTAL_KEY").map(|key| key.to_string()) {
+            Ok(key) => console.portal(Portal::new(key.as_bytes())?),
+            Err(_) => console,
         }
         .build()?)
     }

@@ -61,3 +61,28 @@ pub(crate) async fn handle(mut request: Request, app: &App) -> worker::Result<Re
         _ => json_error(405, "use GET or POST"),
     }
 }
+
+/// `GET /admin/portal-link?owner=…`: a link to the console's tenant portal
+/// for that owner, valid for an hour (bearer `ADMIN_TOKEN`; `PORTAL_KEY`
+/// must be set). An application gives such a link to a signed-in customer.
+pub(crate) fn portal_link(
+    request: &Request,
+    app: &App,
+    env: &worker::Env,
+) -> worker::Result<Response> {
+    if !app.is_operator(request)? {
+        return json_error(401, "an operator's bearer token is required");
+    }
+    let url = request.url()?;
+    let owner = url
+        .query_pairs()
+        .find(|(name, _)| name == "owner")
+        .map_or_else(|| OWNER.to_owned(), |(_, owner)| owner.into_owned());
+    match app
+        .console(env)?
+        .portal_link(&owner, std::time::Duration::from_secs(3600))
+    {
+        Ok(link) => json(200, &serde_json::json!({ "owner": owner, "link": link })),
+        Err(error) => error_response(&error),
+    }
+}

@@ -49,6 +49,7 @@ async fn fetch(request: Request, env: Env, ctx: Context) -> Result<Response> {
         (_, ["signup"]) => json_error(405, "use POST"),
         (_, ["console", ..]) => app.console(&env)?.handle_worker(request).await,
         (_, ["admin", "endpoints"]) => integrations::handle(request, &app).await,
+        (Method::Get, ["admin", "portal-link"]) => integrations::portal_link(&request, &app, &env),
         _ => json_error(404, "no such route"),
     }
 }

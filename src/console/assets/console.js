@@ -8,6 +8,19 @@ const api = new URL("api/", document.baseURI);
 // only as a header, so the cross-site rules are what they were.
 // Keyed by the console's path: two consoles of one origin keep their own.
 const TOKEN_KEY = `outbox-console-token:${api.pathname}`;
+// A tenant's portal link (`#portal=<token>`): kept for this tab only, and
+// taken out of the address, so a copied address carries no token.
+const PORTAL_KEY = `outbox-portal-token:${api.pathname}`;
+function takePortalLink() {
+  if (!location.hash.startsWith("#portal=")) return false;
+  sessionStorage.setItem(PORTAL_KEY, decodeURIComponent(location.hash.slice("#portal=".length)));
+  history.replaceState(null, "", location.pathname + location.search);
+  return true;
+}
+takePortalLink();
+// A link opened in a tab already on the page changes only the fragment.
+addEventListener("hashchange", () => takePortalLink() && location.reload());
+const portalToken = () => sessionStorage.getItem(PORTAL_KEY);
 const UTC_KEY = "outbox-console-utc";
 // `pageStart`: the cursor the shown page of messages began at (a refresh
 // shows the same page); `after`: where the next page begins.
@@ -66,7 +79,8 @@ function when(ms) {
 function headers(changes) {
   const result = { accept: "application/json" };
   const token = localStorage.getItem(TOKEN_KEY);
-  if (token) result.authorization = `Bearer ${token}`;
+  if (portalToken()) result["x-outbox-portal"] = portalToken();
+  else if (token) result.authorization = `Bearer ${token}`;
   if (changes) {
     result["content-type"] = "application/json";
     result["x-outbox-console"] = "1";
@@ -98,6 +112,15 @@ function say(text) {
 
 function showSignIn(why) {
   clearInterval(state.timer);
+  if (state.portal || portalToken()) {
+    // A portal link has no sign-in: a new link is the way back.
+    sessionStorage.removeItem(PORTAL_KEY);
+    $("console").hidden = true;
+    $("signin").hidden = false;
+    $("signin-form").hidden = true;
+    $("signin-why").textContent = "This link has expired or is not valid: ask for a new one.";
+    return;
+  }
   $("console").hidden = true;
   $("signout").hidden = true;
   $("signin").hidden = false;
@@ -106,6 +129,7 @@ function showSignIn(why) {
 }
 
 async function start() {
+  if (portalToken()) return startPortal();
   // Asked quietly first: no credentials is an answer, not a 401.
   let probe;
   try {
@@ -149,6 +173,31 @@ async function start() {
   scheduleRefresh();
 }
 
+/** A tenant's portal: its own endpoints, their deliveries and attempts, and nothing else. */
+async function startPortal() {
+  try {
+    state.session = await call("session");
+  } catch (error) {
+    return showSignIn(error.message);
+  }
+  state.portal = true;
+  document.body.classList.add("portal");
+  $("signin").hidden = true;
+  $("console").hidden = false;
+  $("signout").hidden = true;
+  $("role").replaceChildren();
+  appendText($("role"), `${state.session.owner}'s endpoints · this link works until ${when(state.session.expires_ms)}`);
+  const nav = $("outboxes");
+  nav.replaceChildren();
+  for (const name of state.session.endpoints) {
+    const button = el("button", name, { type: "button", "aria-pressed": "false" });
+    button.addEventListener("click", () => choose(name));
+    nav.append(button);
+  }
+  if (state.session.endpoints[0] !== undefined) await choose(state.session.endpoints[0]);
+  scheduleRefresh();
+}
+
 /** The message the address names (`#message=<outbox>/<key>`), if any. */
 function linkedMessage() {
   const match = /^#message=([^/]+)\/(.+)$/.exec(location.hash);
@@ -183,14 +232,24 @@ async function choose(name) {
   state.auditStale = true;
   await refresh();
   // Read on choosing and after an action, not on each refresh: a list of
-  // endpoints changes when someone changes it.
-  await endpoints("same").catch((error) => say(error.message));
+  // endpoints changes when someone changes it (a portal's refresh reads it).
+  if (!state.portal) await endpoints("same").catch((error) => say(error.message));
 }
 
 const outboxPath = (rest) => `outboxes/${encodeURIComponent(state.outbox)}${rest ? `/${rest}` : ""}`;
 
 async function refresh() {
   if (!state.outbox) return;
+  if (state.portal) {
+    try {
+      await endpoints("same");
+      $("updated").textContent = `updated ${when(Date.now())}`;
+    } catch (error) {
+      if (error instanceof Unauthorized) return startPortal();
+      say(error.message);
+    }
+    return;
+  }
   try {
     // The topics table shows the pause switches the overview read.
     await overview();
@@ -508,7 +567,7 @@ async function endpoints(which) {
   $("endpoints-next").hidden = !page.next_after;
   $("endpoints-note").textContent =
     page.endpoints.length === 0
-      ? owner ? "This owner has no endpoint." : "No endpoint yet."
+      ? state.portal ? "You have no endpoint yet." : owner ? "This owner has no endpoint." : "No endpoint yet."
       : `${page.endpoints.length} endpoint(s)${owner ? "" : page.next_after ? ", more on the next page" : ""}.${page.endpoints[0].details_hidden ? " URLs show their origin only (paths often hold a token): the console shows them whole only with show_payloads." : ""}`;
 }
 
@@ -534,7 +593,7 @@ async function openEndpoint(owner, id) {
     ["rate limit", e.rate_limit_per_second ? `${e.rate_limit_per_second} a second` : "–"],
     ["body", e.body],
     ["previous secret", e.previous_secret_expires_ms ? `signs until ${when(e.previous_secret_expires_ms)}` : "none: one secret signs"],
-    ["metadata", e.details_hidden ? "(hidden: the console shows it only with show_payloads)" : JSON.stringify(e.metadata)],
+    ...(state.portal ? [] : [["metadata", e.details_hidden ? "(hidden: the console shows it only with show_payloads)" : JSON.stringify(e.metadata)]]),
     ["created", when(e.created_ms)],
     ["updated", when(e.updated_ms)],
   ];
@@ -559,6 +618,40 @@ async function openEndpoint(owner, id) {
   $("endpoint-note").textContent =
     body.attempts.length === 0 ? "No attempt logged yet." : `The latest ${body.attempts.length} logged attempt(s), newest first.`;
   $("endpoint").hidden = false;
+  await deliveries();
+}
+
+/** The open endpoint's deliveries in the chosen state. */
+async function deliveries() {
+  const target = state.endpoint;
+  if (!target) return;
+  const params = new URLSearchParams({ owner: target.owner, endpoint: target.id, state: $("ep-state").value });
+  const page = await call(`${outboxPath("deliveries")}?${params}`);
+  $("endpoint-deliveries").replaceChildren(
+    ...page.messages.map((m) =>
+      el("tr", undefined, { "data-id": m.id }, [
+        cell(m.event_id ?? m.id),
+        cell(m.attempts),
+        cell(m.last_error ?? "–", { class: "error" }),
+        cell(when(m.due_at)),
+      ]),
+    ),
+  );
+  $("deliveries-note").textContent =
+    page.messages.length === 0 ? `No ${$("ep-state").value} delivery.` : `${page.messages.length} ${$("ep-state").value} deliver${page.messages.length === 1 ? "y" : "ies"}${page.next ? ", more after these" : ""}.`;
+}
+
+async function replayDeliveries() {
+  const target = state.endpoint;
+  if (!target || !confirm(`Replay the dead deliveries of ${target.id}?`)) return;
+  try {
+    const answer = await call(`${outboxPath("deliveries")}/replay`, { method: "POST", body: { owner: target.owner, endpoint: target.id } });
+    say(`${target.id}: ${answer.done} dead deliver${answer.done === 1 ? "y" : "ies"} replayed${answer.more ? "; more remain: replay again" : ""}`);
+    await deliveries();
+  } catch (error) {
+    if (error instanceof Unauthorized) return start();
+    say(`replay failed: ${error.message}`);
+  }
 }
 
 /** Does `verb` to the open endpoint, then reads it and the list again. */
@@ -817,6 +910,8 @@ document.addEventListener("DOMContentLoaded", () => {
     state.endpoint = null;
   });
   $("ep-enable").addEventListener("click", () => endpointAction("enable"));
+  $("ep-state").addEventListener("change", () => deliveries().catch((error) => say(error.message)));
+  $("ep-replay").addEventListener("click", replayDeliveries);
   $("ep-test").addEventListener("click", () => endpointAction("test"));
   for (const verb of ["pause", "disable"]) {
     $(`ep-${verb}`).addEventListener("click", () => {
