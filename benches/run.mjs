@@ -98,6 +98,32 @@ function workerdCpuMs() {
   return (ticks * 1000) / CLOCK_TICKS;
 }
 
+// The operator console over a table of LARGEST rows (500 due, 500
+// delivered a minute before, so the rollups have something to read, the
+// rest half scheduled for tomorrow, half dead), then a drain's alert sweeps
+// over the same rows.
+async function runConsole() {
+  await reset();
+  await seed("ours", "due", 1_000);
+  await call("drain", { algo: "ours", batch: 100, max_calls: 900, max_messages: 500 });
+  const rest = LARGEST - 500;
+  await seed("ours", "future", Math.floor(rest / 2));
+  await seed("ours", "dead", rest - Math.floor(rest / 2));
+  const { body: reads } = await call("console");
+  for (const read of reads) log(`D1 console ${read.request}: ${read.status}, ${read.meter.rows_read} rows read`);
+  const { body: alertSweeps } = await call("alert_sweeps");
+  for (const sweep of alertSweeps) log(`D1 alert sweep (${sweep.rules}, told ${sweep.told}): ${sweep.meter.rows_read} rows read`);
+  return { rows: LARGEST, reads, alertSweeps };
+}
+
+// `BENCH_ONLY=console`: the console's requests and the alert sweeps alone,
+// printed (BENCHMARKS.md is written by a whole run only).
+if (process.env.BENCH_ONLY === "console") {
+  console.log(JSON.stringify(await runConsole(), null, 2));
+  await mf.dispose();
+  process.exit(0);
+}
+
 // `BENCH_ONLY=endpoints`: the endpoints' sections alone, printed (BENCHMARKS.md
 // is written by a whole run only).
 if (process.env.BENCH_ONLY === "endpoints") {
@@ -185,20 +211,7 @@ for (let rows = 1_000; rows <= LARGEST; rows *= 10) {
   }
 }
 
-// The operator console over a table of LARGEST rows: 500 due, 500
-// delivered a minute before (so the rollups have something to read), the
-// rest half scheduled for tomorrow, half dead.
-{
-  await reset();
-  await seed("ours", "due", 1_000);
-  await call("drain", { algo: "ours", batch: 100, max_calls: 900, max_messages: 500 });
-  const rest = LARGEST - 500;
-  await seed("ours", "future", Math.floor(rest / 2));
-  await seed("ours", "dead", rest - Math.floor(rest / 2));
-  const { body } = await call("console");
-  for (const read of body) log(`D1 console ${read.request}: ${read.status}, ${read.meter.rows_read} rows read`);
-  results.d1.console = { rows: LARGEST, reads: body };
-}
+results.d1.console = await runConsole();
 
 results.d1.stuck = [];
 for (const kind of ["stuck", "dead"]) {
@@ -550,13 +563,32 @@ function markdown(r) {
     "Each request of the console's page and API once, in the order a page view sends them, then",
     "the filters a user adds: 500 due rows, the rest half scheduled for tomorrow, half dead, and a",
     "minute of rollups. Default bounds: counts stop at 10,000 per state, a page walks at most 1,000",
-    "rows of its state. Last, an operator makes 100 scheduled messages due now, by the keys a page",
-    "of them gave. Rows read as D1 reports them.",
+    "rows of its state. Then an operator's changes, each written with its audit entry (one row",
+    "inserted in the change's call, its result written right after: 2 rows, and their index",
+    "entries): 100 scheduled messages made due now by the keys a page of them gave, a topic paused",
+    "and resumed; and a page of the audit log. Last, a tenant's portal link (one endpoint, none of",
+    "the rows its deliveries). Rows read and written as D1 reports them (written: index entries",
+    "included).",
     "",
   );
   table(
-    ["request", "path", "status", "D1 calls", "rows read", "ms"],
-    r.d1.console.reads.map((x) => [x.request, `\`${x.path}\``, x.status, x.meter.calls, int(x.meter.rows_read), fmt(x.ms, 1)]),
+    ["request", "path", "status", "D1 calls", "rows read", "rows written", "ms"],
+    r.d1.console.reads.map((x) => [x.request, `\`${x.path.replace(/ep_[0-9A-Z]{26}/, "ep_…")}\``, x.status, x.meter.calls, int(x.meter.rows_read), int(x.meter.rows_written), fmt(x.ms, 1)]),
+  );
+  const sweeps = r.d1.console.alertSweeps;
+  const none = sweeps.find((x) => x.rules === "none");
+  lines.push(
+    "### Alert rules: what a drain's sweep reads for them (D1)",
+    "",
+    "The same rows, after a drain delivered what was due: a new drainer's drain (it claims",
+    "nothing, and sweeps at its first claim) with no rule, then with two rules twice: the first",
+    "sweep of the window tells the rule that holds (at least 10 dead letters within the hour: the",
+    `table holds ${int(Math.floor((r.d1.console.rows - 500) / 2))} that died in it) to the operator's endpoint, the second does not.`,
+    "",
+  );
+  table(
+    ["rules", "told", "D1 calls", "rows read", "rows written", "rows read for the rules"],
+    sweeps.map((x) => [x.rules, x.told ? "yes" : "no", x.meter.calls, int(x.meter.rows_read), int(x.meter.rows_written), x === none ? "–" : int(x.meter.rows_read - none.meter.rows_read)]),
   );
   lines.push(
     "## Claims beside stuck leases and dead letters (D1)",

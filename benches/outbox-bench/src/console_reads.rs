@@ -1,9 +1,17 @@
 //! What the operator console costs per request on a large outbox: each
-//! request of its page and API, and the rows the database read for it.
+//! request of its page and API, an operator's audited changes, a tenant's
+//! portal pages, and the rows the database read and wrote for each; and
+//! what a drain's alert rules read at its sweep.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
-use workers_outbox::Result;
-use workers_outbox::console::{BearerToken, Console, MUTATION_HEADER};
+use workers_outbox::console::{BearerToken, Console, MUTATION_HEADER, PORTAL_HEADER, Portal};
+use workers_outbox::drain::deliver_fn;
+use workers_outbox::endpoint::{Endpoints, NewEndpoint};
+use workers_outbox::outbox::Alert;
+use workers_outbox::{ClaimedMessage, Delivery, DrainLimits, Outbox, Result};
 
 use crate::scenarios::{Bench, Meter};
 
@@ -13,13 +21,31 @@ pub struct ConsoleRead {
     /// What was asked.
     pub request: &'static str,
     /// The path, under the console's prefix.
-    pub path: &'static str,
+    pub path: String,
     /// The answer's status.
     pub status: u16,
-    /// Calls and rows read for it.
+    /// Calls, rows read and rows written for it.
     pub meter: Meter,
     /// Wall time, ms.
     pub ms: f64,
+}
+
+/// One drain's sweep with a set of alert rules, and what it cost.
+#[derive(Debug, Clone, Serialize)]
+pub struct AlertSweep {
+    /// The rules it checked.
+    pub rules: &'static str,
+    /// Whether it told an alert (the first sweep of a window that holds).
+    pub told: bool,
+    /// What the whole drain cost (it claimed nothing: a claim and the sweep).
+    pub meter: Meter,
+}
+
+/// Who sends a console request.
+enum Caller<'a> {
+    Operator,
+    /// A tenant, by its portal link's token.
+    Tenant(&'a str),
 }
 
 const TOKEN: &str = "bench-console-token";
@@ -56,24 +82,46 @@ const REQUESTS: [(&str, &str); 10] = [
     ),
 ];
 
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// The endpoint owner whose operator the alerts are told to.
+const OPERATOR: &str = "ops";
+
 impl Bench {
     /// Sends each console request once to a console over the bench's
-    /// outbox (default count cap and scan bound), metering each.
+    /// outbox (default count cap and scan bound), metering each: a page
+    /// view, an operator's changes and the audit log, then a tenant's
+    /// portal (one endpoint, no delivery of its own among the rows).
     pub async fn console_reads(&self) -> Result<Vec<ConsoleRead>> {
+        let outbox = self.outbox()?;
+        let endpoints = Endpoints::new(&outbox);
+        let tenant = endpoints
+            .create(NewEndpoint::new(
+                "tenant",
+                "https://hooks.tenant.example/in",
+                SECRET,
+            ))
+            .await?;
         let console = Console::builder()
             .prefix("/console")
-            .outbox("bench", self.outbox()?)
+            .outbox("bench", outbox)
+            .endpoints("bench", endpoints)
+            .portal(Portal::new(&[7; 32])?)
             .authorize(BearerToken::operator(TOKEN))
             .build()?;
-        let mut reads = Vec::with_capacity(REQUESTS.len() + 1);
+        let mut reads = Vec::with_capacity(REQUESTS.len() + 10);
         for (request, path) in REQUESTS {
-            reads.push(self.console_read(&console, request, path, None).await?);
+            reads.push(
+                self.console_read(&console, request, path.into(), None, &Caller::Operator)
+                    .await?,
+            );
         }
         // An operator makes the first 100 scheduled messages due now: the
         // keys a page of them gave, one primary-key lookup each.
         let page = console
             .handle(get(
                 "/api/outboxes/bench/messages?state=scheduled&limit=100",
+                &Caller::Operator,
             )?)
             .await;
         let page: serde_json::Value =
@@ -85,16 +133,117 @@ impl Bench {
             .map(|m| format!("{}.{}", m["due_at"], m["id"].as_str().unwrap_or("")))
             .collect();
         let body = serde_json::json!({ "keys": keys }).to_string();
+        let changes = [
+            (
+                "reschedule 100 scheduled messages",
+                "/api/outboxes/bench/messages/reschedule",
+                body,
+            ),
+            (
+                "pause a topic",
+                "/api/outboxes/bench/topics/pause",
+                r#"{"topic": "bench", "reason": "bench"}"#.to_owned(),
+            ),
+            (
+                "resume it",
+                "/api/outboxes/bench/topics/resume",
+                r#"{"topic": "bench"}"#.to_owned(),
+            ),
+        ];
+        for (request, path, body) in changes {
+            reads.push(
+                self.console_read(
+                    &console,
+                    request,
+                    path.into(),
+                    Some(body),
+                    &Caller::Operator,
+                )
+                .await?,
+            );
+        }
         reads.push(
             self.console_read(
                 &console,
-                "reschedule 100 scheduled messages",
-                "/api/outboxes/bench/messages/reschedule",
-                Some(body),
+                "the audit log, a page",
+                "/api/outboxes/bench/audit".into(),
+                None,
+                &Caller::Operator,
             )
             .await?,
         );
+        let link = console.portal_link("tenant", Duration::from_secs(3600))?;
+        let token = link.rsplit_once("#portal=").map_or("", |(_, token)| token);
+        let id = &tenant.id;
+        let portal = [
+            ("portal: session", "/api/session".to_owned()),
+            (
+                "portal: its endpoints",
+                "/api/outboxes/bench/endpoints".to_owned(),
+            ),
+            (
+                "portal: an endpoint and its attempts",
+                format!("/api/outboxes/bench/endpoint?id={id}"),
+            ),
+            (
+                "portal: its dead deliveries",
+                format!("/api/outboxes/bench/deliveries?endpoint={id}"),
+            ),
+            (
+                "portal: another route (refused)",
+                "/api/outboxes/bench".to_owned(),
+            ),
+        ];
+        for (request, path) in portal {
+            reads.push(
+                self.console_read(&console, request, path, None, &Caller::Tenant(token))
+                    .await?,
+            );
+        }
         Ok(reads)
+    }
+
+    /// A drain's sweep on the console's rows (after a drain that delivered
+    /// what was due): with no rule, then with two rules twice, the first
+    /// sweep of the window telling the rule that holds, the second not.
+    /// Each drain claims nothing, so the difference is the rules' cost.
+    pub async fn alert_sweeps(&self) -> Result<Vec<AlertSweep>> {
+        Endpoints::new(&self.outbox()?)
+            .create(
+                NewEndpoint::new(OPERATOR, "https://ops.example/alerts", SECRET)
+                    .event_types([workers_outbox::outbox::operational::ALERT]),
+            )
+            .await?;
+        let plain = Outbox::builder(self.db.clone(), "outbox")
+            .operational_events(OPERATOR)
+            .build()?;
+        self.sweep(plain.clone()).await?;
+        let alerting = Outbox::builder(self.db.clone(), "outbox")
+            .operational_events(OPERATOR)
+            .alert(Alert::dead_letters(10, Duration::from_secs(3600)))
+            .alert(Alert::oldest_due(Duration::from_secs(300)))
+            .build()?;
+        let rules = "dead letters ≥ 10 in an hour, oldest due > 5 min";
+        let mut sweeps = vec![AlertSweep {
+            rules: "none",
+            told: false,
+            meter: self.sweep(plain).await?,
+        }];
+        for told in [true, false] {
+            let meter = self.sweep(alerting.clone()).await?;
+            sweeps.push(AlertSweep { rules, told, meter });
+        }
+        Ok(sweeps)
+    }
+
+    /// One drain by a new drainer (so it sweeps at its first claim) with a
+    /// no-op deliverer, metered.
+    async fn sweep(&self, outbox: Outbox) -> Result<Meter> {
+        let before = self.probe.meter();
+        let deliver = deliver_fn(|_: ClaimedMessage| async { Delivery::Delivered });
+        self.drain_ours(outbox, Arc::new(deliver), DrainLimits::scheduled())
+            .await?;
+        Ok(self.probe.meter().since(before))
     }
 
     /// One metered console request: a GET, or a POST of `body`.
@@ -102,17 +251,20 @@ impl Bench {
         &self,
         console: &Console,
         request: &'static str,
-        path: &'static str,
+        path: String,
         body: Option<String>,
+        caller: &Caller<'_>,
     ) -> Result<ConsoleRead> {
         let http = match body {
-            None => get(path)?,
-            Some(body) => http::Request::post(format!("https://bench.test/console{path}"))
-                .header("authorization", format!("Bearer {TOKEN}"))
-                .header("host", "bench.test")
-                .header(MUTATION_HEADER, "1")
-                .body(body.into_bytes())
-                .map_err(|error| invalid(&error))?,
+            None => get(&path, caller)?,
+            Some(body) => with_caller(
+                http::Request::post(format!("https://bench.test/console{path}")),
+                caller,
+            )
+            .header("host", "bench.test")
+            .header(MUTATION_HEADER, "1")
+            .body(body.into_bytes())
+            .map_err(|error| invalid(&error))?,
         };
         let before = self.probe.meter();
         let started = self.probe.now_ms();
@@ -127,11 +279,20 @@ impl Bench {
     }
 }
 
-fn get(path: &str) -> Result<http::Request<Vec<u8>>> {
-    http::Request::get(format!("https://bench.test/console{path}"))
-        .header("authorization", format!("Bearer {TOKEN}"))
-        .body(Vec::new())
-        .map_err(|error| invalid(&error))
+fn get(path: &str, caller: &Caller<'_>) -> Result<http::Request<Vec<u8>>> {
+    with_caller(
+        http::Request::get(format!("https://bench.test/console{path}")),
+        caller,
+    )
+    .body(Vec::new())
+    .map_err(|error| invalid(&error))
+}
+
+fn with_caller(request: http::request::Builder, caller: &Caller<'_>) -> http::request::Builder {
+    match caller {
+        Caller::Operator => request.header("authorization", format!("Bearer {TOKEN}")),
+        Caller::Tenant(token) => request.header(PORTAL_HEADER, *token),
+    }
 }
 
 fn invalid(error: &dyn std::fmt::Display) -> workers_outbox::Error {

@@ -127,7 +127,16 @@ impl Bench {
 
     /// Drops and recreates both algorithms' tables.
     pub async fn reset(&self) -> Result<()> {
-        let tables = ["outbox", "outbox_rollups", baseline::TABLE, "accounts"];
+        let tables = [
+            "outbox",
+            "outbox_topics",
+            "outbox_paused",
+            "outbox_rollups",
+            "outbox_audit",
+            "outbox_alerts",
+            baseline::TABLE,
+            "accounts",
+        ];
         for table in tables.into_iter().chain(crate::endpoint_costs::TABLES) {
             self.db
                 .execute(&Statement::new(

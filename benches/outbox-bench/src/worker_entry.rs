@@ -97,6 +97,7 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
                 .await,
         ),
         "/console" => answer(bench.console_reads().await),
+        "/alert_sweeps" => answer(bench.alert_sweeps().await),
         "/latency" => {
             let mix = Mix {
                 scale: param("scale").parse().unwrap_or(0.1),
