@@ -63,6 +63,8 @@ impl<'a> Ledger<'a> {
     pub(super) fn record_taken(&mut self, message: &ClaimedMessage, destination: Option<String>) {
         let receiver = match &destination {
             Some(destination) if *destination != message.topic => {
+                // A resume finds the topic's held rows by this form
+                // (`sql::settle::release_held_topic`).
                 format!("{} @ {destination}", message.topic)
             }
             _ => message.topic.clone(),

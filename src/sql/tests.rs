@@ -172,12 +172,20 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
         (
             "release held of a resumed topic",
             release_held_topic(&outbox, dialect, "mail", at(NOW)).unwrap(),
-            format!(r#"UPDATE "outbox" SET "due_at" = ?, "held_for" = ?{late} WHERE "held_for" IS NOT NULL AND "topic" = ? AND "state" = ? AND "lease_token" IS NULL AND "due_at" > ?"#),
-            [
-                bound_late(vec![Value::Integer(NOW), Value::Null], NOW),
-                vec![text("mail"), text("ready"), Value::Integer(NOW)],
-            ]
-            .concat(),
+            if postgres {
+                format!(r#"UPDATE "outbox" SET "due_at" = ?, "held_for" = ?{late} WHERE "held_for" IS NOT NULL AND "topic" = ? AND "state" = ? AND "lease_token" IS NULL AND "due_at" > ?"#)
+            } else {
+                r#"UPDATE "outbox" SET "due_at" = ?, "held_for" = ? WHERE "state" = ? AND ("state", "due_at", "id") IN (SELECT "state", "due_at", "id" FROM "outbox" WHERE "held_for" >= ? AND "held_for" < ? AND "topic" = ? AND "lease_token" IS NULL AND "due_at" > ?)"#.to_owned()
+            },
+            if postgres {
+                [
+                    bound_late(vec![Value::Integer(NOW), Value::Null], NOW),
+                    vec![text("mail"), text("ready"), Value::Integer(NOW)],
+                ]
+                .concat()
+            } else {
+                vec![Value::Integer(NOW), Value::Null, text("ready"), text("mail"), text("mail @!"), text("mail"), Value::Integer(NOW)]
+            },
         ),
         (
             "release held",
