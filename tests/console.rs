@@ -1626,7 +1626,9 @@ async fn a_portal_link_reaches_its_owners_endpoints_and_deliveries_and_nothing_o
         let _ = batch
             .publish(
                 &endpoints,
-                workers_outbox::endpoint::Event::raw_json(owner, "order.paid", r#"{"n":1}"#),
+                workers_outbox::endpoint::Event::raw_json(owner, "order.paid", r#"{"n":1}"#)
+                    .subject(format!("customer-of-{owner}"))
+                    .ordering_key(format!("{owner}@example.com")),
             )
             .unwrap();
         batch.commit().await.unwrap();
@@ -1818,8 +1820,18 @@ async fn a_portal_link_reaches_its_owners_endpoints_and_deliveries_and_nothing_o
     )
     .await
     .json();
-    assert_eq!(deliveries["messages"][0]["payload"], r#"{"n":1}"#);
-    assert_eq!(deliveries["messages"][0]["subject"], Json::Null);
+    let delivery = &deliveries["messages"][0];
+    assert_eq!(delivery["payload"], r#"{"n":1}"#);
+    // None of the application's own fields: its subject, its keys.
+    assert!(
+        delivery["id"].as_str().unwrap().ends_with(acme.as_str()),
+        "{delivery}"
+    );
+    for field in ["subject", "ordering_key", "dedup_key", "trace_id"] {
+        assert_eq!(delivery[field], Json::Null, "{field} in {delivery}");
+    }
+    assert!(!deliveries.to_string().contains("acme@example.com"));
+    assert!(!deliveries.to_string().contains("customer-of-acme"));
     let one = call(
         "GET",
         format!("outboxes/mail/delivery?endpoint={acme}&key={acme_key}"),
@@ -1839,6 +1851,44 @@ async fn a_portal_link_reaches_its_owners_endpoints_and_deliveries_and_nothing_o
         (json!(1), json!(1))
     );
 
+    // Its own endpoint it changes, each change audited as its link's.
+    for (action, extra) in [
+        ("pause", json!({})),
+        ("enable", json!({})),
+        ("test", json!({})),
+        ("rotate", json!({ "secret": ROTATED })),
+        ("recover", json!({ "since_ms": 0 })),
+        ("disable", json!({ "reason": "closing" })),
+        ("enable", json!({})),
+    ] {
+        let mut body = json!({ "id": acme });
+        for (key, value) in extra.as_object().unwrap() {
+            body[key] = value.clone();
+        }
+        let answer = call(
+            "POST",
+            format!("outboxes/mail/endpoint/{action}"),
+            Some(body),
+        )
+        .await;
+        assert_eq!(answer.status, 200, "{action}: {}", answer.body);
+    }
+    let unknown = call(
+        "POST",
+        "outboxes/mail/endpoint/delete".into(),
+        Some(json!({ "id": acme })),
+    )
+    .await;
+    assert_eq!(unknown.status, 403, "an action not named for tenants");
+    let audited = t.outbox.audit_log(None, 20).await.unwrap();
+    assert!(audited.len() >= 8, "{audited:?}");
+    assert!(
+        audited
+            .iter()
+            .all(|entry| entry.who == "portal link of acme"),
+        "{audited:?}"
+    );
+
     // An altered or expired link grants nothing.
     let altered = token.replacen('.', ".9", 1);
     let answer = send(
@@ -1849,4 +1899,109 @@ async fn a_portal_link_reaches_its_owners_endpoints_and_deliveries_and_nothing_o
     assert_eq!(answer.status, 401);
     t.clock.advance(std::time::Duration::from_secs(3601));
     assert_eq!(call("GET", "session".into(), None).await.status, 401);
+}
+
+#[tokio::test]
+async fn a_tenants_deliveries_page_names_no_row_of_another_owner_and_the_operators_owner_has_no_portal()
+ {
+    let t = TestOutbox::new().await.unwrap();
+    let outbox = workers_outbox::Outbox::builder(t.db.clone(), "outbox")
+        .clock(std::sync::Arc::new(t.clock.clone()))
+        .operational_events("ops")
+        .build()
+        .unwrap();
+    let endpoints = Endpoints::new(&outbox);
+    let publish = |owner: &'static str| {
+        let (db, endpoints) = (t.db.clone(), endpoints.clone());
+        async move {
+            let mut batch = Batch::new(db);
+            let _ = batch
+                .publish(
+                    &endpoints,
+                    workers_outbox::endpoint::Event::raw_json(owner, "order.paid", "{}"),
+                )
+                .unwrap();
+            batch.commit().await.unwrap();
+        }
+    };
+    // Five of globex's deliveries die first, then one of acme's.
+    let globex = endpoints
+        .create(NewEndpoint::new(
+            "globex",
+            "https://globex.example/in",
+            SECRET,
+        ))
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        publish("globex").await;
+    }
+    t.drain_now(RecordingDeliverer::answering(Delivery::permanent("no")))
+        .await;
+    t.clock.advance(std::time::Duration::from_secs(1));
+    let acme = endpoints
+        .create(NewEndpoint::new("acme", "https://acme.example/in", SECRET))
+        .await
+        .unwrap();
+    publish("acme").await;
+    t.drain_now(RecordingDeliverer::answering(Delivery::permanent("no")))
+        .await;
+
+    let portal = workers_outbox::console::Portal::new(&[42; 32])
+        .unwrap()
+        .clock(std::sync::Arc::new(t.clock.clone()));
+    let console = Console::builder()
+        .prefix("/admin/outbox")
+        .outbox("mail", outbox.clone())
+        .endpoints("mail", endpoints.clone())
+        .portal(portal.clone())
+        .scan(3)
+        .build()
+        .unwrap();
+    let hour = std::time::Duration::from_secs(3600);
+    let token = portal.token("acme", hour).unwrap();
+    let tenant_get = |route: String, token: String| {
+        let request = portal_request("GET", &format!("/admin/outbox/api/{route}"), &token, None);
+        let console = console.clone();
+        async move { send(&console, request).await }
+    };
+    // The walk of 3 rows holds globex's rows only: the page says it was
+    // cut and gives no cursor, whatever `after` and `limit` ask.
+    for query in ["", "&after=0.", "&limit=1", "&after=0.&limit=1&state=dead"] {
+        let route = format!("outboxes/mail/deliveries?endpoint={}{query}", acme.id);
+        let page = tenant_get(route.clone(), token.clone()).await;
+        assert_eq!(page.status, 200, "{route}: {}", page.body);
+        let page = page.json();
+        assert_eq!(page["messages"], json!([]), "{route}");
+        assert_eq!(page["next"], Json::Null, "{route}: {page}");
+        assert_eq!(page["walk_cut"], true, "{route}");
+        assert!(!page.to_string().contains(&globex.id), "{route}: {page}");
+    }
+    // An operator's page (a bearer's grant) goes on from the walk's end.
+    let operator = Console::builder()
+        .prefix("/admin/outbox")
+        .outbox("mail", outbox.clone())
+        .endpoints("mail", endpoints.clone())
+        .authorize(BearerToken::operator(OPERATOR))
+        .scan(3)
+        .build()
+        .unwrap();
+    let page = get(
+        &operator,
+        &format!(
+            "/admin/outbox/api/outboxes/mail/deliveries?owner=acme&endpoint={}",
+            acme.id
+        ),
+        OPERATOR,
+    )
+    .await
+    .json();
+    assert!(page["next"].as_str().is_some(), "{page}");
+
+    // The operator's owner, whose operational events tell of every owner:
+    // no link is minted for it, and a token for it reaches nothing.
+    assert!(console.portal_link("ops", hour).is_err());
+    let ops = portal.token("ops", hour).unwrap();
+    let answer = tenant_get("outboxes/mail/endpoints".into(), ops).await;
+    assert_eq!(answer.status, 400, "{}", answer.body);
 }

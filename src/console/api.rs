@@ -304,7 +304,15 @@ fn tenants_may(method: &Method, segments: &[&str]) -> bool {
                     "endpoints" | "endpoint" | "deliveries" | "delivery"
                 ]
             )
-            | (&Method::POST, ["outboxes", _, "endpoint", _])
+            | (
+                &Method::POST,
+                [
+                    "outboxes",
+                    _,
+                    "endpoint",
+                    "enable" | "disable" | "pause" | "test" | "recover" | "rotate"
+                ]
+            )
             | (&Method::POST, ["outboxes", _, "deliveries", "replay"])
     )
 }

@@ -39,13 +39,24 @@ fn endpoints<'a>(console: &'a Console, name: &str) -> Result<&'a Endpoints> {
 }
 
 /// The owner a request acts for: a scoped grant's own (a different one
-/// named is not found), else the one it names.
-fn owner_for<'a>(grant: &'a Grant, asked: Option<&'a str>) -> Result<&'a str> {
+/// named is not found; the operator's, whose operational events tell of
+/// every owner, is refused), else the one it names.
+fn owner_for<'a>(
+    endpoints: &Endpoints,
+    grant: &'a Grant,
+    asked: Option<&'a str>,
+) -> Result<&'a str> {
     match (&grant.owner, asked) {
         (Some(own), Some(asked)) if own != asked => Err(Error::NotFound {
             what: "endpoint owner",
             id: asked.to_owned(),
         }),
+        (Some(own), _) if endpoints.outbox().operational_owner() == Some(own.as_str()) => {
+            Err(Error::invalid(
+                "portal",
+                "the operator's own endpoints are not shown through a portal link",
+            ))
+        }
         (Some(own), _) => Ok(own),
         (None, Some(asked)) => {
             no_nul("owner", asked)?;
@@ -70,13 +81,13 @@ fn shown(console: &Console, grant: &Grant, endpoint: &Endpoint) -> Json {
 }
 
 /// A delivery as the grant may see it: a tenant its own payload (what it
-/// receives anyway) but not the application's subject or trace; an
-/// operator as any message.
+/// receives anyway) but none of the application's subject, trace, dedup
+/// and ordering keys; an operator as any message.
 fn shown_delivery(console: &Console, grant: &Grant, message: &mut Json) {
     if grant.owner.is_some() {
         message["payload_bytes"] = json!(message["payload"].as_str().map_or(0, str::len));
-        message["keys_hidden"] = json!(false);
-        for field in ["subject", "trace_id"] {
+        message["keys_hidden"] = json!(true);
+        for field in ["subject", "trace_id", "dedup_key", "ordering_key"] {
             message[field] = Json::Null;
         }
     } else {
@@ -103,7 +114,10 @@ pub(super) async fn list<'q>(
             let page = endpoints.list_all(after, limit).await?;
             (page.endpoints, page.next_after)
         }
-        (_, asked) => (endpoints.list(owner_for(grant, asked)?).await?, None),
+        (_, asked) => (
+            endpoints.list(owner_for(endpoints, grant, asked)?).await?,
+            None,
+        ),
     };
     let shown: Vec<Json> = listed
         .iter()
@@ -120,7 +134,7 @@ pub(super) async fn detail<'q>(
     param: &impl Fn(&str) -> Option<&'q str>,
 ) -> Result<Json> {
     let endpoints = endpoints(console, name)?;
-    let owner = owner_for(grant, param("owner"))?;
+    let owner = owner_for(endpoints, grant, param("owner"))?;
     let id = param("id").ok_or_else(|| Error::invalid("endpoint", "give ?id="))?;
     no_nul("id", id)?;
     let endpoint = endpoints.get(owner, id).await?;
@@ -177,7 +191,7 @@ pub(super) async fn act(
     let done = match action {
         "enable" | "test" => {
             let Named { owner, id } = read_body(body)?;
-            let owner = owner_for(grant, owner.as_deref())?;
+            let owner = owner_for(endpoints, grant, owner.as_deref())?;
             no_nul("id", &id)?;
             if action == "enable" {
                 endpoints.enable(owner, &id).await?;
@@ -189,7 +203,7 @@ pub(super) async fn act(
         }
         "disable" | "pause" => {
             let Hold { owner, id, reason } = read_body(body)?;
-            let owner = owner_for(grant, owner.as_deref())?;
+            let owner = owner_for(endpoints, grant, owner.as_deref())?;
             let reason = reason
                 .filter(|reason| !reason.trim().is_empty())
                 .unwrap_or_else(|| format!("{action}d from the console"));
@@ -209,7 +223,7 @@ pub(super) async fn act(
                 secret,
                 overlap_s,
             } = read_body(body)?;
-            let owner = owner_for(grant, owner.as_deref())?;
+            let owner = owner_for(endpoints, grant, owner.as_deref())?;
             no_nul("id", &id)?;
             let overlap = overlap_s.map_or(DEFAULT_OVERLAP, Duration::from_secs);
             if overlap > MOST_OVERLAP {
@@ -229,7 +243,7 @@ pub(super) async fn act(
                 id,
                 since_ms,
             } = read_body(body)?;
-            let owner = owner_for(grant, owner.as_deref())?;
+            let owner = owner_for(endpoints, grant, owner.as_deref())?;
             no_nul("id", &id)?;
             let recovered = endpoints
                 .recover(owner, &id, Timestamp::from_unix_millis(since_ms)?)
@@ -257,7 +271,7 @@ async fn owned_endpoint<'q>(
     owner: Option<&'q str>,
     id: Option<&'q str>,
 ) -> Result<Endpoint> {
-    let owner = owner_for(grant, owner)?;
+    let owner = owner_for(endpoints, grant, owner)?;
     let id = id.ok_or_else(|| Error::invalid("endpoint", "give the endpoint's id"))?;
     no_nul("endpoint", id)?;
     endpoints.get(owner, id).await
@@ -298,6 +312,16 @@ pub(super) async fn deliveries<'q>(
         for message in messages {
             shown_delivery(console, grant, message);
         }
+    }
+    if grant.owner.is_some() {
+        // The walk's end is any row of the state, another owner's too:
+        // a tenant goes on from its own last delivery, or not at all.
+        let full = page.messages.len() == usize::try_from(limit).unwrap_or(usize::MAX);
+        body["next"] = match page.messages.last() {
+            Some(last) if full => json!(BrowseCursor::of(&last.message)),
+            _ => Json::Null,
+        };
+        body["walk_cut"] = json!(!full && page.next.is_some());
     }
     Ok(body)
 }

@@ -172,11 +172,24 @@ impl Console {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] without a [`portal`](ConsoleBuilder::portal),
-    /// for an owner that is no endpoint owner, or a ttl out of range.
+    /// for an owner that is no endpoint owner or is an outbox's operator
+    /// (its [operational events](crate::outbox::OutboxBuilder::operational_events)
+    /// tell of every owner), or a ttl out of range.
     pub fn portal_link(&self, owner: &str, ttl: std::time::Duration) -> Result<String> {
         let portal = self.inner.portal.as_ref().ok_or_else(|| {
             Error::invalid("portal", "the console serves no portal: give .portal(…)")
         })?;
+        if self
+            .inner
+            .endpoints
+            .iter()
+            .any(|(_, endpoints)| endpoints.outbox().operational_owner() == Some(owner))
+        {
+            return Err(Error::invalid(
+                "portal link owner",
+                format!("{owner} is an outbox's operator: its events tell of every owner"),
+            ));
+        }
         Ok(format!(
             "{}/#portal={}",
             self.inner.prefix,

@@ -103,6 +103,13 @@ impl Portal {
         else {
             return None;
         };
+        // One spelling per expiry: the digits the MAC was made over.
+        if expires.is_empty()
+            || expires.starts_with('0')
+            || !expires.bytes().all(|b| b.is_ascii_digit())
+        {
+            return None;
+        }
         let expires: i64 = expires.parse().ok()?;
         let given = URL_SAFE_NO_PAD.decode(mac).ok()?;
         self.keyed(owner, expires).verify_slice(&given).ok()?;
@@ -175,6 +182,11 @@ mod tests {
         assert_eq!(stranger.owner_of(&token), None);
         for bad in ["", "a.b", "a.b.c.d", "YWNtZQ.x.y"] {
             assert_eq!(portal.owner_of(bad), None, "{bad}");
+        }
+        // Another spelling of the same expiry, under the same MAC: refused.
+        for spelling in ["+1060000", "01060000"] {
+            let respelled = token.replacen("1060000", spelling, 1);
+            assert_eq!(portal.owner_of(&respelled), None, "{respelled}");
         }
         clock.advance(Duration::from_secs(60));
         assert_eq!(portal.owner_of(&token), None, "expired");

@@ -451,7 +451,7 @@ describe("the operator console, in a real browser", () => {
     w.sink.status = 202;
     await page.locator("#ep-replay").click();
     await page.locator("#status").filter({ hasText: `${id}: 1 dead delivery replayed` }).waitFor();
-    await page.locator("#deliveries-note").filter({ hasText: "No dead delivery." }).waitFor();
+    await page.locator("#deliveries-note").filter({ hasText: "No dead delivery found." }).waitFor();
     await page.locator("#ep-rotate button").click();
     await page.locator("#ep-secret").waitFor();
     const shots = process.env.CONSOLE_SCREENSHOTS;

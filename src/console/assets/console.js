@@ -13,7 +13,14 @@ const TOKEN_KEY = `outbox-console-token:${api.pathname}`;
 const PORTAL_KEY = `outbox-portal-token:${api.pathname}`;
 function takePortalLink() {
   if (!location.hash.startsWith("#portal=")) return false;
-  sessionStorage.setItem(PORTAL_KEY, decodeURIComponent(location.hash.slice("#portal=".length)));
+  const token = location.hash.slice("#portal=".length);
+  let decoded = token;
+  try {
+    decoded = decodeURIComponent(token);
+  } catch {
+    // Kept as it is: the console refuses it, and the page says so.
+  }
+  sessionStorage.setItem(PORTAL_KEY, decoded);
   history.replaceState(null, "", location.pathname + location.search);
   return true;
 }
@@ -148,6 +155,7 @@ async function start() {
     if (error instanceof Unauthorized) return showSignIn(error.message);
     return say(error.message);
   }
+  if (state.session.portal) return startPortal(state.session);
   $("signin").hidden = true;
   $("console").hidden = false;
   $("signout").hidden = localStorage.getItem(TOKEN_KEY) === null;
@@ -173,10 +181,13 @@ async function start() {
   scheduleRefresh();
 }
 
-/** A tenant's portal: its own endpoints, their deliveries and attempts, and nothing else. */
-async function startPortal() {
+/**
+ * A tenant's portal: its own endpoints, their deliveries and attempts, and nothing else.
+ * `session`: the one already read, for a grant scoped by another authorizer than a link.
+ */
+async function startPortal(session) {
   try {
-    state.session = await call("session");
+    state.session = session ?? (await call("session"));
   } catch (error) {
     return showSignIn(error.message);
   }
@@ -186,7 +197,8 @@ async function startPortal() {
   $("console").hidden = false;
   $("signout").hidden = true;
   $("role").replaceChildren();
-  appendText($("role"), `${state.session.owner}'s endpoints · this link works until ${when(state.session.expires_ms)}`);
+  const until = state.session.expires_ms ? ` · this link works until ${when(state.session.expires_ms)}` : "";
+  appendText($("role"), `${state.session.owner}'s endpoints${until}`);
   const nav = $("outboxes");
   nav.replaceChildren();
   for (const name of state.session.endpoints) {
@@ -630,15 +642,18 @@ async function deliveries() {
   $("endpoint-deliveries").replaceChildren(
     ...page.messages.map((m) =>
       el("tr", undefined, { "data-id": m.id }, [
-        cell(m.event_id ?? m.id),
+        // A delivery's id is `<event id>:<endpoint id>`.
+        cell(m.id.split(":")[0], { title: m.id }),
         cell(m.attempts),
         cell(m.last_error ?? "–", { class: "error" }),
         cell(when(m.due_at)),
       ]),
     ),
   );
+  const which = $("ep-state").value;
+  const cut = page.walk_cut ? ` The console looks through the first ${state.session.scan} ${which} messages of the outbox only: older ones may be beyond.` : "";
   $("deliveries-note").textContent =
-    page.messages.length === 0 ? `No ${$("ep-state").value} delivery.` : `${page.messages.length} ${$("ep-state").value} deliver${page.messages.length === 1 ? "y" : "ies"}${page.next ? ", more after these" : ""}.`;
+    (page.messages.length === 0 ? `No ${which} delivery found.` : `${page.messages.length} ${which} deliver${page.messages.length === 1 ? "y" : "ies"}${page.next ? ", more after these" : ""}.`) + cut;
 }
 
 async function replayDeliveries() {
