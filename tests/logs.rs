@@ -29,10 +29,17 @@ impl log::Log for Capture {
     fn flush(&self) {}
 }
 
+/// Installs the capture, once for all the tests of this file: they run on
+/// threads of one process, which has one logger.
+fn capture() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| log::set_logger(&Capture).unwrap());
+    log::set_max_level(log::LevelFilter::Trace);
+}
+
 #[tokio::test]
 async fn a_drain_logs_json_lines_without_payloads_or_addresses() {
-    log::set_logger(&Capture).unwrap();
-    log::set_max_level(log::LevelFilter::Trace);
+    capture();
     let t = TestOutbox::new().await.unwrap();
     let backoff = ExponentialBackoff {
         base: Duration::from_secs(1),
@@ -124,8 +131,7 @@ async fn a_drain_logs_json_lines_without_payloads_or_addresses() {
 #[tokio::test]
 async fn a_console_change_is_logged_with_who_made_it_and_what_it_did() {
     use workers_outbox::console::{BearerToken, Console, MUTATION_HEADER};
-    let _ = log::set_logger(&Capture);
-    log::set_max_level(log::LevelFilter::Trace);
+    capture();
     let t = TestOutbox::new().await.unwrap();
     let console = Console::builder()
         .outbox("mail", t.outbox.clone())
