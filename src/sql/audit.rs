@@ -20,6 +20,16 @@ pub(crate) mod audit_col {
     pub(crate) const RESULT: &str = "result";
 }
 
+/// An entry's columns as it is written; its result comes after.
+const WRITTEN: [&str; 6] = [
+    audit_col::AT,
+    audit_col::ID,
+    audit_col::WHO,
+    audit_col::ROLE,
+    audit_col::ACTION,
+    audit_col::SELECTION,
+];
+
 pub(crate) fn audit_table(table: &TableName) -> String {
     format!("{}_audit", table.as_str())
 }
@@ -41,14 +51,7 @@ pub(crate) fn record(table: &TableName, dialect: Dialect, row: &AuditRow<'_>) ->
     let mut insert = Query::insert();
     insert
         .into_table(audit_table(table))
-        .columns([
-            audit_col::AT,
-            audit_col::ID,
-            audit_col::WHO,
-            audit_col::ROLE,
-            audit_col::ACTION,
-            audit_col::SELECTION,
-        ])
+        .columns(WRITTEN)
         .values([
             row.at.as_unix_millis().into(),
             row.id.into(),
@@ -87,15 +90,8 @@ pub(crate) fn page(
 ) -> Result<Statement> {
     let mut select = Query::select();
     select
-        .columns([
-            audit_col::AT,
-            audit_col::ID,
-            audit_col::WHO,
-            audit_col::ROLE,
-            audit_col::ACTION,
-            audit_col::SELECTION,
-            audit_col::RESULT,
-        ])
+        .columns(WRITTEN)
+        .column(audit_col::RESULT)
         .from(audit_table(table))
         .order_by(audit_col::AT, Order::Desc)
         .order_by(audit_col::ID, Order::Desc)
