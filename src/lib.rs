@@ -65,6 +65,7 @@ pub mod email;
 pub mod endpoint;
 mod erasure;
 mod error;
+pub mod fleet;
 pub mod future;
 pub mod http;
 mod identifier;

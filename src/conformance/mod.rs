@@ -21,6 +21,7 @@ mod destinations;
 mod drain;
 mod endpoints;
 mod enqueue;
+mod fleet;
 mod inbox;
 mod malformed;
 mod ordering;
@@ -306,6 +307,8 @@ pub fn cases() -> Vec<Case> {
         browse::a_waiting_message_names_the_head_it_waits_on,
         browse::a_message_is_found_by_its_key_in_any_state,
         browse::dead_letters_are_counted_and_taken_by_filter,
+        fleet::a_members_drain_reports_its_outbox_to_the_fleet,
+        fleet::the_fleet_pages_by_name_dead_letters_and_oldest_due,
     ]
 }
 

@@ -10,6 +10,7 @@ use super::parts::{Deliverer, Parts};
 use super::report::DrainReport;
 use super::run::Run;
 use crate::error::Result;
+use crate::fleet::FleetMember;
 use crate::outbox::{ClaimedMessage, Outbox};
 use crate::telemetry::{Sinks, Telemetry};
 use crate::time::Timer;
@@ -20,6 +21,8 @@ use crate::time::Timer;
 #[derive(Clone)]
 pub struct Drainer {
     parts: Parts,
+    /// Told the outbox's summary after each drain.
+    fleet: Option<FleetMember>,
 }
 
 impl std::fmt::Debug for Drainer {
@@ -40,6 +43,7 @@ pub struct DrainerBuilder {
     limits: DrainLimits,
     destinations: Option<DestinationLimits>,
     telemetry: Sinks,
+    fleet: Option<FleetMember>,
 }
 
 impl std::fmt::Debug for DrainerBuilder {
@@ -63,6 +67,15 @@ impl DrainerBuilder {
     /// sink); call again to add another. See [`telemetry`](crate::telemetry).
     pub fn telemetry(mut self, sink: Arc<dyn Telemetry>) -> Self {
         self.telemetry.add(sink);
+        self
+    }
+
+    /// Reports the outbox's [`summary`](Outbox::summary) to `member`'s fleet
+    /// after each [`drain`](Drainer::drain) (default: none), when it is
+    /// worth writing (see [`FleetMember`]). A report that fails is logged
+    /// (level warn) and fails nothing.
+    pub fn fleet(mut self, member: FleetMember) -> Self {
+        self.fleet = Some(member);
         self
     }
 
@@ -116,6 +129,7 @@ impl DrainerBuilder {
                 telemetry: self.telemetry,
                 last_sweep: Arc::new(AtomicI64::new(i64::MIN)),
             },
+            fleet: self.fleet,
         })
     }
 }
@@ -140,6 +154,7 @@ impl Drainer {
             limits: DrainLimits::scheduled(),
             destinations: None,
             telemetry: Sinks::default(),
+            fleet: None,
         }
     }
 
@@ -154,6 +169,7 @@ impl Drainer {
             limits: DrainLimits::scheduled(),
             destinations: None,
             telemetry: Sinks::default(),
+            fleet: None,
         }
     }
 
@@ -167,10 +183,20 @@ impl Drainer {
     /// info) and each message it parked as dead as one more (`event`
     /// `"outbox.dead"`, its id, topic and reason class; level warn). The
     /// dead letter lines are best effort: a death whose settle reply was
-    /// lost (its retry reads as lease lost) has none.
+    /// lost (its retry reads as lease lost) has none. Then reports to the
+    /// [fleet](DrainerBuilder::fleet), if any.
     pub async fn drain(&self) -> DrainReport {
         let report = Run::new(&self.parts, Vec::new(), true).run_to_end().await;
         log::info!("{}", report.log_line());
+        if let Some(member) = &self.fleet
+            && let Err(error) = member.report(&self.parts.outbox).await
+        {
+            log::warn!(
+                "outbox drain of {}: not reported to the fleet as {}: {error}",
+                self.parts.outbox.table(),
+                member.member()
+            );
+        }
         report
     }
 

@@ -87,7 +87,7 @@ pub use rollups::{Counts, Histogram, Resolution, Rollup};
 pub(crate) use settle::PreparedSettle;
 pub use settle::SettleReport;
 pub(crate) use settle::{DeathCause, Fate, Observed};
-pub use stats::OutboxStats;
+pub use stats::{OutboxStats, OutboxSummary};
 #[cfg(all(test, feature = "sqlite", not(target_arch = "wasm32")))]
 pub(crate) use topics::STREAK_MEMORY;
 pub(crate) use topics::{Streak, StreakWrite};

@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::{Outbox, col, state};
 use crate::database::{Row, Rows, Statement};
 use crate::error::{Error, Result};
+use crate::sql::fleet::{self, summary_col};
 use crate::time::Timestamp;
 
 /// The outbox at a glance.
@@ -26,6 +27,25 @@ pub struct OutboxStats {
     /// nothing is due. Alert on this: it grows when drains fall behind.
     #[serde(rename = "oldest_due_age_ms", serialize_with = "age_millis")]
     pub oldest_due_age: Option<Duration>,
+}
+
+/// An outbox at a glance, read in bounded reads by [`Outbox::summary`]:
+/// what a fleet view lists for each member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OutboxSummary {
+    /// Messages not dead (due, scheduled, leased or waiting), counted up to
+    /// [`Outbox::SUMMARY_CAP`] `+ 1`: more reads as "more than the cap".
+    pub backlog: u32,
+    /// Dead letters, counted up to [`Outbox::SUMMARY_CAP`] `+ 1`.
+    pub dead: u32,
+    /// When the most overdue message not leased fell due; `None` when
+    /// nothing is due.
+    pub oldest_due_at: Option<Timestamp>,
+    /// The error of the first message in line (of the first
+    /// [`Outbox::SUMMARY_CAP`]) that failed before, else the latest dead
+    /// letter's, cut to [`Outbox::SUMMARY_ERROR_CHARS`] characters.
+    pub last_error: Option<String>,
 }
 
 /// An optional age as whole milliseconds (JSON for operators).
@@ -57,6 +77,37 @@ impl Outbox {
             leased: row.get("leased").map_err(in_table)?,
             dead: row.get("dead").map_err(in_table)?,
             oldest_due_age: oldest.map(|at| self.now().duration_since(at)),
+        })
+    }
+
+    /// How far [`summary`](Outbox::summary) counts.
+    pub const SUMMARY_CAP: u32 = 100;
+
+    /// How much of an error [`summary`](Outbox::summary) keeps.
+    pub const SUMMARY_ERROR_CHARS: usize = 300;
+
+    /// The outbox at a glance in one query that reads at most about
+    /// `3 × SUMMARY_CAP + 2` rows, each by a range of the primary key,
+    /// however large the table (unlike [`stats`](Outbox::stats)).
+    ///
+    /// # Errors
+    /// A database error; [`Error::MalformedRow`] if a value read is not of
+    /// its type.
+    pub async fn summary(&self) -> Result<OutboxSummary> {
+        let statement =
+            fleet::summary(self.table(), self.dialect(), self.now(), Self::SUMMARY_CAP)?;
+        let rows = self.inner.db.query(&statement).await?;
+        let row = aggregate_row(&rows)?;
+        let in_table = |error: Error| error.in_row(self.table().as_str(), None);
+        let pending: Option<String> = row.get(summary_col::PENDING_ERROR).map_err(in_table)?;
+        let dead: Option<String> = row.get(summary_col::DEAD_ERROR).map_err(in_table)?;
+        Ok(OutboxSummary {
+            backlog: row.get(summary_col::BACKLOG).map_err(in_table)?,
+            dead: row.get(summary_col::DEAD).map_err(in_table)?,
+            oldest_due_at: row.get(summary_col::OLDEST_DUE_AT).map_err(in_table)?,
+            last_error: pending
+                .or(dead)
+                .map(|error| error.chars().take(Self::SUMMARY_ERROR_CHARS).collect()),
         })
     }
 

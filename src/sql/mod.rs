@@ -21,6 +21,7 @@ pub(crate) mod dialects;
 pub(crate) mod endpoints;
 pub(crate) mod enqueue;
 pub(crate) mod events;
+pub(crate) mod fleet;
 pub(crate) mod inbox;
 pub(crate) mod pause;
 pub(crate) mod paused;
