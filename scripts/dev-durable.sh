@@ -35,4 +35,7 @@ for name in RECEIVER_STATUS MAX_ATTEMPTS BACKOFF_BASE_MS BACKOFF_CAP_MS; do
   if [[ -n ${!name:-} ]]; then vars+=(--var "$name:${!name}"); fi
 done
 
+# The fleet's table in the local D1 (what /admin/console/ lists).
+npx wrangler d1 migrations apply DB --local --config "$example/wrangler.toml"
+
 npx wrangler dev --config "$example/wrangler.toml" --local --ip 127.0.0.1 --port 8788 "${vars[@]}"

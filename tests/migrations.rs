@@ -159,3 +159,16 @@ async fn every_migration_applies_cleanly_in_order() {
     );
     apply_migrations(&db()).await;
 }
+
+#[test]
+fn the_durable_examples_migration_is_the_fleets_schema() {
+    let fleet = workers_outbox::fleet::Fleet::new(db(), "outbox_fleet").unwrap();
+    let shipped =
+        std::fs::read_to_string("examples/durable-webhooks/migrations/0001_outbox_fleet.sql")
+            .unwrap();
+    assert_eq!(
+        shipped,
+        fleet.schema_sql(),
+        "examples/durable-webhooks/migrations/ must ship Fleet::schema_sql for outbox_fleet"
+    );
+}

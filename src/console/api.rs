@@ -11,7 +11,7 @@ use serde_json::{Value as Json, json};
 use super::access::{Grant, Role, cross_site};
 use super::audit::{Change, what_it_did};
 use super::wire::{hide_personal, no_nul, read_body};
-use super::{Console, audit, endpoints, page, subjects};
+use super::{Console, audit, endpoints, fleet, page, subjects};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
 use crate::outbox::{
@@ -183,6 +183,7 @@ pub(super) async fn answer(
             "outboxes": inner.outboxes.iter().map(|(name, _)| name).collect::<Vec<_>>(),
             "inboxes": inner.inboxes.iter().map(|(name, _)| name).collect::<Vec<_>>(),
             "endpoints": inner.endpoints.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            "fleet": inner.fleet.is_some(),
             "show_payloads": inner.show_payloads,
             "count_cap": inner.count_cap,
             "scan": inner.scan,
@@ -238,6 +239,10 @@ pub(super) async fn answer(
         (&Method::POST, ["outboxes", name, "deliveries", "replay"]) => {
             endpoints::replay(console, grant, name, body, &mut change).await
         }
+        (&Method::GET, ["fleet"]) => match &inner.fleet {
+            Some(view) => fleet::page(view, &param).await,
+            None => return failure(StatusCode::NOT_FOUND, "this console shows no fleet"),
+        },
         (&Method::GET, ["inboxes", name]) => inbox_count(console, name).await,
         (&Method::GET, ["subjects"]) if role < Role::Operator => {
             return failure(

@@ -62,6 +62,7 @@ mod audit;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod cloudflare_access;
 mod endpoints;
+mod fleet;
 mod page;
 mod portal;
 mod subjects;
@@ -83,6 +84,7 @@ use api::Admission;
 
 use crate::endpoint::Endpoints;
 use crate::error::{Error, Result};
+use crate::fleet::Fleet;
 use crate::inbox::Inbox;
 use crate::outbox::{MAX_SCAN, Outbox};
 
@@ -102,6 +104,8 @@ struct Inner {
     endpoints: Vec<(String, Endpoints)>,
     /// The tenant portal, if served.
     portal: Option<Portal>,
+    /// The fleet view, if served.
+    fleet: Option<fleet::FleetView>,
     authorizers: Vec<Box<dyn Authorizer>>,
     subject_rows: Option<Box<dyn SubjectRows>>,
     show_payloads: bool,
@@ -132,6 +136,8 @@ impl std::fmt::Debug for Console {
 #[must_use = "a console builder serves nothing until it is built"]
 pub struct ConsoleBuilder {
     inner: Inner,
+    /// The fleet and its console link, checked by `build`.
+    fleet: Option<(Fleet, String)>,
 }
 
 /// Counts stop here unless [`ConsoleBuilder::count_cap`] says otherwise.
@@ -150,12 +156,14 @@ impl Console {
                 inboxes: Vec::new(),
                 endpoints: Vec::new(),
                 portal: None,
+                fleet: None,
                 authorizers: Vec::new(),
                 subject_rows: None,
                 show_payloads: false,
                 count_cap: DEFAULT_COUNT_CAP,
                 scan: DEFAULT_SCAN,
             },
+            fleet: None,
         }
     }
 
@@ -255,6 +263,19 @@ impl ConsoleBuilder {
     /// since a time and send it a test event.
     pub fn endpoints(mut self, outbox: &str, endpoints: Endpoints) -> Self {
         self.inner.endpoints.push((outbox.to_owned(), endpoints));
+        self
+    }
+
+    /// Shows `fleet` (see [`crate::fleet`]): every member's outbox as it
+    /// last reported, each linking to its own console at `console_link`, a
+    /// path of this host with `{member}` once, where the member's name goes
+    /// percent-encoded (`/admin/customers/{member}/console/`). Viewers may
+    /// read it; a portal link never reaches it.
+    ///
+    /// # Errors
+    /// [`build`](Self::build) refuses a link that is not such a path.
+    pub fn fleet(mut self, fleet: Fleet, console_link: &str) -> Self {
+        self.fleet = Some((fleet, console_link.to_owned()));
         self
     }
 
@@ -390,8 +411,12 @@ impl ConsoleBuilder {
                 ));
             }
         }
+        let mut inner = self.inner;
+        if let Some((fleet, link)) = self.fleet {
+            inner.fleet = Some(fleet::FleetView::new(fleet, &link)?);
+        }
         Ok(Console {
-            inner: Arc::new(self.inner),
+            inner: Arc::new(inner),
         })
     }
 }

@@ -5,6 +5,8 @@ use serde_json::{Value as Json, json};
 
 use super::Console;
 use crate::error::{Error, Result};
+use crate::fleet::FleetEntry;
+use crate::time::Timestamp;
 
 /// Adds `payload_bytes` and `keys_hidden` to a message's JSON, and blanks
 /// its payload and the keys the application chose (dedup and ordering keys,
@@ -31,4 +33,20 @@ pub(super) fn no_nul(what: &'static str, text: &str) -> Result<()> {
 
 pub(super) fn read_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
     serde_json::from_slice(body).map_err(|error| Error::invalid("request body", error.to_string()))
+}
+
+/// A member's outbox in the fleet view, `console` the link to its own
+/// console. Counts are as read: above the summary's cap means "more".
+pub(super) fn fleet_entry(entry: &FleetEntry, console: &str) -> Json {
+    let summary = &entry.summary;
+    json!({
+        "member": entry.member,
+        "outbox": entry.outbox,
+        "backlog": summary.backlog,
+        "dead": summary.dead,
+        "oldest_due_at_ms": summary.oldest_due_at.map(Timestamp::as_unix_millis),
+        "last_error": summary.last_error,
+        "reported_at_ms": entry.reported_at.as_unix_millis(),
+        "console": console,
+    })
 }

@@ -39,6 +39,7 @@ export async function start(
     email,
     log,
     migrate = true,
+    migrations = "migrations",
     onLog,
   } = {},
 ) {
@@ -66,14 +67,14 @@ export async function start(
     },
   });
   await mf.ready;
-  if (migrate) await applyMigrations(mf);
+  if (migrate) await applyMigrations(mf, migrations);
   return mf;
 }
 
-/** Applies `migrations/*.sql` in order, as `wrangler d1 migrations apply` does. */
-export async function applyMigrations(mf) {
+/** Applies `<dir>/*.sql` (`migrations/` unless told) in order, as `wrangler d1 migrations apply` does. */
+export async function applyMigrations(mf, dir = "migrations") {
   const db = await mf.getD1Database("DB");
-  const dir = path.join(root, "migrations");
+  dir = path.join(root, dir);
   for (const file of readdirSync(dir).filter((f) => f.endsWith(".sql")).sort()) {
     const sql = readFileSync(path.join(dir, file), "utf8");
     const statements = sql

@@ -9,9 +9,10 @@ use serde::{Deserialize, Serialize};
 use worker::{DurableObject, Env, Method, Request, Response, Result, State, durable_object};
 use workers_outbox::console::{BearerToken, Console};
 use workers_outbox::endpoint::{BodyFormat, EndpointDeliverer, Endpoints, Event, NewEndpoint};
+use workers_outbox::fleet::FleetMember;
 use workers_outbox::{
-    Batch, Clock, Database, DrainLimits, Drainer, DurableObjectDatabase, Outbox, RetryPolicy,
-    Statement, SystemClock, Value, worker_vars,
+    Batch, Clock, D1Database, Database, DrainLimits, Drainer, DurableObjectDatabase, Outbox,
+    RetryPolicy, Statement, SystemClock, Value, worker_vars,
 };
 
 use crate::{Body, error_response, json, json_error, read_body};
@@ -59,9 +60,15 @@ impl Parts {
                 .allow_private(local);
             // Each delivery to its endpoint, signed with the endpoint's own secrets.
             let deliver = EndpointDeliverer::new()?;
-            let drainer = Drainer::builder(outbox.clone(), deliver)
-                .limits(DrainLimits::from_vars(DrainLimits::alarm(), &vars)?)
-                .build()?;
+            let mut drainer = Drainer::builder(outbox.clone(), deliver)
+                .limits(DrainLimits::from_vars(DrainLimits::alarm(), &vars)?);
+            // After each alarm's drain, the object's row in the fleet (D1):
+            // what the operator's fleet view lists, linking to this console.
+            if let (Some(name), Ok(binding)) = (state.id().name(), env.d1("DB")) {
+                let fleet = crate::fleet(D1Database::shared(binding))?;
+                drainer = drainer.fleet(FleetMember::new(fleet, name)?);
+            }
+            let drainer = drainer.build()?;
             Ok(Parts {
                 db,
                 outbox,

@@ -24,6 +24,10 @@
 //!   `GET /hooks` lists what it received.
 //! - `/admin/customers/<id>/console/`: the library's operator console over
 //!   the customer's outbox, served by its object (bearer `ADMIN_TOKEN`).
+//! - `/admin/console/`: the fleet view (bearer `ADMIN_TOKEN`): every
+//!   customer's outbox as its object's alarm last reported it into D1
+//!   (backlog, dead letters, the oldest due message, the last error), most
+//!   dead letters or most overdue first, each linking to its console.
 //!
 //! A request this Worker refuses (a declared body over its route's limit, a
 //! webhook without its key) is answered here and never
@@ -37,10 +41,14 @@ mod customer;
 #[allow(missing_docs)]
 mod receiver;
 
+use std::sync::Arc;
+
 use futures_util::StreamExt;
 use serde::Serialize;
 use worker::{Context, Env, Method, Request, Response, Result};
-use workers_outbox::webhook;
+use workers_outbox::console::{BearerToken, Console};
+use workers_outbox::fleet::Fleet;
+use workers_outbox::{D1Database, Database, webhook};
 
 pub use customer::Customer;
 pub use receiver::WebhookReceiver;
@@ -75,6 +83,7 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
             }
             forward(&env, "CUSTOMERS", id, request).await
         }
+        (_, ["admin", "console", ..]) => fleet_console(&env, request).await,
         (Method::Post, ["hooks"]) => {
             if request.headers().get(webhook::WEBHOOK_SIGNATURE)?.is_none() {
                 return json_error(401, receiver::SIGNATURE_REQUIRED);
@@ -86,6 +95,32 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
         }
         (Method::Get, ["hooks"]) => forward(&env, "RECEIVER", "receiver", request).await,
         _ => json_error(404, "no such route"),
+    }
+}
+
+/// The registry of every customer's outbox, in D1 (`migrations/` creates
+/// its table).
+pub(crate) fn fleet(db: Arc<dyn Database>) -> workers_outbox::Result<Fleet> {
+    Fleet::new(db, "outbox_fleet")
+}
+
+/// The fleet view at `/admin/console/`: every customer's outbox, each
+/// linking to its own console (bearer `ADMIN_TOKEN`; none set, none
+/// served).
+async fn fleet_console(env: &Env, request: Request) -> Result<Response> {
+    let Ok(token) = env.secret("ADMIN_TOKEN") else {
+        return json_error(404, "no console: set ADMIN_TOKEN");
+    };
+    let console = fleet(D1Database::shared(env.d1("DB")?)).and_then(|fleet| {
+        Console::builder()
+            .prefix("/admin/console")
+            .fleet(fleet, "/admin/customers/{member}/console/")
+            .authorize(BearerToken::operator(&token.to_string()))
+            .build()
+    });
+    match console {
+        Ok(console) => console.handle_worker(request).await,
+        Err(error) => error_response(&error),
     }
 }
 

@@ -174,6 +174,9 @@ async function start() {
   $("inbox-section").hidden = state.session.inboxes.length === 0;
   $("subject-section").hidden = state.session.role !== "operator";
   $("audit-section").hidden = state.session.role !== "operator";
+  $("fleet-section").hidden = !state.session.fleet;
+  document.body.classList.toggle("fleet-only", state.session.outboxes.length === 0 && state.session.fleet);
+  if (state.session.fleet) await fleet("first").catch((error) => say(error.message));
   const linked = linkedMessage();
   const first = linked && state.session.outboxes.includes(linked.outbox) ? linked.outbox : state.session.outboxes[0];
   if (first !== undefined) await choose(first);
@@ -251,6 +254,13 @@ async function choose(name) {
 const outboxPath = (rest) => `outboxes/${encodeURIComponent(state.outbox)}${rest ? `/${rest}` : ""}`;
 
 async function refresh() {
+  if (!state.portal && state.session?.fleet) {
+    await fleet("same").catch((error) => {
+      if (error instanceof Unauthorized) return showSignIn(error.message);
+      say(error.message);
+    });
+    if (!state.outbox) $("updated").textContent = `updated ${when(Date.now())}`;
+  }
   if (!state.outbox) return;
   if (state.portal) {
     try {
@@ -547,6 +557,45 @@ async function auditLog(which) {
   );
   $("audit-next").hidden = !page.next_before;
   $("audit-note").textContent = page.entries.length === 0 ? "No change made through the console yet." : "";
+}
+
+/** A count as a member reported it: past the cap, "more than the cap". */
+const fleetCount = (n, cap) => (n > cap ? `> ${cap.toLocaleString()}` : n.toLocaleString());
+
+/** A path of this host, as the server builds a member's console link; anything else is not linked. */
+const ownPath = (link) => typeof link === "string" && link.startsWith("/") && !link.startsWith("//") && !link.includes("\\");
+
+/** The members' outboxes a page at a time, in the order chosen. */
+async function fleet(which) {
+  if (which === "first") state.fleetFrom = null;
+  if (which === "next") state.fleetFrom = state.fleetNext;
+  const params = new URLSearchParams({ order: $("fleet-order").value });
+  if (state.fleetFrom) params.set("after", state.fleetFrom);
+  const page = await call(`fleet?${params}`);
+  state.fleetNext = page.next;
+  const now = Date.now();
+  $("fleet").replaceChildren(
+    ...page.members.map((m) => {
+      const link = ownPath(m.console) ? el("a", "console", { href: m.console }) : el("span", "–");
+      return el("tr", undefined, { "data-member": m.member }, [
+        cell(m.member),
+        cell(fleetCount(m.dead, page.count_cap), m.dead > 0 ? { class: "error" } : {}),
+        cell(fleetCount(m.backlog, page.count_cap)),
+        cell(m.last_error ?? "–", m.last_error ? { class: "error" } : {}),
+        cell(m.oldest_due_at_ms === null ? "–" : `${when(m.oldest_due_at_ms)} (${duration(now - m.oldest_due_at_ms)} ago)`),
+        cell(`${duration(now - m.reported_at_ms)} ago`, { title: when(m.reported_at_ms) }),
+        cell(m.outbox),
+        el("td", undefined, {}, [link]),
+      ]);
+    }),
+  );
+  $("fleet-next").hidden = !page.next;
+  const empty = {
+    name: "No member has reported yet: a member's row appears after its first drain.",
+    dead: "No member has dead letters.",
+    oldest_due: "No member has a message due.",
+  };
+  $("fleet-note").textContent = page.members.length === 0 ? empty[page.order] : "";
 }
 
 const hasEndpoints = () => state.session.endpoints.includes(state.outbox);
@@ -917,6 +966,8 @@ document.addEventListener("DOMContentLoaded", () => {
     event.preventDefault();
     endpoints("first").catch((error) => say(error.message));
   });
+  $("fleet-order").addEventListener("change", () => fleet("first").catch((error) => say(error.message)));
+  $("fleet-next").addEventListener("click", () => fleet("next").catch((error) => say(error.message)));
   $("audit-next").addEventListener("click", () => auditLog("next").catch((error) => say(error.message)));
   $("endpoints-next").addEventListener("click", () => endpoints("next").catch((error) => say(error.message)));
   $("endpoint-close").addEventListener("click", () => {

@@ -1,0 +1,19 @@
+-- Fleet registry "outbox_fleet", from workers-outbox: one row per outbox of a member (a Durable Object, a
+-- tenant's database), written by that outbox's own drains (FleetMember) and read by the console's
+-- fleet view. backlog and dead are counted up to the reporter's cap plus one (more reads as "cap+");
+-- oldest_due_at, in Unix ms, is when the most overdue message fell due (null: none due); last_error is
+-- the error of the first message in line that failed, else the latest dead letter's; reported_at, in
+-- Unix ms, when the member last wrote its row.
+CREATE TABLE IF NOT EXISTS "outbox_fleet" (
+    member        TEXT    NOT NULL,
+    outbox        TEXT    NOT NULL,
+    backlog       INTEGER NOT NULL,
+    dead          INTEGER NOT NULL,
+    oldest_due_at INTEGER,
+    last_error    TEXT,
+    reported_at   INTEGER NOT NULL,
+    PRIMARY KEY (member, outbox)
+) STRICT, WITHOUT ROWID;
+-- The members with dead letters, most first; the members with a message due, most overdue first.
+CREATE INDEX IF NOT EXISTS "outbox_fleet_dead" ON "outbox_fleet" (dead DESC, member, outbox) WHERE dead > 0;
+CREATE INDEX IF NOT EXISTS "outbox_fleet_oldest_due" ON "outbox_fleet" (oldest_due_at, member, outbox) WHERE oldest_due_at IS NOT NULL;

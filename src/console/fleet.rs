@@ -1,0 +1,86 @@
+//! The fleet view: every member's outbox as it last reported, most dead
+//! letters or most overdue first if asked, each linking to its member's own
+//! console.
+
+use serde_json::{Value as Json, json};
+
+use super::wire::fleet_entry;
+use crate::error::{Error, Result};
+use crate::fleet::{Fleet, FleetCursor, FleetOrder};
+use crate::outbox::Outbox;
+
+/// Where `{member}` goes in a fleet view's link to a member's console.
+pub(super) const MEMBER: &str = "{member}";
+
+/// The page the view reads unless told otherwise.
+const PAGE: u32 = 50;
+
+/// A fleet, and where each member's console is.
+pub(super) struct FleetView {
+    pub(super) fleet: Fleet,
+    /// A path of this host with `{member}` once.
+    link: String,
+}
+
+impl FleetView {
+    /// `fleet`, its members' consoles at `link` (`/admin/customers/{member}/console/`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] unless `link` is a path of this host
+    /// (starting with one `/`) holding `{member}` once.
+    pub(super) fn new(fleet: Fleet, link: &str) -> Result<Self> {
+        let path = link.starts_with('/')
+            && !link.starts_with("//")
+            && !link.chars().any(|c| {
+                c.is_control() || c.is_whitespace() || ['"', '<', '>', '\\', '#'].contains(&c)
+            });
+        if !path || link.matches(MEMBER).count() != 1 {
+            return Err(Error::invalid(
+                "fleet console link",
+                format!(
+                    "{link:?} must be a path of this host holding {MEMBER} once \
+                     (\"/admin/customers/{MEMBER}/console/\")"
+                ),
+            ));
+        }
+        Ok(FleetView {
+            fleet,
+            link: link.to_owned(),
+        })
+    }
+
+    /// The link to `member`'s console, its name percent-encoded whole (a
+    /// `/` or `..` in a name stays inside its segment).
+    pub(super) fn link_of(&self, member: &str) -> String {
+        let encoded =
+            percent_encoding::utf8_percent_encode(member, percent_encoding::NON_ALPHANUMERIC);
+        self.link.replace(MEMBER, &encoded.to_string())
+    }
+}
+
+/// `GET fleet?order=name|dead|oldest_due&after=<cursor>&limit=`: a page of
+/// the members' outboxes.
+pub(super) async fn page<'q>(
+    view: &FleetView,
+    param: &impl Fn(&str) -> Option<&'q str>,
+) -> Result<Json> {
+    let order: FleetOrder = param("order").map_or(Ok(FleetOrder::Name), str::parse)?;
+    let after = param("after").map(FleetCursor::parse).transpose()?;
+    let limit = match param("limit") {
+        Some(limit) => limit
+            .parse()
+            .map_err(|_| Error::invalid("limit", format!("is 1 to {}", Fleet::MAX_PAGE)))?,
+        None => PAGE,
+    };
+    let page = view.fleet.list(order, after.as_ref(), limit).await?;
+    Ok(json!({
+        "order": order.as_str(),
+        "members": page
+            .entries
+            .iter()
+            .map(|entry| fleet_entry(entry, &view.link_of(&entry.member)))
+            .collect::<Vec<_>>(),
+        "next": page.next.map(|next| next.to_string()),
+        "count_cap": Outbox::SUMMARY_CAP,
+    }))
+}
