@@ -566,8 +566,11 @@ function markdown(r) {
     "rows of its state. Then an operator's changes, each written with its audit entry (one row",
     "inserted in the change's call, its result written right after: 2 rows, and their index",
     "entries): 100 scheduled messages made due now by the keys a page of them gave, a topic paused",
-    "and resumed; and a page of the audit log. Last, a tenant's portal link (one endpoint, none of",
-    "the rows its deliveries). Rows read and written as D1 reports them (written: index entries",
+    "and resumed; and a page of the audit log. Then a tenant's portal link (one endpoint, none of",
+    "the rows its deliveries). Last, the fleet view over a registry of 10,000 members (one in ten",
+    "with dead letters, one in five with a message due; a page is 50 rows), and a member's report",
+    "of this outbox after a drain: its summary read (counts stop at 101) and its row written, then",
+    "again with nothing changed. Rows read and written as D1 reports them (written: index entries",
     "included).",
     "",
   );

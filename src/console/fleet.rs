@@ -84,3 +84,47 @@ pub(super) async fn page<'q>(
         "count_cap": Outbox::SUMMARY_CAP,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::database::sqlite::SqliteDatabase;
+
+    fn fleet() -> Fleet {
+        let db = SqliteDatabase::open_in_memory().expect("in-memory SQLite opens");
+        Fleet::new(Arc::new(db), "fleet").expect("a plain table name")
+    }
+
+    #[test]
+    fn a_members_name_stays_inside_its_segment_of_the_link() {
+        let view = FleetView::new(fleet(), "/admin/customers/{member}/console/").expect("a path");
+        assert_eq!(
+            view.link_of("a/../b?c#d"),
+            "/admin/customers/a%2F%2E%2E%2Fb%3Fc%23d/console/"
+        );
+        assert_eq!(view.link_of("zoë"), "/admin/customers/zo%C3%AB/console/");
+    }
+
+    #[test]
+    fn a_link_elsewhere_or_without_one_member_is_refused() {
+        for link in [
+            "//evil.example/{member}",
+            "https://evil.example/{member}",
+            "javascript:alert(1)//{member}",
+            "/admin/console/",
+            "/{member}/{member}",
+            "/a b/{member}",
+            "/a#{member}",
+        ] {
+            assert!(
+                matches!(
+                    FleetView::new(fleet(), link),
+                    Err(Error::InvalidInput { .. })
+                ),
+                "{link}"
+            );
+        }
+    }
+}

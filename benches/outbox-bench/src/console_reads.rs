@@ -10,8 +10,9 @@ use serde::Serialize;
 use workers_outbox::console::{BearerToken, Console, MUTATION_HEADER, PORTAL_HEADER, Portal};
 use workers_outbox::drain::deliver_fn;
 use workers_outbox::endpoint::{Endpoints, NewEndpoint};
+use workers_outbox::fleet::{Fleet, FleetMember};
 use workers_outbox::outbox::Alert;
-use workers_outbox::{ClaimedMessage, Delivery, DrainLimits, Outbox, Result};
+use workers_outbox::{ClaimedMessage, Delivery, DrainLimits, Outbox, Result, Statement};
 
 use crate::scenarios::{Bench, Meter};
 
@@ -81,6 +82,10 @@ const REQUESTS: [(&str, &str); 10] = [
         "/api/outboxes/bench/rollups?minutes=1440",
     ),
 ];
+
+/// The fleet registry's table, and how many members it holds.
+pub(crate) const FLEET_TABLE: &str = "bench_fleet";
+const FLEET_MEMBERS: u32 = 10_000;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -199,6 +204,87 @@ impl Bench {
                 self.console_read(&console, request, path, None, &Caller::Tenant(token))
                     .await?,
             );
+        }
+        reads.extend(self.fleet_reads().await?);
+        Ok(reads)
+    }
+
+    /// The fleet view over a registry of [`FLEET_MEMBERS`] members (one in
+    /// ten with dead letters, one in five with a message due): its first
+    /// page in each order and the next page by name; then a member's report
+    /// of the bench's outbox, written (the first) and not (nothing changed).
+    async fn fleet_reads(&self) -> Result<Vec<ConsoleRead>> {
+        let fleet = Fleet::new(self.db.clone(), FLEET_TABLE)?;
+        fleet.create_schema().await?;
+        self.db
+            .execute(&Statement::new(
+                format!(
+                    "INSERT INTO {FLEET_TABLE} \
+                     (member, outbox, backlog, dead, oldest_due_at, last_error, reported_at) \
+                     WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) \
+                     SELECT printf('customer-%06d', i), 'outbox', i % 7, \
+                     CASE WHEN i % 10 = 0 THEN i % 13 + 1 ELSE 0 END, \
+                     CASE WHEN i % 5 = 0 THEN 1700000000000 + i ELSE NULL END, \
+                     CASE WHEN i % 10 = 0 THEN 'receiver answered 500' ELSE NULL END, \
+                     1700000000000 FROM n"
+                ),
+                vec![i64::from(FLEET_MEMBERS).into()],
+            ))
+            .await?;
+        let console = Console::builder()
+            .prefix("/console")
+            .fleet(fleet.clone(), "/customers/{member}/console/")
+            .authorize(BearerToken::operator(TOKEN))
+            .build()?;
+        let mut reads = Vec::new();
+        let orders = [
+            ("fleet: a page by name", "/api/fleet"),
+            (
+                "fleet: a page, most dead letters first",
+                "/api/fleet?order=dead",
+            ),
+            (
+                "fleet: a page, most overdue first",
+                "/api/fleet?order=oldest_due",
+            ),
+        ];
+        for (request, path) in orders {
+            reads.push(
+                self.console_read(&console, request, path.into(), None, &Caller::Operator)
+                    .await?,
+            );
+        }
+        let first = console.handle(get("/api/fleet", &Caller::Operator)?).await;
+        let first: serde_json::Value =
+            serde_json::from_str(first.body()).map_err(|error| invalid(&error))?;
+        let after = first["next"].as_str().unwrap_or_default();
+        let next: String = form_urlencoded::byte_serialize(after.as_bytes()).collect();
+        reads.push(
+            self.console_read(
+                &console,
+                "fleet: the next page by name",
+                format!("/api/fleet?after={next}"),
+                None,
+                &Caller::Operator,
+            )
+            .await?,
+        );
+        let member = FleetMember::new(fleet, "customer-bench")?;
+        let outbox = self.outbox()?;
+        for request in [
+            "a member's report: summary read, row written",
+            "a member's report again: nothing changed, nothing written",
+        ] {
+            let before = self.probe.meter();
+            let started = self.probe.now_ms();
+            let written = member.report(&outbox).await?;
+            reads.push(ConsoleRead {
+                request,
+                path: "(FleetMember::report, after a drain)".into(),
+                status: if written { 201 } else { 200 },
+                ms: self.probe.now_ms() - started,
+                meter: self.probe.meter().since(before),
+            });
         }
         Ok(reads)
     }

@@ -134,6 +134,7 @@ impl Bench {
             "outbox_rollups",
             "outbox_audit",
             "outbox_alerts",
+            crate::console_reads::FLEET_TABLE,
             baseline::TABLE,
             "accounts",
         ];
