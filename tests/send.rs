@@ -238,6 +238,26 @@ async fn every_public_future_can_be_spawned() {
             endpoints.delete("acme", &id).await.unwrap();
         }
     }));
+    tasks.push(tokio::spawn({
+        let (outbox, db) = (o(), db.clone());
+        async move {
+            use workers_outbox::fleet::{Fleet, FleetMember, FleetOrder};
+            let fleet = Fleet::new(db, "fleet").unwrap();
+            fleet.create_schema().await.unwrap();
+            let summary = outbox.summary().await.unwrap();
+            fleet
+                .report("acme", "outbox", &summary, Timestamp::EPOCH)
+                .await
+                .unwrap();
+            fleet.list(FleetOrder::Dead, None, 10).await.unwrap();
+            FleetMember::new(fleet.clone(), "acme")
+                .unwrap()
+                .report(&outbox)
+                .await
+                .unwrap();
+            fleet.forget("acme").await.unwrap();
+        }
+    }));
     for task in tasks {
         task.await.unwrap();
     }
