@@ -1,350 +1,68 @@
-//! The console's routes: the page, its assets, and the JSON API.
+//! The handlers of the session and of an outbox's and an inbox's routes:
+//! counts, rollups, messages, dead letters, pauses, the audit log.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use http::request::Parts;
-use http::{Method, Response, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Value as Json, json};
 
-use super::access::{Grant, Role, cross_site};
-use super::audit::{Change, what_it_did};
-use super::wire::{hide_personal, no_nul, read_body};
-use super::{Console, audit, endpoints, fleet, page, subjects};
+use super::Console;
+use super::call::{Call, DeadAction, TopicAction};
+use super::wire::{hide_personal, named, no_nul, read_body, whole};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
 use crate::outbox::{
-    BrowseCursor, BrowseFilter, DeadFilter, Histogram, Listed, MAX_SELECTION, Outbox, PausedTopic,
-    Resolution, Rollup,
+    AuditKey, BrowseCursor, BrowseFilter, DeadFilter, Histogram, Listed, MAX_SELECTION, Outbox,
+    PausedTopic, Resolution, Rollup,
 };
 use crate::time::Timestamp;
 
-/// The largest request body the API reads.
-pub(super) const MAX_BODY: usize = 64 * 1024;
 /// The most minutes one rollups read covers: the 48 hours minutes are kept.
 const MAX_MINUTES: u32 = 48 * 60;
 /// A list's largest page.
 const MAX_PAGE: u32 = 100;
+/// A page of the audit log unless the request asks for fewer.
+const AUDIT_PAGE: u32 = 50;
 
-/// What the console makes of a request before it reads a byte of its body.
-pub(super) enum Admission {
-    /// Answered without a body: a page, an asset, or a refusal.
-    Answered(Response<String>),
-    /// An API request its `grant` allows; when it `changes` something, its
-    /// body (at most [`MAX_BODY`]) is read next, and only then.
-    Api { grant: Grant, changes: bool },
-}
-
-/// Serves the page and its assets, and checks an API request's credentials,
-/// cross-site rules and role: everything that needs no body, so an anonymous
-/// or cross-site request is refused before its body is read.
-pub(super) async fn admit(console: &Console, parts: &Parts) -> Admission {
-    let reading = parts.method == Method::GET || parts.method == Method::HEAD;
-    let answer = match console_path(console, parts) {
-        None => failure(StatusCode::NOT_FOUND, "not a path of the console"),
-        Some("") if reading => page::redirect(&format!("{}/", console.inner.prefix)),
-        Some("/") if reading => page::html(),
-        Some("/console.js") if reading => page::script(),
-        Some("/console.css") if reading => page::style(),
-        Some("/favicon.svg") if reading => page::icon(),
-        // Who the request's credentials make it, without a 401: the page
-        // asks on load (Cloudflare Access signs a request in without a
-        // token the page could know of) and shows its sign-in form quietly.
-        Some("/api/probe") if reading => {
-            let grant = grant_of(console, parts).await;
-            page::json(
-                StatusCode::OK,
-                &json!({
-                    "role": grant.as_ref().map(|grant| grant.role),
-                    "identity": grant.map(|grant| grant.identity),
-                }),
-            )
-        }
-        Some(rest) if rest.starts_with("/api/") => {
-            let Some(grant) = grant_of(console, parts).await else {
-                return Admission::Answered(unauthorized());
-            };
-            if reading {
-                return Admission::Api {
-                    grant,
-                    changes: false,
-                };
-            }
-            if let Some(why) = cross_site(parts) {
-                return Admission::Answered(failure(StatusCode::FORBIDDEN, why));
-            }
-            if grant.role < Role::Operator {
-                return Admission::Answered(failure(
-                    StatusCode::FORBIDDEN,
-                    "only an operator may change anything",
-                ));
-            }
-            return Admission::Api {
-                grant,
-                changes: true,
-            };
-        }
-        Some(_) => failure(StatusCode::NOT_FOUND, "no such page"),
-    };
-    Admission::Answered(answer)
-}
-
-/// The 413 of a body over [`MAX_BODY`], with the console's headers.
-pub(super) fn too_large() -> Response<String> {
-    failure(StatusCode::PAYLOAD_TOO_LARGE, "the body is over 64 KiB")
-}
-
-fn unauthorized() -> Response<String> {
-    let mut response = failure(StatusCode::UNAUTHORIZED, "missing or wrong credentials");
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        header::HeaderValue::from_static("Bearer realm=\"outbox console\""),
-    );
-    response
-}
-
-/// The path under the console's prefix (`""` for the prefix itself).
-fn console_path<'p>(console: &Console, parts: &'p Parts) -> Option<&'p str> {
-    parts
-        .uri
-        .path()
-        .strip_prefix(console.inner.prefix.as_str())
-        .filter(|rest| rest.is_empty() || rest.starts_with('/'))
-}
-
-/// Answers an API request [`admit`] let through with `grant`, with its
-/// body.
-pub(super) async fn answer(
-    console: &Console,
-    parts: &Parts,
-    grant: &Grant,
-    body: &[u8],
-) -> Response<String> {
-    let role = grant.role;
-    let Some(route) = console_path(console, parts).and_then(|rest| rest.strip_prefix("/api/"))
-    else {
-        return failure(StatusCode::NOT_FOUND, "no such page");
-    };
-    let query: Vec<(String, String)> =
-        form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
-            .into_owned()
-            .collect();
-    let param = |name: &str| {
-        query
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
-            .filter(|value| !value.is_empty())
-    };
-    if let Some((name, _)) = query.iter().find(|(_, value)| value.contains('\0')) {
-        return failure(
-            StatusCode::BAD_REQUEST,
-            &format!("{name} holds a NUL character"),
-        );
-    }
-    let segments: Vec<&str> = route.split('/').collect();
-    let inner = &console.inner;
-    // A HEAD is answered as its GET (its body dropped by the server).
-    let method = if parts.method == Method::HEAD {
-        &Method::GET
-    } else {
-        &parts.method
-    };
-    if grant.owner.is_some() && !tenants_may(method, &segments) {
-        return failure(
-            StatusCode::FORBIDDEN,
-            "a portal link reaches its own endpoints and their deliveries only",
-        );
-    }
-    let mut change = Change::new(grant, route, body);
-    let answer = match (method, segments.as_slice()) {
-        (&Method::GET, ["session"]) if grant.owner.is_some() => Ok(json!({
-            "role": role,
+/// `GET session`: who the caller is and what the console shows them; a
+/// tenant's names its owner, its link's expiry and the endpoints only.
+pub(super) async fn session(call: &mut Call<'_>) -> Result<Json> {
+    let (inner, grant) = (&call.console.inner, call.grant);
+    let endpoints: Vec<&String> = inner.endpoints.iter().map(|(name, _)| name).collect();
+    if grant.owner.is_some() {
+        return Ok(json!({
+            "role": grant.role,
             "identity": grant.identity,
             "owner": grant.owner,
             "portal": true,
-            "expires_ms": parts
+            "expires_ms": call
                 .headers
                 .get(super::PORTAL_HEADER)
                 .and_then(|token| token.to_str().ok())
                 .and_then(super::portal::Portal::expiry_of)
                 .map(Timestamp::as_unix_millis),
             "outboxes": [], "inboxes": [],
-            "endpoints": inner.endpoints.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            "endpoints": endpoints,
+            "fleet": false,
             "show_payloads": true,
             "count_cap": inner.count_cap,
             "scan": inner.scan,
             "max_selection": MAX_SELECTION,
-        })),
-        (&Method::GET, ["session"]) => Ok(json!({
-            "role": role,
-            "identity": grant.identity,
-            "outboxes": inner.outboxes.iter().map(|(name, _)| name).collect::<Vec<_>>(),
-            "inboxes": inner.inboxes.iter().map(|(name, _)| name).collect::<Vec<_>>(),
-            "endpoints": inner.endpoints.iter().map(|(name, _)| name).collect::<Vec<_>>(),
-            "fleet": inner.fleet.is_some(),
-            "show_payloads": inner.show_payloads,
-            "count_cap": inner.count_cap,
-            "scan": inner.scan,
-            "max_selection": MAX_SELECTION,
-        })),
-        (&Method::GET, ["outboxes", name]) => overview(console, name).await,
-        (&Method::GET, ["outboxes", name, "rollups"]) => {
-            rollups(console, name, param("minutes")).await
-        }
-        (&Method::GET, ["outboxes", name, "messages"]) => messages(console, name, &param).await,
-        (&Method::GET, ["outboxes", name, "message"]) => match param("key") {
-            Some(key) => message(console, name, key).await,
-            None => Err(Error::invalid(
-                "key",
-                "give ?key=<due_at>.<id>, as a list gave it",
-            )),
-        },
-        (&Method::GET, ["outboxes", name, "dead", "groups"]) => groups(console, name).await,
-        (&Method::GET, ["outboxes", name, "dead", "count"]) => {
-            dead_count(console, name, &param).await
-        }
-        (&Method::POST, ["outboxes", name, "dead", action @ ("replay" | "purge")]) => {
-            dead_letters(console, name, action, body, &mut change).await
-        }
-        (&Method::POST, ["outboxes", name, "topics", action @ ("pause" | "resume")]) => {
-            topic_switch(console, name, action, body, &mut change).await
-        }
-        (&Method::POST, ["outboxes", name, "messages", "reschedule"]) => {
-            reschedule(console, name, body, &mut change).await
-        }
-        (&Method::GET, ["outboxes", _, "audit"]) if role < Role::Operator => {
-            return failure(
-                StatusCode::FORBIDDEN,
-                "only an operator may read the audit log",
-            );
-        }
-        (&Method::GET, ["outboxes", name, "audit"]) => audit::page(console, name, &param).await,
-        (&Method::GET, ["outboxes", name, "endpoints"]) => {
-            endpoints::list(console, grant, name, &param).await
-        }
-        (&Method::GET, ["outboxes", name, "endpoint"]) => {
-            endpoints::detail(console, grant, name, &param).await
-        }
-        (&Method::POST, ["outboxes", name, "endpoint", action]) => {
-            endpoints::act(console, grant, (name, action), body, &mut change).await
-        }
-        (&Method::GET, ["outboxes", name, "deliveries"]) => {
-            endpoints::deliveries(console, grant, name, &param).await
-        }
-        (&Method::GET, ["outboxes", name, "delivery"]) => {
-            endpoints::delivery(console, grant, name, &param).await
-        }
-        (&Method::POST, ["outboxes", name, "deliveries", "replay"]) => {
-            endpoints::replay(console, grant, name, body, &mut change).await
-        }
-        (&Method::GET, ["fleet"]) => match &inner.fleet {
-            Some(view) => fleet::page(view, &param).await,
-            None => return failure(StatusCode::NOT_FOUND, "this console shows no fleet"),
-        },
-        (&Method::GET, ["inboxes", name]) => inbox_count(console, name).await,
-        (&Method::GET, ["subjects"]) if role < Role::Operator => {
-            return failure(
-                StatusCode::FORBIDDEN,
-                "only an operator may export a subject's data",
-            );
-        }
-        (&Method::GET, ["subjects"]) => match param("subject") {
-            Some(subject) => subjects::export(console, subject).await,
-            None => Err(Error::invalid("subject", "give ?subject=")),
-        },
-        (&Method::POST, ["subjects", "erase"]) => subjects::erase(console, body, &mut change).await,
-        (&Method::GET, ["inboxes", name, "keys"]) => inbox_key(console, name, param("key")).await,
-        _ => {
-            return failure(
-                StatusCode::NOT_FOUND,
-                "no such API route (see docs/console.md)",
-            );
-        }
-    };
-    let (status, body) = match answer {
-        Ok(body) => (StatusCode::OK, body),
-        Err(error) => (
-            StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            json!({ "error": error.to_string() }),
-        ),
-    };
-    if *method != Method::GET {
-        let did = what_it_did(&body);
-        log_change(route, grant, status, &did);
-        // A refusal after a write (a test event the endpoint took none of)
-        // is recorded as it was answered.
-        change.record(&did).await;
+        }));
     }
-    page::json(status, &body)
-}
-
-/// Logs a change: its route, who asked (as the authorizer named them) and
-/// as what, and what it did (the answer's plain values and counts; never an
-/// endpoint's URL or a payload).
-fn log_change(route: &str, grant: &Grant, status: StatusCode, did: &Json) {
-    log::info!(
-        "{}",
-        json!({
-            "event": "outbox.console.change", "route": route,
-            "who": grant.identity, "role": grant.role,
-            "status": status.as_u16(), "answer": did,
-        })
-    );
-}
-
-/// Whether a tenant's grant (scoped to one endpoint owner) may use the
-/// route: its session, and the endpoint and delivery routes, which act for
-/// its owner only. Every other route reads or changes what is not its own.
-fn tenants_may(method: &Method, segments: &[&str]) -> bool {
-    matches!(
-        (method, segments),
-        (&Method::GET, ["session"])
-            | (
-                &Method::GET,
-                [
-                    "outboxes",
-                    _,
-                    "endpoints" | "endpoint" | "deliveries" | "delivery"
-                ]
-            )
-            | (
-                &Method::POST,
-                [
-                    "outboxes",
-                    _,
-                    "endpoint",
-                    "enable" | "disable" | "pause" | "test" | "recover" | "rotate"
-                ]
-            )
-            | (&Method::POST, ["outboxes", _, "deliveries", "replay"])
-    )
-}
-
-/// The grant with the highest role any authorizer gives (the first of
-/// equals).
-async fn grant_of(console: &Console, parts: &Parts) -> Option<Grant> {
-    let mut best: Option<Grant> = None;
-    for authorizer in &console.inner.authorizers {
-        let Some(grant) = authorizer.authorize(parts).await else {
-            continue;
-        };
-        if best.as_ref().is_none_or(|best| grant.role > best.role) {
-            best = Some(grant);
-        }
-        if best
-            .as_ref()
-            .is_some_and(|best| best.role == Role::Operator)
-        {
-            break;
-        }
-    }
-    best
-}
-
-pub(super) fn failure(status: StatusCode, message: &str) -> Response<String> {
-    page::json(status, &json!({ "error": message }))
+    Ok(json!({
+        "role": grant.role,
+        "identity": grant.identity,
+        "outboxes": inner.outboxes.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+        "inboxes": inner.inboxes.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+        "endpoints": endpoints,
+        "fleet": inner.fleet.is_some(),
+        "show_payloads": inner.show_payloads,
+        "count_cap": inner.count_cap,
+        "scan": inner.scan,
+        "max_selection": MAX_SELECTION,
+    }))
 }
 
 fn outbox<'a>(console: &'a Console, name: &str) -> Result<&'a Outbox> {
@@ -355,21 +73,8 @@ fn inbox<'a>(console: &'a Console, name: &str) -> Result<&'a Inbox> {
     named(&console.inner.inboxes, name, "inbox")
 }
 
-pub(super) fn named<'a, T>(
-    list: &'a [(String, T)],
-    name: &str,
-    what: &'static str,
-) -> Result<&'a T> {
-    list.iter()
-        .find(|(known, _)| known == name)
-        .map(|(_, item)| item)
-        .ok_or_else(|| Error::NotFound {
-            what,
-            id: name.to_owned(),
-        })
-}
-
-async fn overview(console: &Console, name: &str) -> Result<Json> {
+pub(super) async fn overview(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let console = call.console;
     let outbox = outbox(console, name)?;
     let overview = outbox.overview(console.inner.count_cap).await?;
     let paused = outbox.paused_topics().await?;
@@ -383,9 +88,9 @@ async fn overview(console: &Console, name: &str) -> Result<Json> {
 /// The last `minutes` (default 60) per minute over every topic, and summed
 /// per topic: counts, and the p50/p90/p99 of lateness, age and delivery
 /// time (the upper bounds of their buckets, in ms).
-async fn rollups(console: &Console, name: &str, minutes: Option<&str>) -> Result<Json> {
-    let outbox = outbox(console, name)?;
-    let minutes = whole("minutes", minutes, 60, MAX_MINUTES)?;
+pub(super) async fn rollups(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let outbox = outbox(call.console, name)?;
+    let minutes = whole("minutes", call.query.get("minutes"), 60, MAX_MINUTES)?;
     let to = outbox.clock().now();
     let from = to.saturating_sub(Duration::from_secs(u64::from(minutes) * 60));
     let mut per_minute: BTreeMap<i64, Rollup> = BTreeMap::new();
@@ -436,11 +141,9 @@ fn quantiles(histogram: &Histogram) -> Json {
     json!({ "count": histogram.count(), "p50_ms": ms(0.5), "p90_ms": ms(0.9), "p99_ms": ms(0.99) })
 }
 
-async fn messages<'q>(
-    console: &Console,
-    name: &str,
-    param: &impl Fn(&str) -> Option<&'q str>,
-) -> Result<Json> {
+pub(super) async fn messages(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let (console, query) = (call.console, call.query);
+    let param = |name: &str| query.get(name);
     let outbox = outbox(console, name)?;
     let mut filter = BrowseFilter::new(Listed::parse(param("state").unwrap_or("due"))?);
     filter.topic = param("topic").map(str::to_owned);
@@ -468,9 +171,13 @@ async fn messages<'q>(
 
 /// One message, found by its key (`<due_at>.<id>`, as a list gave it), with
 /// its logged attempts, oldest first; 404 once it moved on.
-async fn message(console: &Console, name: &str, key: &str) -> Result<Json> {
+pub(super) async fn message(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let console = call.console;
+    let key = call
+        .query
+        .get("key")
+        .ok_or_else(|| Error::invalid("key", "give ?key=<due_at>.<id>, as a list gave it"))?;
     let outbox = outbox(console, name)?;
-    no_nul("message key", key)?;
     let key = BrowseCursor::parse(key)?;
     let found = outbox
         .message_at(&key)
@@ -502,22 +209,26 @@ fn held_by_pause(message: &mut Json, paused: &[PausedTopic]) {
     };
 }
 
-async fn groups(console: &Console, name: &str) -> Result<Json> {
+pub(super) async fn groups(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let console = call.console;
     let groups = outbox(console, name)?
         .dead_letter_groups(console.inner.scan)
         .await?;
     Ok(json!(groups))
 }
 
-async fn inbox_count(console: &Console, name: &str) -> Result<Json> {
-    let cap = console.inner.count_cap;
-    let keys = inbox(console, name)?.count_keys(cap).await?;
+pub(super) async fn inbox_count(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let cap = call.console.inner.count_cap;
+    let keys = inbox(call.console, name)?.count_keys(cap).await?;
     Ok(json!({ "keys": keys, "count_cap": cap }))
 }
 
-async fn inbox_key(console: &Console, name: &str, key: Option<&str>) -> Result<Json> {
-    let inbox = inbox(console, name)?;
-    let key = key.ok_or_else(|| Error::invalid("key", "give ?key="))?;
+pub(super) async fn inbox_key(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let inbox = inbox(call.console, name)?;
+    let key = call
+        .query
+        .get("key")
+        .ok_or_else(|| Error::invalid("key", "give ?key="))?;
     let seen = inbox.seen(key).await?;
     Ok(json!({ "key": key, "seen": seen }))
 }
@@ -574,11 +285,9 @@ impl Selection {
 /// How many dead letters a filter (`topic`, `error_class`, `subject`,
 /// `from_ms`, `to_ms`) matches, within the scan bound: what the page asks
 /// the operator to confirm before a bulk action.
-async fn dead_count<'q>(
-    console: &Console,
-    name: &str,
-    param: &impl Fn(&str) -> Option<&'q str>,
-) -> Result<Json> {
+pub(super) async fn dead_count(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let (console, query) = (call.console, call.query);
+    let param = |name: &str| query.get(name);
     let outbox = outbox(console, name)?;
     let filter = DeadFilter {
         topic: param("topic").map(str::to_owned),
@@ -593,15 +302,14 @@ async fn dead_count<'q>(
     Ok(json!(counted))
 }
 
-async fn dead_letters(
-    console: &Console,
+pub(super) async fn dead_letters(
+    call: &mut Call<'_>,
     name: &str,
-    action: &str,
-    body: &[u8],
-    change: &mut Change,
+    action: DeadAction,
 ) -> Result<Json> {
-    let outbox = &change.outbox(outbox(console, name)?)?;
-    let selection: Selection = read_body(body)?;
+    let console = call.console;
+    let outbox = &call.change.outbox(outbox(console, name)?)?;
+    let selection: Selection = read_body(call.body)?;
     let limit = match selection.limit {
         None => MAX_SELECTION,
         Some(limit @ 1..=MAX_SELECTION) => limit,
@@ -636,7 +344,7 @@ async fn dead_letters(
             ));
         }
     };
-    let done = if action == "replay" {
+    let done = if action == DeadAction::Replay {
         outbox.replay_selected(&ids).await?
     } else {
         outbox.purge_selected(&ids).await?
@@ -656,14 +364,9 @@ struct Keys {
     keys: Vec<String>,
 }
 
-async fn reschedule(
-    console: &Console,
-    name: &str,
-    body: &[u8],
-    change: &mut Change,
-) -> Result<Json> {
-    let outbox = &change.outbox(outbox(console, name)?)?;
-    let Keys { keys } = read_body(body)?;
+pub(super) async fn reschedule(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let outbox = &call.change.outbox(outbox(call.console, name)?)?;
+    let Keys { keys } = read_body(call.body)?;
     let keys = keys
         .iter()
         .map(|key| {
@@ -693,17 +396,16 @@ struct TopicSwitch {
 /// no more than a refresh.
 const SEEN_MINUTES: u64 = 60;
 
-async fn topic_switch(
-    console: &Console,
+pub(super) async fn topic_switch(
+    call: &mut Call<'_>,
     name: &str,
-    action: &str,
-    body: &[u8],
-    change: &mut Change,
+    action: TopicAction,
 ) -> Result<Json> {
-    let outbox = &change.outbox(outbox(console, name)?)?;
-    let switch: TopicSwitch = read_body(body)?;
+    let outbox = &call.change.outbox(outbox(call.console, name)?)?;
+    let switch: TopicSwitch = read_body(call.body)?;
     no_nul("topic", &switch.topic)?;
-    if action == "pause" && !switch.unseen && !seen(outbox, &switch.topic).await? {
+    let pause = action == TopicAction::Pause;
+    if pause && !switch.unseen && !seen(outbox, &switch.topic).await? {
         return Err(Error::invalid(
             "topic",
             format!(
@@ -713,7 +415,7 @@ async fn topic_switch(
             ),
         ));
     }
-    let changed = if action == "pause" {
+    let changed = if pause {
         let reason = switch
             .reason
             .filter(|reason| !reason.trim().is_empty())
@@ -722,7 +424,7 @@ async fn topic_switch(
     } else {
         outbox.resume_topic(&switch.topic).await?
     };
-    Ok(json!({ "topic": switch.topic, "paused": action == "pause", "changed": changed }))
+    Ok(json!({ "topic": switch.topic, "paused": pause, "changed": changed }))
 }
 
 /// Whether `topic` is paused, or had a message settled in the last
@@ -756,20 +458,17 @@ fn time_param(name: &'static str, text: Option<&str>) -> Result<Option<Timestamp
     .transpose()
 }
 
-/// A query parameter that is a whole number in `1 ..= most`; `default`
-/// when it is not given.
-pub(super) fn whole(
-    name: &'static str,
-    text: Option<&str>,
-    default: u32,
-    most: u32,
-) -> Result<u32> {
-    match text.map(str::parse::<u32>) {
-        None => Ok(default),
-        Some(Ok(number)) if (1..=most).contains(&number) => Ok(number),
-        Some(_) => Err(Error::invalid(
-            name,
-            format!("a whole number in 1 ..= {most}"),
-        )),
-    }
+/// A page of `outbox`'s log, newest first, before the key `before`.
+pub(super) async fn audit_page(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let query = call.query;
+    let param = |name: &str| query.get(name);
+    let outbox = named(&call.console.inner.outboxes, name, "outbox")?;
+    let before = param("before").map(AuditKey::parse).transpose()?;
+    let limit = whole("limit", param("limit"), AUDIT_PAGE, Outbox::MAX_AUDIT_PAGE)?;
+    let entries = outbox.audit_log(before.as_ref(), limit).await?;
+    let next = entries
+        .last()
+        .filter(|_| entries.len() == limit as usize)
+        .map(|last| last.key.to_string());
+    Ok(json!({ "entries": entries, "next_before": next }))
 }

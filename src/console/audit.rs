@@ -4,15 +4,11 @@
 
 use serde_json::{Value as Json, json};
 
-use super::Console;
 use super::access::Grant;
 use crate::database::Statement;
 use crate::endpoint::Endpoints;
 use crate::error::Result;
 use crate::outbox::{Audit, AuditKey, Outbox};
-
-/// The largest page of the log the console reads.
-const PAGE: u32 = 50;
 
 /// A change being made: its entry, and the outbox whose log it went to once
 /// the change was made through an audited handle.
@@ -99,21 +95,4 @@ pub(super) fn what_it_did(answer: &Json) -> Json {
             .map(|(name, value)| (name.clone(), value.clone()))
             .collect(),
     )
-}
-
-/// A page of `outbox`'s log, newest first, before the key `before`.
-pub(super) async fn page<'q>(
-    console: &Console,
-    name: &str,
-    param: &impl Fn(&str) -> Option<&'q str>,
-) -> Result<Json> {
-    let outbox = super::api::named(&console.inner.outboxes, name, "outbox")?;
-    let before = param("before").map(AuditKey::parse).transpose()?;
-    let limit = super::api::whole("limit", param("limit"), PAGE, Outbox::MAX_AUDIT_PAGE)?;
-    let entries = outbox.audit_log(before.as_ref(), limit).await?;
-    let next = entries
-        .last()
-        .filter(|_| entries.len() == limit as usize)
-        .map(|last| last.key.to_string());
-    Ok(json!({ "entries": entries, "next_before": next }))
 }

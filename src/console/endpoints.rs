@@ -16,7 +16,7 @@ use serde_json::{Value as Json, json};
 
 use super::Console;
 use super::access::Grant;
-use super::audit::Change;
+use super::call::{Call, EndpointAction};
 use super::wire::{hide_personal, no_nul, read_body};
 use crate::endpoint::model::shown_url;
 use crate::endpoint::{Endpoint, Endpoints};
@@ -35,7 +35,7 @@ const DEFAULT_OVERLAP: Duration = Duration::from_secs(24 * 3600);
 const MOST_OVERLAP: Duration = Duration::from_secs(7 * 24 * 3600);
 
 fn endpoints<'a>(console: &'a Console, name: &str) -> Result<&'a Endpoints> {
-    super::api::named(&console.inner.endpoints, name, "outbox with endpoints")
+    super::wire::named(&console.inner.endpoints, name, "outbox with endpoints")
 }
 
 /// The owner a request acts for: a scoped grant's own (a different one
@@ -97,12 +97,9 @@ fn shown_delivery(console: &Console, grant: &Grant, message: &mut Json) {
 
 /// An operator's page of every owner's endpoints (or one owner's, given
 /// `owner`); a tenant's own endpoints.
-pub(super) async fn list<'q>(
-    console: &Console,
-    grant: &Grant,
-    name: &str,
-    param: &impl Fn(&str) -> Option<&'q str>,
-) -> Result<Json> {
+pub(super) async fn list(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let (console, grant, query) = (call.console, call.grant, call.query);
+    let param = |name: &str| query.get(name);
     let endpoints = endpoints(console, name)?;
     let (listed, next_after) = match (&grant.owner, param("owner")) {
         (None, None) => {
@@ -110,7 +107,7 @@ pub(super) async fn list<'q>(
             if let Some(after) = after {
                 no_nul("after", after)?;
             }
-            let limit = super::api::whole("limit", param("limit"), PAGE, Endpoints::MAX_PAGE)?;
+            let limit = super::wire::whole("limit", param("limit"), PAGE, Endpoints::MAX_PAGE)?;
             let page = endpoints.list_all(after, limit).await?;
             (page.endpoints, page.next_after)
         }
@@ -127,12 +124,9 @@ pub(super) async fn list<'q>(
 }
 
 /// One endpoint and its latest attempts, newest first.
-pub(super) async fn detail<'q>(
-    console: &Console,
-    grant: &Grant,
-    name: &str,
-    param: &impl Fn(&str) -> Option<&'q str>,
-) -> Result<Json> {
+pub(super) async fn detail(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let (console, grant, query) = (call.console, call.grant, call.query);
+    let param = |name: &str| query.get(name);
     let endpoints = endpoints(console, name)?;
     let owner = owner_for(endpoints, grant, param("owner"))?;
     let id = param("id").ok_or_else(|| Error::invalid("endpoint", "give ?id="))?;
@@ -180,20 +174,15 @@ struct Recover {
 }
 
 /// Does `action` to the endpoint the body names, and says what it did.
-pub(super) async fn act(
-    console: &Console,
-    grant: &Grant,
-    (name, action): (&str, &str),
-    body: &[u8],
-    change: &mut Change,
-) -> Result<Json> {
-    let endpoints = &change.endpoints(endpoints(console, name)?)?;
+pub(super) async fn act(call: &mut Call<'_>, name: &str, action: EndpointAction) -> Result<Json> {
+    let (console, grant, body) = (call.console, call.grant, call.body);
+    let endpoints = &call.change.endpoints(endpoints(console, name)?)?;
     let done = match action {
-        "enable" | "test" => {
+        EndpointAction::Enable | EndpointAction::Test => {
             let Named { owner, id } = read_body(body)?;
             let owner = owner_for(endpoints, grant, owner.as_deref())?;
             no_nul("id", &id)?;
-            if action == "enable" {
+            if action == EndpointAction::Enable {
                 endpoints.enable(owner, &id).await?;
                 json!({ "owner": owner, "id": id, "enabled": true })
             } else {
@@ -201,22 +190,22 @@ pub(super) async fn act(
                 json!({ "owner": owner, "id": id, "event_id": event_id })
             }
         }
-        "disable" | "pause" => {
+        EndpointAction::Disable | EndpointAction::Pause => {
             let Hold { owner, id, reason } = read_body(body)?;
             let owner = owner_for(endpoints, grant, owner.as_deref())?;
             let reason = reason
                 .filter(|reason| !reason.trim().is_empty())
-                .unwrap_or_else(|| format!("{action}d from the console"));
+                .unwrap_or_else(|| format!("{}d from the console", action.as_str()));
             no_nul("id", &id)?;
             no_nul("reason", &reason)?;
-            if action == "disable" {
+            if action == EndpointAction::Disable {
                 endpoints.disable(owner, &id, &reason).await?;
             } else {
                 endpoints.pause(owner, &id, &reason).await?;
             }
-            json!({ "owner": owner, "id": id, "held": action, "reason": reason })
+            json!({ "owner": owner, "id": id, "held": action.as_str(), "reason": reason })
         }
-        "rotate" => {
+        EndpointAction::Rotate => {
             let Rotate {
                 owner,
                 id,
@@ -237,7 +226,7 @@ pub(super) async fn act(
                 .await?;
             json!({ "owner": owner, "id": id, "endpoint": shown(console, grant, &endpoint) })
         }
-        "recover" => {
+        EndpointAction::Recover => {
             let Recover {
                 owner,
                 id,
@@ -253,12 +242,6 @@ pub(super) async fn act(
                 "deliveries": recovered.deliveries,
                 "next_since_ms": recovered.next_since.map(Timestamp::as_unix_millis),
             })
-        }
-        _ => {
-            return Err(Error::NotFound {
-                what: "endpoint action",
-                id: action.to_owned(),
-            });
         }
     };
     Ok(done)
@@ -279,30 +262,29 @@ async fn owned_endpoint<'q>(
 
 /// The outbox's endpoints and the owner's endpoint the query names
 /// (`?owner=&endpoint=`).
-async fn queried_endpoint<'a, 'q>(
-    console: &'a Console,
-    grant: &Grant,
-    name: &str,
-    param: &impl Fn(&str) -> Option<&'q str>,
-) -> Result<(&'a Endpoints, Endpoint)> {
-    let endpoints = endpoints(console, name)?;
-    let endpoint = owned_endpoint(endpoints, grant, param("owner"), param("endpoint")).await?;
+async fn queried_endpoint<'a>(call: &Call<'a>, name: &str) -> Result<(&'a Endpoints, Endpoint)> {
+    let endpoints = endpoints(call.console, name)?;
+    let query = call.query;
+    let endpoint = owned_endpoint(
+        endpoints,
+        call.grant,
+        query.get("owner"),
+        query.get("endpoint"),
+    )
+    .await?;
     Ok((endpoints, endpoint))
 }
 
 /// A page of an endpoint's deliveries in one state (default dead), as a
 /// list of messages gives them.
-pub(super) async fn deliveries<'q>(
-    console: &Console,
-    grant: &Grant,
-    name: &str,
-    param: &impl Fn(&str) -> Option<&'q str>,
-) -> Result<Json> {
-    let (endpoints, endpoint) = queried_endpoint(console, grant, name, param).await?;
+pub(super) async fn deliveries(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let (console, grant, query) = (call.console, call.grant, call.query);
+    let param = |name: &str| query.get(name);
+    let (endpoints, endpoint) = queried_endpoint(call, name).await?;
     let mut filter = BrowseFilter::new(Listed::parse(param("state").unwrap_or("dead"))?);
     filter.topic = Some(endpoint.id);
     let after = param("after").map(BrowseCursor::parse).transpose()?;
-    let limit = super::api::whole("limit", param("limit"), PAGE, 100)?;
+    let limit = super::wire::whole("limit", param("limit"), PAGE, 100)?;
     let page = endpoints
         .outbox()
         .browse(&filter, after.as_ref(), limit, console.inner.scan)
@@ -327,15 +309,13 @@ pub(super) async fn deliveries<'q>(
 }
 
 /// One delivery of the endpoint, by its key, with its logged attempts.
-pub(super) async fn delivery<'q>(
-    console: &Console,
-    grant: &Grant,
-    name: &str,
-    param: &impl Fn(&str) -> Option<&'q str>,
-) -> Result<Json> {
-    let (endpoints, endpoint) = queried_endpoint(console, grant, name, param).await?;
-    let key = param("key").ok_or_else(|| Error::invalid("key", "give ?key="))?;
-    no_nul("key", key)?;
+pub(super) async fn delivery(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let (console, grant) = (call.console, call.grant);
+    let (endpoints, endpoint) = queried_endpoint(call, name).await?;
+    let key = call
+        .query
+        .get("key")
+        .ok_or_else(|| Error::invalid("key", "give ?key="))?;
     let key = BrowseCursor::parse(key)?;
     let outbox = endpoints.outbox();
     let found = outbox
@@ -362,18 +342,13 @@ struct Replay {
     ids: Option<Vec<String>>,
 }
 
-pub(super) async fn replay(
-    console: &Console,
-    grant: &Grant,
-    name: &str,
-    body: &[u8],
-    change: &mut Change,
-) -> Result<Json> {
+pub(super) async fn replay(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let (console, grant) = (call.console, call.grant);
     let Replay {
         owner,
         endpoint,
         ids,
-    } = read_body(body)?;
+    } = read_body(call.body)?;
     let endpoints = endpoints(console, name)?;
     let endpoint =
         owned_endpoint(endpoints, grant, owner.as_deref(), Some(endpoint.as_str())).await?;
@@ -381,7 +356,7 @@ pub(super) async fn replay(
         topic: Some(endpoint.id.clone()),
         ..DeadFilter::default()
     };
-    let outbox = change.outbox(endpoints.outbox())?;
+    let outbox = call.change.outbox(endpoints.outbox())?;
     let dead = outbox
         .dead_letters_matching(&filter, MAX_SELECTION, console.inner.scan)
         .await?;

@@ -4,6 +4,7 @@
 
 use serde_json::{Value as Json, json};
 
+use super::call::Call;
 use super::wire::fleet_entry;
 use crate::error::{Error, Result};
 use crate::fleet::{Fleet, FleetCursor, FleetOrder};
@@ -60,10 +61,15 @@ impl FleetView {
 
 /// `GET fleet?order=name|dead|oldest_due&after=<cursor>&limit=`: a page of
 /// the members' outboxes.
-pub(super) async fn page<'q>(
-    view: &FleetView,
-    param: &impl Fn(&str) -> Option<&'q str>,
-) -> Result<Json> {
+pub(super) async fn page(call: &mut Call<'_>) -> Result<Json> {
+    let Some(view) = &call.console.inner.fleet else {
+        return Err(Error::NotFound {
+            what: "fleet view (give the console .fleet(…))",
+            id: "fleet".into(),
+        });
+    };
+    let query = call.query;
+    let param = |name: &str| query.get(name);
     let order: FleetOrder = param("order").map_or(Ok(FleetOrder::Name), str::parse)?;
     let after = param("after").map(FleetCursor::parse).transpose()?;
     let limit = match param("limit") {

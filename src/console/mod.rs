@@ -59,12 +59,15 @@ mod access;
 mod access_token;
 mod api;
 mod audit;
+mod call;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod cloudflare_access;
 mod endpoints;
 mod fleet;
 mod page;
 mod portal;
+mod router;
+mod routes;
 mod subjects;
 #[cfg(all(feature = "tower", not(target_arch = "wasm32")))]
 mod tower;
@@ -80,7 +83,7 @@ pub use cloudflare_access::CloudflareAccess;
 pub use portal::{MAX_LINK_TTL, PORTAL_HEADER, Portal};
 pub use subjects::SubjectRows;
 
-use api::Admission;
+use router::Admission;
 
 use crate::endpoint::Endpoints;
 use crate::error::{Error, Result};
@@ -224,14 +227,14 @@ impl Console {
         request: http::Request<B>,
     ) -> http::Response<String> {
         let (parts, body) = request.into_parts();
-        match api::admit(self, &parts).await {
+        match router::admit(self, &parts).await {
             Admission::Answered(response) => response,
             Admission::Api { grant, changes } => {
                 let body = if changes { body.as_ref() } else { &[] };
-                if body.len() > api::MAX_BODY {
-                    return api::too_large();
+                if body.len() > router::MAX_BODY {
+                    return router::too_large();
                 }
-                api::answer(self, &parts, &grant, body).await
+                router::answer(self, &parts, &grant, body).await
             }
         }
     }

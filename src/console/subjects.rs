@@ -6,8 +6,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value as Json, json};
 
-use super::Console;
-use super::audit::Change;
+use super::call::Call;
 use super::wire::{hide_personal, no_nul, read_body};
 use crate::batch::{Batch, OfErasure, OfStatement, Ticket};
 use crate::database::Database;
@@ -56,7 +55,12 @@ impl<R: SubjectRows + ?Sized> SubjectRows for Arc<R> {
 
 /// Everything the console's outboxes, inboxes and [`SubjectRows`] hold of
 /// `subject`. Payloads follow the console's `show_payloads`.
-pub(super) async fn export(console: &Console, subject: &str) -> Result<Json> {
+pub(super) async fn export(call: &mut Call<'_>) -> Result<Json> {
+    let console = call.console;
+    let subject = call
+        .query
+        .get("subject")
+        .ok_or_else(|| Error::invalid("subject", "give ?subject="))?;
     check_subject(subject)?;
     let inner = &console.inner;
     let mut outboxes = Map::new();
@@ -108,8 +112,10 @@ struct PerDatabase {
 /// handle (the same `Arc`: two handles on one database are two batches),
 /// the application's rows in the batch of the first outbox's handle (or
 /// the first inbox's), committed last. Erasing again is safe.
-pub(super) async fn erase(console: &Console, body: &[u8], change: &mut Change) -> Result<Json> {
-    let Erasure { subject } = read_body(body)?;
+pub(super) async fn erase(call: &mut Call<'_>) -> Result<Json> {
+    let console = call.console;
+    let change = &mut call.change;
+    let Erasure { subject } = read_body(call.body)?;
     check_subject(&subject)?;
     let inner = &console.inner;
     let mut batches: Vec<PerDatabase> = Vec::new();

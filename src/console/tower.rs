@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::Console;
-use super::api::{self, Admission, MAX_BODY};
+use super::router::{self, Admission, MAX_BODY};
 
 /// Answers every request as [`Console::handle`] does, reading a body only
 /// once the request was admitted, and at most 64 KiB of it (413 past that,
@@ -33,16 +33,16 @@ where
         let console = self.clone();
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let (grant, changes) = match api::admit(&console, &parts).await {
+            let (grant, changes) = match router::admit(&console, &parts).await {
                 Admission::Answered(response) => return Ok(response),
                 Admission::Api { grant, changes } => (grant, changes),
             };
             let body = if changes {
                 match Limited::new(body, MAX_BODY).collect().await {
                     Ok(collected) => collected.to_bytes(),
-                    Err(error) if error.is::<LengthLimitError>() => return Ok(api::too_large()),
+                    Err(error) if error.is::<LengthLimitError>() => return Ok(router::too_large()),
                     Err(_) => {
-                        return Ok(api::failure(
+                        return Ok(router::failure(
                             http::StatusCode::BAD_REQUEST,
                             "the request body could not be read",
                         ));
@@ -51,7 +51,7 @@ where
             } else {
                 Default::default()
             };
-            Ok(api::answer(&console, &parts, &grant, &body).await)
+            Ok(router::answer(&console, &parts, &grant, &body).await)
         })
     }
 }

@@ -3,7 +3,7 @@
 use futures_util::StreamExt;
 
 use super::Console;
-use super::api::{self, Admission, MAX_BODY};
+use super::router::{self, Admission, MAX_BODY};
 
 impl Console {
     /// Answers a Worker's request (see [`handle`](Console::handle)). A
@@ -37,7 +37,7 @@ impl Console {
                 worker::Error::RustError(format!("a request the console cannot read: {error}"))
             })?
             .into_parts();
-        let response = match api::admit(self, &parts).await {
+        let response = match router::admit(self, &parts).await {
             Admission::Answered(response) => response,
             Admission::Api { grant, changes } => {
                 let body = if changes {
@@ -46,8 +46,8 @@ impl Console {
                     Some(Vec::new())
                 };
                 match body {
-                    Some(body) => api::answer(self, &parts, &grant, &body).await,
-                    None => api::too_large(),
+                    Some(body) => router::answer(self, &parts, &grant, &body).await,
+                    None => router::too_large(),
                 }
             }
         };
