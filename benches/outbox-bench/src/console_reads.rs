@@ -14,7 +14,7 @@ use workers_outbox::fleet::{Fleet, FleetMember};
 use workers_outbox::outbox::Alert;
 use workers_outbox::{ClaimedMessage, Delivery, DrainLimits, Outbox, Result, Statement};
 
-use crate::scenarios::{Bench, Meter};
+use crate::scenarios::{Bench, FLEET_TABLE, Meter};
 
 /// One console request and what it cost.
 #[derive(Debug, Clone, Serialize)]
@@ -83,8 +83,7 @@ const REQUESTS: [(&str, &str); 10] = [
     ),
 ];
 
-/// The fleet registry's table, and how many members it holds.
-pub(crate) const FLEET_TABLE: &str = "bench_fleet";
+/// How many members the fleet's registry holds.
 const FLEET_MEMBERS: u32 = 10_000;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";

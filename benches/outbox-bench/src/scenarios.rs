@@ -15,6 +15,9 @@ use crate::baseline::{self, Baseline};
 use crate::batch_loop::BatchLoop;
 use crate::latency::{LatencyRun, Mix, MixedDownstream, Sink};
 
+/// The fleet registry's table (the console's fleet view reads it).
+pub(crate) const FLEET_TABLE: &str = "bench_fleet";
+
 /// What the adapter has cost so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Meter {
@@ -134,7 +137,7 @@ impl Bench {
             "outbox_rollups",
             "outbox_audit",
             "outbox_alerts",
-            crate::console_reads::FLEET_TABLE,
+            FLEET_TABLE,
             baseline::TABLE,
             "accounts",
         ];
