@@ -1879,7 +1879,10 @@ async fn a_portal_link_reaches_its_owners_endpoints_and_deliveries_and_nothing_o
         Some(json!({ "id": acme })),
     )
     .await;
-    assert_eq!(unknown.status, 404, "an action that is no route, for anyone");
+    assert_eq!(
+        unknown.status, 404,
+        "an action that is no route, for anyone"
+    );
     let audited = t.outbox.audit_log(None, 20).await.unwrap();
     assert!(audited.len() >= 8, "{audited:?}");
     assert!(

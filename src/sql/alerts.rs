@@ -73,14 +73,22 @@ pub(crate) fn tell(
     (rule, window_start, told_by): (&str, Timestamp, &str),
     holds: Expr,
 ) -> Result<Statement> {
+    let alerts = alerts_table(table);
+    // First whether it was told in this window: once it was, the
+    // condition is not read again (SQLite stops at the first false term).
+    let mut told = Query::select();
+    told.expr(Expr::cust("1"))
+        .from(alerts.clone())
+        .and_where(Expr::col(alert_col::RULE).eq(rule))
+        .and_where(Expr::col(alert_col::WINDOW_START).gte(window_start.as_unix_millis()));
     let mut when = Query::select();
     when.exprs([
         Expr::val(rule).cast_as("TEXT"),
         Expr::val(window_start.as_unix_millis()).cast_as("BIGINT"),
         Expr::val(told_by).cast_as("TEXT"),
     ])
+    .and_where(Expr::exists(told).not())
     .and_where(holds);
-    let alerts = alerts_table(table);
     let mut insert = Query::insert();
     insert
         .into_table(alerts.clone())

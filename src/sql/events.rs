@@ -126,20 +126,28 @@ fn fan_out_where(
     event: &EventRow<'_>,
     if_kept: bool,
 ) -> Result<Statement> {
-    // A kept event's payload is read back: an operational event's may be
-    // completed by the statement that kept it.
-    let payload = if if_kept {
+    // A kept event is read back (an operational event's payload may be
+    // completed by the statement that kept it), and drives the fan-out:
+    // none kept, no endpoint is read.
+    let kept = if_kept.then(|| {
         Query::select()
-            .column(event_col::PAYLOAD)
+            .columns([event_col::ID, event_col::PAYLOAD])
             .from(events_table(table))
             .and_where(Expr::col(event_col::ID).eq(event.id))
             .to_owned()
-            .into()
-    } else {
-        Expr::val(event.payload).cast_as("TEXT")
+    });
+    let (id, payload) = match &kept {
+        Some(_) => (
+            Expr::col((KEPT, event_col::ID)),
+            Expr::col((KEPT, event_col::PAYLOAD)),
+        ),
+        None => (
+            Expr::val(event.id).cast_as("TEXT"),
+            Expr::val(event.payload).cast_as("TEXT"),
+        ),
     };
     let fanned = Fanned {
-        id: Expr::val(event.id).cast_as("TEXT"),
+        id,
         payload,
         owner: event.owner,
         event_type: event.event_type,
@@ -147,17 +155,13 @@ fn fan_out_where(
         ordering_key: event.ordering_key,
         at: event.at,
         only: None,
+        kept,
     };
-    fan_out_of(table, dialect, fanned, |select| {
-        if if_kept {
-            let mut kept = Query::select();
-            kept.expr(Expr::cust("1"))
-                .from(events_table(table))
-                .and_where(Expr::col(event_col::ID).eq(event.id));
-            select.and_where(Expr::exists(kept));
-        }
-    })
+    fan_out_of(table, dialect, fanned)
 }
+
+/// The alias of the kept events a fan-out is driven by.
+const KEPT: &str = "kept";
 
 /// What a fan-out writes deliveries of: the event's id and payload (bound
 /// values, or the columns of the event rows the select reads), and what
@@ -173,6 +177,10 @@ struct Fanned<'a> {
     /// The one endpoint it goes to whatever its subscriptions and filter
     /// (a test event); `None`: every endpoint of the owner it matches.
     only: Option<&'a str>,
+    /// The kept events (`id`, `payload`, as [`KEPT`]) that drive it, read
+    /// before any endpoint (a `CROSS JOIN`, which SQLite does not reorder):
+    /// none kept, nothing else is read. `None`: the one event of `id`.
+    kept: Option<SelectStatement>,
 }
 
 /// One delivery of `event` (not kept: no recovery sends it again) to
@@ -194,19 +202,15 @@ pub(crate) fn deliver_test(
         ordering_key: None,
         at: event.at,
         only: Some(endpoint),
+        kept: None,
     };
-    fan_out_of(table, dialect, fanned, |_| {})
+    fan_out_of(table, dialect, fanned)
 }
 
 /// One delivery row per endpoint of `fanned`'s owner that takes new events
 /// and subscribes to its type, and lets its payload through its filter;
 /// `narrow` adds to the select (what else it reads, and when).
-fn fan_out_of(
-    table: &TableName,
-    dialect: Dialect,
-    fanned: Fanned<'_>,
-    narrow: impl FnOnce(&mut SelectStatement),
-) -> Result<Statement> {
+fn fan_out_of(table: &TableName, dialect: Dialect, fanned: Fanned<'_>) -> Result<Statement> {
     let endpoints = endpoints_table(table);
     let at = fanned.at.as_unix_millis();
     let text = |value: Option<&str>| Expr::val(value.map(str::to_owned)).cast_as("TEXT");
@@ -314,9 +318,14 @@ fn fan_out_of(
         Expr::col((endpoints.clone(), endpoint_col::FILTER_VALUE)),
     );
     let mut select = Query::select();
+    select.exprs(values);
+    match fanned.kept {
+        Some(kept) => select
+            .from_subquery(kept, KEPT)
+            .cross_join(endpoints.clone()),
+        None => select.from(endpoints.clone()),
+    };
     select
-        .exprs(values)
-        .from(endpoints.clone())
         .and_where(Expr::col((endpoints.clone(), endpoint_col::OWNER)).eq(fanned.owner))
         .and_where(takes_events);
     match fanned.only {
@@ -325,7 +334,6 @@ fn fan_out_of(
             .and_where(filtered)
             .and_where(Expr::col((endpoints, endpoint_col::ID)).in_subquery(subscribed)),
     };
-    narrow(&mut select);
     insert_deliveries(table, dialect, columns, select)
 }
 
@@ -436,26 +444,24 @@ pub(crate) fn fan_out_claim_deaths(
     dialect: Dialect,
     deaths: &ClaimDeaths<'_>,
 ) -> Result<Statement> {
-    let events = events_table(table);
+    let mut kept = Query::select();
+    kept.columns([event_col::ID, event_col::PAYLOAD])
+        .from(events_table(table))
+        .and_where(Expr::col(event_col::OWNER).eq(deaths.operator))
+        .and_where(Expr::col(event_col::CREATED_AT).eq(deaths.at.as_unix_millis()))
+        .and_where(Expr::col(event_col::ID).like(format!("{}%", deaths.id_prefix())));
     let fanned = Fanned {
-        id: Expr::col((events.clone(), event_col::ID)),
-        payload: Expr::col((events.clone(), event_col::PAYLOAD)),
+        id: Expr::col((KEPT, event_col::ID)),
+        payload: Expr::col((KEPT, event_col::PAYLOAD)),
         owner: deaths.operator,
         event_type: crate::outbox::operational::MESSAGE_DEAD,
         subject: None,
         ordering_key: None,
         at: deaths.at,
         only: None,
+        kept: Some(kept),
     };
-    fan_out_of(table, dialect, fanned, |select| {
-        select
-            .from(events.clone())
-            .and_where(Expr::col((events.clone(), event_col::OWNER)).eq(deaths.operator))
-            .and_where(
-                Expr::col((events.clone(), event_col::CREATED_AT)).eq(deaths.at.as_unix_millis()),
-            )
-            .and_where(Expr::col((events, event_col::ID)).like(format!("{}%", deaths.id_prefix())));
-    })
+    fan_out_of(table, dialect, fanned)
 }
 
 /// The events of `owner` since `since` that its endpoint `id` subscribes to,
