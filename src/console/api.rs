@@ -9,12 +9,12 @@ use serde_json::{Value as Json, json};
 
 use super::Console;
 use super::call::{Call, DeadAction, TopicAction};
-use super::wire::{hide_personal, named, no_nul, read_body, whole};
+use super::wire::{MessagePage, MessageView, RollupView, Seen, named, no_nul, read_body, whole};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
 use crate::outbox::{
-    AuditKey, BrowseCursor, BrowseFilter, DeadFilter, Histogram, Listed, MAX_SELECTION, Outbox,
-    PausedTopic, Resolution, Rollup,
+    AuditKey, BrowseCursor, BrowseFilter, DeadFilter, Listed, MAX_SELECTION, Outbox, Resolution,
+    Rollup,
 };
 use crate::time::Timestamp;
 
@@ -106,39 +106,15 @@ pub(super) async fn rollups(call: &mut Call<'_>, name: &str) -> Result<Json> {
             None => drop(per_topic.insert(rollup.topic.clone(), rollup)),
         }
     }
-    let series: Vec<Json> = per_minute
+    let series: Vec<RollupView> = per_minute
         .iter()
-        .map(|(at, sum)| {
-            let mut body = summary(sum);
-            body["at_ms"] = json!(at);
-            body
-        })
+        .map(|(at, sum)| RollupView::of(sum, Some(*at)))
         .collect();
-    let topics: serde_json::Map<String, Json> = per_topic
+    let topics: BTreeMap<&str, RollupView> = per_topic
         .iter()
-        .map(|(topic, sum)| (topic.clone(), summary(sum)))
+        .map(|(topic, sum)| (topic.as_str(), RollupView::of(sum, None)))
         .collect();
     Ok(json!({ "minutes": minutes, "series": series, "topics": topics }))
-}
-
-fn summary(sum: &Rollup) -> Json {
-    let c = &sum.counts;
-    json!({
-        "delivered": c.delivered, "retried": c.retried, "deferred": c.deferred,
-        "dead": c.dead, "handed_back": c.handed_back, "lease_lost": c.lease_lost,
-        "suspects_alone": c.suspects_alone, "breaker_trips": c.breaker_trips,
-        "lateness": quantiles(&sum.lateness), "age": quantiles(&sum.age),
-        "duration": quantiles(&sum.duration),
-    })
-}
-
-fn quantiles(histogram: &Histogram) -> Json {
-    let ms = |q| {
-        histogram
-            .quantile(q)
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-    };
-    json!({ "count": histogram.count(), "p50_ms": ms(0.5), "p90_ms": ms(0.9), "p99_ms": ms(0.99) })
 }
 
 pub(super) async fn messages(call: &mut Call<'_>, name: &str) -> Result<Json> {
@@ -158,15 +134,17 @@ pub(super) async fn messages(call: &mut Call<'_>, name: &str) -> Result<Json> {
         .browse(&filter, after.as_ref(), limit, console.inner.scan)
         .await?;
     let paused = outbox.paused_topics().await?;
-    let mut body = json!(page);
-    if let Some(messages) = body["messages"].as_array_mut() {
-        for message in messages {
-            hide_personal(console, message);
-            held_by_pause(message, &paused);
-        }
-    }
-    body["scan"] = json!(console.inner.scan);
-    Ok(body)
+    let seen = Seen::by(console, call.grant);
+    Ok(json!(MessagePage {
+        messages: page
+            .messages
+            .iter()
+            .map(|message| MessageView::listed(message, seen, &paused))
+            .collect(),
+        next: page.next.map(|next| next.to_string()),
+        scan: Some(console.inner.scan),
+        walk_cut: None,
+    }))
 }
 
 /// One message, found by its key (`<due_at>.<id>`, as a list gave it), with
@@ -188,25 +166,8 @@ pub(super) async fn message(call: &mut Call<'_>, name: &str) -> Result<Json> {
         })?;
     let attempts = outbox.attempts_of(&found.message.id).await?;
     let paused = outbox.paused_topics().await?;
-    let mut message = json!(found);
-    hide_personal(console, &mut message);
-    held_by_pause(&mut message, &paused);
+    let message = MessageView::listed(&found, Seen::by(console, call.grant), &paused);
     Ok(json!({ "message": message, "attempts": attempts }))
-}
-
-/// Adds `paused: {reason, paused_at_ms}` to a message a pause of its topic
-/// holds back (a pending or waiting one), and `null` to any other.
-fn held_by_pause(message: &mut Json, paused: &[PausedTopic]) {
-    let pending = matches!(message["state"].as_str(), Some("pending" | "waiting"));
-    let pause = paused
-        .iter()
-        .find(|pause| pending && message["topic"].as_str() == Some(pause.topic.as_str()));
-    message["paused"] = match pause {
-        Some(pause) => {
-            json!({ "reason": pause.reason, "paused_at_ms": pause.paused_at.as_unix_millis() })
-        }
-        None => Json::Null,
-    };
 }
 
 pub(super) async fn groups(call: &mut Call<'_>, name: &str) -> Result<Json> {

@@ -17,8 +17,7 @@ use serde_json::{Value as Json, json};
 use super::Console;
 use super::access::Grant;
 use super::call::{Call, EndpointAction};
-use super::wire::{hide_personal, no_nul, read_body};
-use crate::endpoint::model::shown_url;
+use super::wire::{EndpointView, MessagePage, MessageView, Seen, no_nul, read_body};
 use crate::endpoint::{Endpoint, Endpoints};
 use crate::error::{Error, Result};
 use crate::outbox::{BrowseCursor, BrowseFilter, DeadFilter, Listed, MAX_SELECTION};
@@ -66,35 +65,6 @@ fn owner_for<'a>(
     }
 }
 
-/// An endpoint as the grant may see it.
-fn shown(console: &Console, grant: &Grant, endpoint: &Endpoint) -> Json {
-    let mut body = json!(endpoint);
-    let hidden = grant.owner.is_none() && !console.inner.show_payloads;
-    body["details_hidden"] = json!(hidden);
-    body["metadata"] = Json::Null;
-    if hidden {
-        body["url"] = json!(shown_url(&endpoint.url));
-    } else if grant.owner.is_none() {
-        body["metadata"] = endpoint.metadata.clone();
-    }
-    body
-}
-
-/// A delivery as the grant may see it: a tenant its own payload (what it
-/// receives anyway) but none of the application's subject, trace, dedup
-/// and ordering keys; an operator as any message.
-fn shown_delivery(console: &Console, grant: &Grant, message: &mut Json) {
-    if grant.owner.is_some() {
-        message["payload_bytes"] = json!(message["payload"].as_str().map_or(0, str::len));
-        message["keys_hidden"] = json!(true);
-        for field in ["subject", "trace_id", "dedup_key", "ordering_key"] {
-            message[field] = Json::Null;
-        }
-    } else {
-        hide_personal(console, message);
-    }
-}
-
 /// An operator's page of every owner's endpoints (or one owner's, given
 /// `owner`); a tenant's own endpoints.
 pub(super) async fn list(call: &mut Call<'_>, name: &str) -> Result<Json> {
@@ -116,9 +86,9 @@ pub(super) async fn list(call: &mut Call<'_>, name: &str) -> Result<Json> {
             None,
         ),
     };
-    let shown: Vec<Json> = listed
+    let shown: Vec<EndpointView<'_>> = listed
         .iter()
-        .map(|endpoint| shown(console, grant, endpoint))
+        .map(|endpoint| EndpointView::of(console, grant, endpoint))
         .collect();
     Ok(json!({ "endpoints": shown, "next_after": next_after }))
 }
@@ -133,7 +103,7 @@ pub(super) async fn detail(call: &mut Call<'_>, name: &str) -> Result<Json> {
     no_nul("id", id)?;
     let endpoint = endpoints.get(owner, id).await?;
     let attempts = endpoints.attempts(owner, id, ATTEMPTS_SHOWN).await?;
-    Ok(json!({ "endpoint": shown(console, grant, &endpoint), "attempts": attempts }))
+    Ok(json!({ "endpoint": EndpointView::of(console, grant, &endpoint), "attempts": attempts }))
 }
 
 /// Which endpoint an action is on (its owner implied for a tenant).
@@ -224,7 +194,7 @@ pub(super) async fn act(call: &mut Call<'_>, name: &str, action: EndpointAction)
             let endpoint = endpoints
                 .rotate_secret(owner, &id, &secret, overlap)
                 .await?;
-            json!({ "owner": owner, "id": id, "endpoint": shown(console, grant, &endpoint) })
+            json!({ "owner": owner, "id": id, "endpoint": EndpointView::of(console, grant, &endpoint) })
         }
         EndpointAction::Recover => {
             let Recover {
@@ -289,23 +259,30 @@ pub(super) async fn deliveries(call: &mut Call<'_>, name: &str) -> Result<Json> 
         .outbox()
         .browse(&filter, after.as_ref(), limit, console.inner.scan)
         .await?;
-    let mut body = json!(page);
-    if let Some(messages) = body["messages"].as_array_mut() {
-        for message in messages {
-            shown_delivery(console, grant, message);
-        }
-    }
-    if grant.owner.is_some() {
+    let seen = Seen::by(console, grant);
+    let messages = page
+        .messages
+        .iter()
+        .map(|message| MessageView::listed(message, seen, &[]))
+        .collect();
+    let (next, walk_cut) = if grant.owner.is_some() {
         // The walk's end is any row of the state, another owner's too:
         // a tenant goes on from its own last delivery, or not at all.
         let full = page.messages.len() == usize::try_from(limit).unwrap_or(usize::MAX);
-        body["next"] = match page.messages.last() {
-            Some(last) if full => json!(BrowseCursor::of(&last.message)),
-            _ => Json::Null,
+        let next = match page.messages.last() {
+            Some(last) if full => Some(BrowseCursor::of(&last.message).to_string()),
+            _ => None,
         };
-        body["walk_cut"] = json!(!full && page.next.is_some());
-    }
-    Ok(body)
+        (next, Some(!full && page.next.is_some()))
+    } else {
+        (page.next.as_ref().map(ToString::to_string), None)
+    };
+    Ok(json!(MessagePage {
+        messages,
+        next,
+        scan: None,
+        walk_cut,
+    }))
 }
 
 /// One delivery of the endpoint, by its key, with its logged attempts.
@@ -327,8 +304,7 @@ pub(super) async fn delivery(call: &mut Call<'_>, name: &str) -> Result<Json> {
             id: key.to_string(),
         })?;
     let attempts = outbox.attempts_of(&found.message.id).await?;
-    let mut message = json!(found);
-    shown_delivery(console, grant, &mut message);
+    let message = MessageView::listed(&found, Seen::by(console, grant), &[]);
     Ok(json!({ "message": message, "attempts": attempts }))
 }
 

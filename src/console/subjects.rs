@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value as Json, json};
 
 use super::call::Call;
-use super::wire::{hide_personal, no_nul, read_body};
+use super::wire::{MessageView, Seen, no_nul, read_body};
 use crate::batch::{Batch, OfErasure, OfStatement, Ticket};
 use crate::database::Database;
 use crate::error::{Error, Result};
@@ -66,13 +66,13 @@ pub(super) async fn export(call: &mut Call<'_>) -> Result<Json> {
     let mut outboxes = Map::new();
     let mut erased_at: Option<Timestamp> = None;
     for (name, outbox) in &inner.outboxes {
-        let mut messages = json!(outbox.export_subject(subject).await?);
-        if let Some(messages) = messages.as_array_mut() {
-            for message in messages {
-                hide_personal(console, message);
-            }
-        }
-        outboxes.insert(name.clone(), messages);
+        let messages = outbox.export_subject(subject).await?;
+        let seen = Seen::by(console, call.grant);
+        let shown: Vec<MessageView<'_>> = messages
+            .iter()
+            .map(|message| MessageView::stored(message, seen))
+            .collect();
+        outboxes.insert(name.clone(), json!(shown));
         erased_at = erased_at.max(crate::subject::erased_at(outbox, subject).await?);
     }
     let mut inboxes = Map::new();

@@ -18,6 +18,9 @@ use crate::time::Timestamp;
 /// as an `outbox.alert` event, at most once per rule per window (default an
 /// hour; [`once_per`](Self::once_per)), however many drains run.
 ///
+/// Once a rule was told in its window, a sweep reads one row for it (its
+/// record) until the next window: its condition is not read again.
+///
 /// Two more conditions are told already, as their own operational events:
 /// a breaker open longer than a while (`outbox.receiver.failing`, after
 /// [`receiver_failing_after`](super::OutboxBuilder::receiver_failing_after))
