@@ -9,7 +9,11 @@ use serde_json::{Value as Json, json};
 
 use super::Console;
 use super::call::{Call, DeadAction, TopicAction};
-use super::wire::{MessagePage, MessageView, RollupView, Seen, named, no_nul, read_body, whole};
+use super::views::{
+    AuditView, CountView, DeadCountView, GroupsView, MessagePage, MessageView, OverviewView,
+    PausedView, RollupView, Seen, attempt_views,
+};
+use super::wire::{named, no_nul, read_body, whole};
 use crate::error::{Error, Result};
 use crate::inbox::Inbox;
 use crate::outbox::{
@@ -79,9 +83,9 @@ pub(super) async fn overview(call: &mut Call<'_>, name: &str) -> Result<Json> {
     let overview = outbox.overview(console.inner.count_cap).await?;
     let paused = outbox.paused_topics().await?;
     Ok(json!({
-        "counts": overview,
+        "counts": OverviewView::from(&overview),
         "count_cap": console.inner.count_cap,
-        "paused": paused,
+        "paused": paused.iter().map(PausedView::from).collect::<Vec<_>>(),
     }))
 }
 
@@ -167,7 +171,7 @@ pub(super) async fn message(call: &mut Call<'_>, name: &str) -> Result<Json> {
     let attempts = outbox.attempts_of(&found.message.id).await?;
     let paused = outbox.paused_topics().await?;
     let message = MessageView::listed(&found, Seen::by(console, call.grant), &paused);
-    Ok(json!({ "message": message, "attempts": attempts }))
+    Ok(json!({ "message": message, "attempts": attempt_views(&attempts) }))
 }
 
 pub(super) async fn groups(call: &mut Call<'_>, name: &str) -> Result<Json> {
@@ -175,13 +179,13 @@ pub(super) async fn groups(call: &mut Call<'_>, name: &str) -> Result<Json> {
     let groups = outbox(console, name)?
         .dead_letter_groups(console.inner.scan)
         .await?;
-    Ok(json!(groups))
+    Ok(json!(GroupsView::from(&groups)))
 }
 
 pub(super) async fn inbox_count(call: &mut Call<'_>, name: &str) -> Result<Json> {
     let cap = call.console.inner.count_cap;
     let keys = inbox(call.console, name)?.count_keys(cap).await?;
-    Ok(json!({ "keys": keys, "count_cap": cap }))
+    Ok(json!({ "keys": CountView::from(keys), "count_cap": cap }))
 }
 
 pub(super) async fn inbox_key(call: &mut Call<'_>, name: &str) -> Result<Json> {
@@ -260,7 +264,7 @@ pub(super) async fn dead_count(call: &mut Call<'_>, name: &str) -> Result<Json> 
     let counted = outbox
         .count_dead_matching(&filter, console.inner.scan)
         .await?;
-    Ok(json!(counted))
+    Ok(json!(DeadCountView::from(&counted)))
 }
 
 pub(super) async fn dead_letters(
@@ -431,5 +435,6 @@ pub(super) async fn audit_page(call: &mut Call<'_>, name: &str) -> Result<Json> 
         .last()
         .filter(|_| entries.len() == limit as usize)
         .map(|last| last.key.to_string());
+    let entries: Vec<AuditView<'_>> = entries.iter().map(AuditView::from).collect();
     Ok(json!({ "entries": entries, "next_before": next }))
 }

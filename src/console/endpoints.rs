@@ -17,7 +17,8 @@ use serde_json::{Value as Json, json};
 use super::Console;
 use super::access::Grant;
 use super::call::{Call, EndpointAction};
-use super::wire::{EndpointView, MessagePage, MessageView, Seen, no_nul, read_body};
+use super::views::{EndpointView, MessagePage, MessageView, Seen, attempt_views};
+use super::wire::{no_nul, read_body};
 use crate::endpoint::{Endpoint, Endpoints};
 use crate::error::{Error, Result};
 use crate::outbox::{BrowseCursor, BrowseFilter, DeadFilter, Listed, MAX_SELECTION};
@@ -103,7 +104,10 @@ pub(super) async fn detail(call: &mut Call<'_>, name: &str) -> Result<Json> {
     no_nul("id", id)?;
     let endpoint = endpoints.get(owner, id).await?;
     let attempts = endpoints.attempts(owner, id, ATTEMPTS_SHOWN).await?;
-    Ok(json!({ "endpoint": EndpointView::of(console, grant, &endpoint), "attempts": attempts }))
+    Ok(json!({
+        "endpoint": EndpointView::of(console, grant, &endpoint),
+        "attempts": attempt_views(&attempts),
+    }))
 }
 
 /// Which endpoint an action is on (its owner implied for a tenant).
@@ -305,7 +309,7 @@ pub(super) async fn delivery(call: &mut Call<'_>, name: &str) -> Result<Json> {
         })?;
     let attempts = outbox.attempts_of(&found.message.id).await?;
     let message = MessageView::listed(&found, Seen::by(console, grant), &[]);
-    Ok(json!({ "message": message, "attempts": attempts }))
+    Ok(json!({ "message": message, "attempts": attempt_views(&attempts) }))
 }
 
 /// A replay of an endpoint's dead deliveries: the oldest (at most

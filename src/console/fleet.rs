@@ -5,7 +5,7 @@
 use serde_json::{Value as Json, json};
 
 use super::call::Call;
-use super::wire::fleet_entry;
+use super::views::fleet_entry;
 use crate::error::{Error, Result};
 use crate::fleet::{Fleet, FleetCursor, FleetOrder};
 use crate::outbox::Outbox;

@@ -71,6 +71,7 @@ mod routes;
 mod subjects;
 #[cfg(all(feature = "tower", not(target_arch = "wasm32")))]
 mod tower;
+mod views;
 mod wire;
 #[cfg(all(feature = "workers", target_arch = "wasm32"))]
 mod workers;

@@ -7,7 +7,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value as Json, json};
 
 use super::call::Call;
-use super::wire::{MessageView, Seen, no_nul, read_body};
+use super::views::{InboxKeyView, MessageView, Seen};
+use super::wire::{no_nul, read_body};
 use crate::batch::{Batch, OfErasure, OfStatement, Ticket};
 use crate::database::Database;
 use crate::error::{Error, Result};
@@ -77,7 +78,9 @@ pub(super) async fn export(call: &mut Call<'_>) -> Result<Json> {
     }
     let mut inboxes = Map::new();
     for (name, inbox) in &inner.inboxes {
-        inboxes.insert(name.clone(), json!(inbox.export_subject(subject).await?));
+        let keys = inbox.export_subject(subject).await?;
+        let keys: Vec<InboxKeyView<'_>> = keys.iter().map(InboxKeyView::from).collect();
+        inboxes.insert(name.clone(), json!(keys));
     }
     let application = match &inner.subject_rows {
         Some(rows) => rows.export(subject).await?,
