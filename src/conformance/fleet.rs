@@ -74,18 +74,29 @@ pub(crate) async fn a_members_drain_reports_its_outbox_to_the_fleet(h: Harness) 
     )
     .await?;
     drainer.drain().await;
-    // A backlog's drift is held back.
+    // A backlog's drift is held back: the member owes it.
     ensure_eq!(
         fleet.list(FleetOrder::Name, None, 10).await?.entries[0]
             .summary
             .backlog,
         1
     );
+    ensure!(member.owes(&outbox), "a held-back report is owed");
     enqueue_message(&outbox, Message::raw_json("mail", "{}")).await?;
     drainer.drain().await;
     let now = fleet.list(FleetOrder::Name, None, 10).await?.entries[0].clone();
     ensure_eq!((now.summary.backlog, now.summary.dead), (2, 2));
     ensure_eq!(now.reported_at, h.clock().now());
+    ensure!(!member.owes(&outbox), "written: nothing owed");
+
+    // A report that cannot be written (no registry table) is owed, and
+    // fails nothing.
+    let nowhere = FleetMember::new(Fleet::new(h.db(), &h.table("no_fleet"))?, "customer-7")?;
+    ensure!(
+        nowhere.report(&outbox).await.is_err(),
+        "no table, no report"
+    );
+    ensure!(nowhere.owes(&outbox), "a failed report is owed");
 
     // Counts stop one past the cap: "more than 100".
     let mut many = crate::batch::Batch::new(h.db());
@@ -160,7 +171,7 @@ pub(crate) async fn the_fleet_pages_by_name_dead_letters_and_oldest_due(h: Harne
     );
     ensure_eq!(
         walk(FleetOrder::Dead).await?,
-        ["ceta", "beta", "delta", "échelle"]
+        ["ceta", "delta", "beta", "échelle"]
     );
     ensure_eq!(
         walk(FleetOrder::OldestDue).await?,

@@ -13,6 +13,14 @@ use crate::outbox::Outbox;
 /// Where `{member}` goes in a fleet view's link to a member's console.
 pub(super) const MEMBER: &str = "{member}";
 
+/// What a member's name keeps as it is in a path segment: RFC 3986's
+/// unreserved characters.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// The page the view reads unless told otherwise.
 const PAGE: u32 = 50;
 
@@ -50,12 +58,16 @@ impl FleetView {
         })
     }
 
-    /// The link to `member`'s console, its name percent-encoded whole (a
-    /// `/` or `..` in a name stays inside its segment).
-    pub(super) fn link_of(&self, member: &str) -> String {
-        let encoded =
-            percent_encoding::utf8_percent_encode(member, percent_encoding::NON_ALPHANUMERIC);
-        self.link.replace(MEMBER, &encoded.to_string())
+    /// The link to `member`'s console, its name one path segment: every
+    /// byte but letters, digits and `-._~` percent-encoded (a `/`, `?` or
+    /// `#` in a name stays inside its segment). None for `.` and `..`,
+    /// which a browser would read as a step in the path, encoded or not.
+    pub(super) fn link_of(&self, member: &str) -> Option<String> {
+        if member == "." || member == ".." {
+            return None;
+        }
+        let encoded = percent_encoding::utf8_percent_encode(member, SEGMENT);
+        Some(self.link.replace(MEMBER, &encoded.to_string()))
     }
 }
 
@@ -84,7 +96,7 @@ pub(super) async fn page(call: &mut Call<'_>) -> Result<Json> {
         "members": page
             .entries
             .iter()
-            .map(|entry| fleet_entry(entry, &view.link_of(&entry.member)))
+            .map(|entry| fleet_entry(entry, view.link_of(&entry.member).as_deref()))
             .collect::<Vec<_>>(),
         "next": page.next.map(|next| next.to_string()),
         "count_cap": Outbox::SUMMARY_CAP,
@@ -106,11 +118,21 @@ mod tests {
     #[test]
     fn a_members_name_stays_inside_its_segment_of_the_link() {
         let view = FleetView::new(fleet(), "/admin/customers/{member}/console/").expect("a path");
+        let link = |member| view.link_of(member);
         assert_eq!(
-            view.link_of("a/../b?c#d"),
-            "/admin/customers/a%2F%2E%2E%2Fb%3Fc%23d/console/"
+            link("a/../b?c#d").as_deref(),
+            Some("/admin/customers/a%2F..%2Fb%3Fc%23d/console/")
         );
-        assert_eq!(view.link_of("zoë"), "/admin/customers/zo%C3%AB/console/");
+        assert_eq!(
+            link("acme-co_1.x~").as_deref(),
+            Some("/admin/customers/acme-co_1.x~/console/")
+        );
+        assert_eq!(
+            link("zoë 50%").as_deref(),
+            Some("/admin/customers/zo%C3%AB%2050%25/console/")
+        );
+        assert_eq!(link(".."), None);
+        assert_eq!(link("."), None);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! What the API writes into its answers: each view is built from the
 //! library's types for what its caller may see (a message's payload and
 //! keys, an endpoint's URL and metadata), so no answer is patched after it
-//! was serialized and no library type's serde attributes shape the API.
+//! was serialized; only plain enums (an endpoint's kind and body format)
+//! are written as the library names them.
 
 use serde::Serialize;
 use serde_json::{Value as Json, json};
@@ -519,8 +520,9 @@ impl<'a> EndpointView<'a> {
 }
 
 /// A member's outbox in the fleet view, `console` the link to its own
-/// console. Counts are as read: above the summary's cap means "more".
-pub(super) fn fleet_entry(entry: &FleetEntry, console: &str) -> Json {
+/// console (none for a name no link can hold). Counts are as read: above
+/// the summary's cap means "more".
+pub(super) fn fleet_entry(entry: &FleetEntry, console: Option<&str>) -> Json {
     let summary = &entry.summary;
     json!({
         "member": entry.member,

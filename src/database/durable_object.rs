@@ -164,6 +164,32 @@ impl DurableObjectDatabase {
         await_alarm(pending, self.wake.as_deref()).await
     }
 
+    /// Sets the alarm no later than `at`: earlier if the outbox's next
+    /// message falls due sooner (as this handle last set it), else at `at`,
+    /// for work of the object's own that waits (an owed fleet report). A
+    /// later write moves it to the next due time again.
+    ///
+    /// # Errors
+    /// A failure to set the alarm.
+    pub async fn wake_by(&self, at: Timestamp) -> Result<()> {
+        let at_ms = at.as_unix_millis();
+        if let Some(wake) = &self.wake
+            && let Some(Some(armed)) = wake.armed.get()
+            && armed <= at_ms
+        {
+            return Ok(());
+        }
+        #[allow(clippy::cast_precision_loss)]
+        let promise = self
+            .storage
+            .set_alarm(Date::new(&JsValue::from_f64(at_ms as f64)), Object::new())
+            .map_err(js_error)?;
+        if let Some(wake) = &self.wake {
+            wake.armed.set(Some(Some(at_ms)));
+        }
+        await_alarm(Some(promise), self.wake.as_deref()).await
+    }
+
     /// When the outbox's next message falls due, if any is ready.
     ///
     /// # Errors

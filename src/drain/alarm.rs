@@ -18,6 +18,11 @@ impl Drainer {
     /// runtime retries the alarm with its own backoff, instead of waking at
     /// once for rows that cannot be claimed. Otherwise a failure to read the
     /// next due time or to set the alarm.
+    ///
+    /// With a [fleet](super::DrainerBuilder::fleet) member that
+    /// [owes](crate::fleet::FleetMember::owes) a report (held back, or
+    /// failed), the alarm is set no later than its interval from now, so a
+    /// drain of its own writes it even when nothing is due.
     pub async fn run_alarm(&self, db: &DurableObjectDatabase) -> Result<DrainReport> {
         db.alarm_fired();
         let report = self.drain().await;
@@ -25,6 +30,13 @@ impl Drainer {
             return Err(error.clone());
         }
         db.rearm().await?;
+        if let Some(member) = &self.fleet
+            && member.owes(&self.parts.outbox)
+        {
+            let now = self.parts.outbox.now();
+            db.wake_by(now.checked_add(member.interval()).unwrap_or(now))
+                .await?;
+        }
         Ok(report)
     }
 }

@@ -20,9 +20,9 @@ use crate::time::Timer;
 /// a deferred task.
 #[derive(Clone)]
 pub struct Drainer {
-    parts: Parts,
+    pub(super) parts: Parts,
     /// Told the outbox's summary after each drain.
-    fleet: Option<FleetMember>,
+    pub(super) fleet: Option<FleetMember>,
 }
 
 impl std::fmt::Debug for Drainer {

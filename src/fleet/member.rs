@@ -1,5 +1,6 @@
 //! A member's reporter: when its outbox's row is worth writing again.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -9,30 +10,37 @@ use crate::outbox::{Outbox, OutboxSummary};
 use crate::time::Timestamp;
 
 /// One member of a [`Fleet`] (a Durable Object, by its name): reports its
-/// outbox's [`summary`](Outbox::summary) into the registry after each of
+/// outboxes' [`summary`](Outbox::summary) into the registry after each of
 /// its drains ([`DrainerBuilder::fleet`](crate::drain::DrainerBuilder::fleet)),
-/// or when [`report`](Self::report) is called.
+/// or when [`report`](Self::report) is called (after a change made other
+/// than by a drain: a purge, a replay, an erasure).
 ///
 /// A report reads the summary (at most about `3 ×`
 /// [`Outbox::SUMMARY_CAP`] `+ 2` rows of the member's own database) and
-/// writes the member's row (one upsert into the registry) only if
-/// - it never wrote (since this instance was made: after an eviction it
+/// writes the outbox's row (one upsert into the registry) only if
+/// - it never wrote it (since this instance was made: after an eviction it
 ///   writes once again);
 /// - the dead letters, the last error, whether anything waits or whether
 ///   anything is due changed — at once;
 /// - only the backlog or the oldest due message's time changed, and
 ///   [`every`](Self::every) passed since its last write;
-/// - nothing changed, and an hour passed ([`HEARTBEAT`](Self::HEARTBEAT)):
-///   the row's report time says the member is alive.
+/// - nothing changed, and an hour passed ([`HEARTBEAT`](Self::HEARTBEAT)).
 ///
-/// A drain that leaves a backlog runs again when it is due, so a count held
-/// back is written by a later drain.
+/// A report held back, or one that failed, leaves the member
+/// [owing](Self::owes) it: a Durable Object's
+/// [`run_alarm`](crate::Drainer::run_alarm) then sets the alarm no later
+/// than [`every`](Self::every) from now, so it is written by a drain of its
+/// own even when nothing is due. A drain writes reports; an object with
+/// nothing to deliver runs none, so a row's report time is when it last
+/// changed or drained, not a sign of life.
 #[derive(Clone)]
 pub struct FleetMember {
     fleet: Fleet,
     member: String,
     every: Duration,
-    written: Arc<Mutex<Option<Written>>>,
+    /// Per outbox (its table): what was last written, and whether a report
+    /// is owed.
+    outboxes: Arc<Mutex<BTreeMap<String, Reported>>>,
 }
 
 impl std::fmt::Debug for FleetMember {
@@ -44,10 +52,16 @@ impl std::fmt::Debug for FleetMember {
     }
 }
 
-/// What a member last wrote, and when.
+/// What a member last wrote of one outbox, and whether it owes a report.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Reported {
+    written: Option<Written>,
+    owed: bool,
+}
+
+/// A summary as written, and when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Written {
-    outbox: String,
     summary: OutboxSummary,
     at: Timestamp,
 }
@@ -71,16 +85,22 @@ impl FleetMember {
             fleet,
             member,
             every: Self::DEFAULT_EVERY,
-            written: Arc::new(Mutex::new(None)),
+            outboxes: Arc::default(),
         })
     }
 
     /// The least time between two writes whose only change is the
-    /// backlog's count or the oldest due message's time (default 30 s).
+    /// backlog's count or the oldest due message's time (default 30 s), and
+    /// how soon an owed report is tried again.
     #[must_use]
     pub fn every(mut self, every: Duration) -> Self {
         self.every = every;
         self
+    }
+
+    /// The interval of [`every`](Self::every).
+    pub fn interval(&self) -> Duration {
+        self.every
     }
 
     /// The member's name.
@@ -88,43 +108,73 @@ impl FleetMember {
         &self.member
     }
 
-    /// Reads `outbox`'s summary and writes the member's row if it is worth
-    /// writing (see [`FleetMember`]); whether it wrote.
+    /// Whether a report of `outbox` was held back or failed since its last
+    /// write: the registry's row is behind.
+    pub fn owes(&self, outbox: &Outbox) -> bool {
+        self.outboxes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(outbox.table().as_str())
+            .is_some_and(|reported| reported.owed)
+    }
+
+    /// Reads `outbox`'s summary and writes its row if it is worth writing
+    /// (see [`FleetMember`]); whether it wrote.
     ///
     /// # Errors
-    /// A database error of either database; the row is then written by a
-    /// later report.
+    /// A database error of either database; the member then
+    /// [owes](Self::owes) the report.
     pub async fn report(&self, outbox: &Outbox) -> Result<bool> {
+        let name = outbox.table().as_str();
+        let result = self.write_if_worth(outbox, name).await;
+        let mut outboxes = self.outboxes.lock().unwrap_or_else(PoisonError::into_inner);
+        let reported = outboxes.entry(name.to_owned()).or_default();
+        match &result {
+            Ok(Some(written)) => {
+                *reported = Reported {
+                    written: Some(written.clone()),
+                    owed: false,
+                };
+            }
+            Ok(None) => {}
+            Err(_) => reported.owed = true,
+        }
+        result.map(|written| written.is_some())
+    }
+
+    /// Writes `outbox`'s row if it is worth it; what it wrote. A summary
+    /// held back marks the report owed.
+    async fn write_if_worth(&self, outbox: &Outbox, name: &str) -> Result<Option<Written>> {
         let summary = outbox.summary().await?;
         let now = outbox.now();
-        let name = outbox.table().as_str();
-        let due = {
-            let written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
-            worth_writing(written.as_ref(), name, &summary, now, self.every)
+        let worth = {
+            let mut outboxes = self.outboxes.lock().unwrap_or_else(PoisonError::into_inner);
+            let reported = outboxes.entry(name.to_owned()).or_default();
+            let worth = worth_writing(reported.written.as_ref(), &summary, now, self.every);
+            if !worth {
+                reported.owed = reported
+                    .written
+                    .as_ref()
+                    .is_some_and(|written| written.summary != summary);
+            }
+            worth
         };
-        if !due {
-            return Ok(false);
+        if !worth {
+            return Ok(None);
         }
         self.fleet.report(&self.member, name, &summary, now).await?;
-        *self.written.lock().unwrap_or_else(PoisonError::into_inner) = Some(Written {
-            outbox: name.to_owned(),
-            summary,
-            at: now,
-        });
-        Ok(true)
+        Ok(Some(Written { summary, at: now }))
     }
 }
 
-/// Whether `summary` of `outbox`, read at `now`, is worth writing after
-/// `written`.
+/// Whether `summary`, read at `now`, is worth writing after `written`.
 fn worth_writing(
     written: Option<&Written>,
-    outbox: &str,
     summary: &OutboxSummary,
     now: Timestamp,
     every: Duration,
 ) -> bool {
-    let Some(written) = written.filter(|written| written.outbox == outbox) else {
+    let Some(written) = written else {
         return true;
     };
     let since = now.duration_since(written.at);
@@ -158,7 +208,6 @@ mod tests {
 
     fn written(summary: OutboxSummary, ms: i64) -> Written {
         Written {
-            outbox: "outbox".into(),
             summary,
             at: at(ms),
         }
@@ -167,11 +216,13 @@ mod tests {
     const EVERY: Duration = Duration::from_secs(30);
 
     #[test]
-    fn the_first_report_and_another_outboxs_are_written() {
-        let now = summary(3, 0, None, None);
-        assert!(worth_writing(None, "outbox", &now, at(0), EVERY));
-        let before = written(now.clone(), 0);
-        assert!(worth_writing(Some(&before), "other", &now, at(1), EVERY));
+    fn the_first_report_is_written() {
+        assert!(worth_writing(
+            None,
+            &summary(3, 0, None, None),
+            at(0),
+            EVERY
+        ));
     }
 
     #[test]
@@ -184,7 +235,7 @@ mod tests {
             summary(5, 1, None, Some("500")),
         ] {
             assert!(
-                worth_writing(Some(&before), "outbox", &changed, at(1_001), EVERY),
+                worth_writing(Some(&before), &changed, at(1_001), EVERY),
                 "{changed:?}"
             );
         }
@@ -194,39 +245,15 @@ mod tests {
     fn a_drifting_count_waits_for_its_interval() {
         let before = written(summary(5, 0, Some(900), None), 1_000);
         let drift = summary(4, 0, Some(950), None);
-        assert!(!worth_writing(
-            Some(&before),
-            "outbox",
-            &drift,
-            at(30_999),
-            EVERY
-        ));
-        assert!(worth_writing(
-            Some(&before),
-            "outbox",
-            &drift,
-            at(31_000),
-            EVERY
-        ));
+        assert!(!worth_writing(Some(&before), &drift, at(30_999), EVERY));
+        assert!(worth_writing(Some(&before), &drift, at(31_000), EVERY));
     }
 
     #[test]
     fn an_unchanged_row_is_written_once_an_hour() {
         let same = summary(5, 0, Some(900), None);
         let before = written(same.clone(), 0);
-        assert!(!worth_writing(
-            Some(&before),
-            "outbox",
-            &same,
-            at(3_599_999),
-            EVERY
-        ));
-        assert!(worth_writing(
-            Some(&before),
-            "outbox",
-            &same,
-            at(3_600_000),
-            EVERY
-        ));
+        assert!(!worth_writing(Some(&before), &same, at(3_599_999), EVERY));
+        assert!(worth_writing(Some(&before), &same, at(3_600_000), EVERY));
     }
 }

@@ -58,7 +58,8 @@ pub enum FleetOrder {
     /// Every member, by name then outbox.
     #[default]
     Name,
-    /// Only members with dead letters, most first.
+    /// Only members with dead letters, most first (ties by name, last
+    /// first: the index is read backwards).
     Dead,
     /// Only members with a message due, most overdue first.
     OldestDue,

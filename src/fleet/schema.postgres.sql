@@ -14,6 +14,6 @@ CREATE TABLE IF NOT EXISTS "{table}" (
     reported_at   BIGINT  NOT NULL,
     PRIMARY KEY (member, outbox)
 );
--- The members with dead letters, most first; the members with a message due, most overdue first.
-CREATE INDEX IF NOT EXISTS "{table}_dead" ON "{table}" (dead DESC, member, outbox) WHERE dead > 0;
+-- The members with dead letters (read backwards: most first); the members with a message due.
+CREATE INDEX IF NOT EXISTS "{table}_dead" ON "{table}" (dead, member, outbox) WHERE dead > 0;
 CREATE INDEX IF NOT EXISTS "{table}_oldest_due" ON "{table}" (oldest_due_at, member, outbox) WHERE oldest_due_at IS NOT NULL;

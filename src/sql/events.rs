@@ -208,8 +208,8 @@ pub(crate) fn deliver_test(
 }
 
 /// One delivery row per endpoint of `fanned`'s owner that takes new events
-/// and subscribes to its type, and lets its payload through its filter;
-/// `narrow` adds to the select (what else it reads, and when).
+/// and subscribes to its type, and lets its payload through its filter (per
+/// kept event, when the events kept drive it).
 fn fan_out_of(table: &TableName, dialect: Dialect, fanned: Fanned<'_>) -> Result<Statement> {
     let endpoints = endpoints_table(table);
     let at = fanned.at.as_unix_millis();

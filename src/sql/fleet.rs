@@ -157,12 +157,13 @@ pub(crate) fn upsert(table: &TableName, dialect: Dialect, row: &FleetRow<'_>) ->
     dialect.render(&insert)
 }
 
-/// How a page of the registry is ordered; each is served by an index.
+/// How a page of the registry is ordered; each is served by an index, and
+/// a page goes on from the last row's key by one range of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PageOrder {
     /// Every row by `(member, outbox)`.
     Name,
-    /// Rows with dead letters, most first, then by name.
+    /// Rows with dead letters, most first (ties by name, last first).
     Dead,
     /// Rows with a message due, most overdue first, then by name.
     OldestDue,
@@ -185,48 +186,46 @@ pub(crate) fn page(
     after: Option<After<'_>>,
     limit: u32,
 ) -> Result<Statement> {
-    let name = || Expr::tuple([Expr::col(fleet_col::MEMBER), Expr::col(fleet_col::OUTBOX)]);
-    let name_after = |after: &After<'_>| {
-        name().gt(Expr::tuple([
-            Expr::val(after.member),
-            Expr::val(after.outbox),
-        ]))
+    let key = |first: Option<&'static str>| {
+        let mut columns: Vec<Expr> = first.map(Expr::col).into_iter().collect();
+        columns.extend([Expr::col(fleet_col::MEMBER), Expr::col(fleet_col::OUTBOX)]);
+        Expr::tuple(columns)
+    };
+    let cursor = |first: bool, after: &After<'_>| {
+        let mut values: Vec<Expr> = first.then(|| Expr::val(after.value)).into_iter().collect();
+        values.extend([Expr::val(after.member), Expr::val(after.outbox)]);
+        Expr::tuple(values)
     };
     let mut select = Query::select();
     select
         .columns(COLUMNS)
         .from(table.as_str().to_owned())
         .limit(u64::from(limit));
-    let by = match order {
-        PageOrder::Name => None,
+    let (first, direction) = match order {
+        PageOrder::Name => (None, Order::Asc),
         PageOrder::Dead => {
             // A literal: the partial index's condition must be seen to hold.
             select.and_where(Expr::col(fleet_col::DEAD).gt(Expr::cust("0")));
-            select.order_by(fleet_col::DEAD, Order::Desc);
-            Some((fleet_col::DEAD, true))
+            (Some(fleet_col::DEAD), Order::Desc)
         }
         PageOrder::OldestDue => {
             select.and_where(Expr::col(fleet_col::OLDEST_DUE_AT).is_not_null());
-            select.order_by(fleet_col::OLDEST_DUE_AT, Order::Asc);
-            Some((fleet_col::OLDEST_DUE_AT, false))
+            (Some(fleet_col::OLDEST_DUE_AT), Order::Asc)
         }
     };
-    select
-        .order_by(fleet_col::MEMBER, Order::Asc)
-        .order_by(fleet_col::OUTBOX, Order::Asc);
+    for column in first
+        .into_iter()
+        .chain([fleet_col::MEMBER, fleet_col::OUTBOX])
+    {
+        select.order_by(column, direction.clone());
+    }
     if let Some(after) = after {
-        let condition = match by {
-            None => name_after(&after),
-            Some((column, descending)) => {
-                let beyond = if descending {
-                    Expr::col(column).lt(after.value)
-                } else {
-                    Expr::col(column).gt(after.value)
-                };
-                beyond.or(Expr::col(column).eq(after.value).and(name_after(&after)))
-            }
-        };
-        select.and_where(condition);
+        let (key, cursor) = (key(first), cursor(first.is_some(), &after));
+        select.and_where(if direction == Order::Desc {
+            key.lt(cursor)
+        } else {
+            key.gt(cursor)
+        });
     }
     dialect.render(&select)
 }

@@ -120,6 +120,22 @@ describe("the fleet view of the Durable Object example", () => {
     }
   });
 
+  it("reports a change made in a member's console at once, though nothing is due", async () => {
+    const console = "/admin/customers/beta/console/api/outboxes/webhooks";
+    const dead = await w.json(`${console}/messages?state=dead`, { headers: auth });
+    const ids = dead.body.messages.map((m) => m.id);
+    assert.equal(ids.length, 1);
+    const purged = await w.json(`${console}/dead/purge`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json", "x-outbox-console": "1" },
+      body: JSON.stringify({ ids }),
+    });
+    assert.equal(purged.status, 200, JSON.stringify(purged.body));
+    const beta = (await w.fleet()).body.members.find((m) => m.member === "beta");
+    assert.deepEqual([beta.backlog, beta.dead, beta.last_error], [0, 0, null]);
+    assert.deepEqual((await w.fleet("?order=dead")).body.members, []);
+  });
+
   it("answers no one without the operator's token", async () => {
     assert.equal((await w.call("/admin/console/api/fleet")).status, 401);
     assert.equal((await w.call("/admin/console/api/fleet", { headers: { authorization: "Bearer wrong" } })).status, 401);

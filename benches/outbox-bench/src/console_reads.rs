@@ -237,37 +237,37 @@ impl Bench {
             .build()?;
         let mut reads = Vec::new();
         let orders = [
-            ("fleet: a page by name", "/api/fleet"),
             (
-                "fleet: a page, most dead letters first",
-                "/api/fleet?order=dead",
+                "name",
+                "fleet: a page by name",
+                "fleet: the next page by name",
             ),
             (
+                "dead",
+                "fleet: a page, most dead letters first",
+                "fleet: the next page, most dead letters first",
+            ),
+            (
+                "oldest_due",
                 "fleet: a page, most overdue first",
-                "/api/fleet?order=oldest_due",
+                "fleet: the next page, most overdue first",
             ),
         ];
-        for (request, path) in orders {
-            reads.push(
-                self.console_read(&console, request, path.into(), None, &Caller::Operator)
-                    .await?,
-            );
+        for (order, first_page, next_page) in orders {
+            let first = format!("/api/fleet?order={order}");
+            let page = console.handle(get(&first, &Caller::Operator)?).await;
+            let page: serde_json::Value =
+                serde_json::from_str(page.body()).map_err(|error| invalid(&error))?;
+            let after = page["next"].as_str().unwrap_or_default();
+            let after: String = form_urlencoded::byte_serialize(after.as_bytes()).collect();
+            let next = format!("{first}&after={after}");
+            for (request, path) in [(first_page, first), (next_page, next)] {
+                reads.push(
+                    self.console_read(&console, request, path, None, &Caller::Operator)
+                        .await?,
+                );
+            }
         }
-        let first = console.handle(get("/api/fleet", &Caller::Operator)?).await;
-        let first: serde_json::Value =
-            serde_json::from_str(first.body()).map_err(|error| invalid(&error))?;
-        let after = first["next"].as_str().unwrap_or_default();
-        let next: String = form_urlencoded::byte_serialize(after.as_bytes()).collect();
-        reads.push(
-            self.console_read(
-                &console,
-                "fleet: the next page by name",
-                format!("/api/fleet?after={next}"),
-                None,
-                &Caller::Operator,
-            )
-            .await?,
-        );
         let member = FleetMember::new(fleet, "customer-bench")?;
         let outbox = self.outbox()?;
         for request in [

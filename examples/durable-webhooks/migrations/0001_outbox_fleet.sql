@@ -14,6 +14,6 @@ CREATE TABLE IF NOT EXISTS "outbox_fleet" (
     reported_at   INTEGER NOT NULL,
     PRIMARY KEY (member, outbox)
 ) STRICT, WITHOUT ROWID;
--- The members with dead letters, most first; the members with a message due, most overdue first.
-CREATE INDEX IF NOT EXISTS "outbox_fleet_dead" ON "outbox_fleet" (dead DESC, member, outbox) WHERE dead > 0;
+-- The members with dead letters (read backwards: most first); the members with a message due.
+CREATE INDEX IF NOT EXISTS "outbox_fleet_dead" ON "outbox_fleet" (dead, member, outbox) WHERE dead > 0;
 CREATE INDEX IF NOT EXISTS "outbox_fleet_oldest_due" ON "outbox_fleet" (oldest_due_at, member, outbox) WHERE oldest_due_at IS NOT NULL;

@@ -37,6 +37,8 @@ struct Parts {
     /// The endpoints the customer registered: each event fans out to them.
     endpoints: Endpoints,
     drainer: Drainer,
+    /// The object's row in the fleet, if it has a name and the Worker a D1.
+    fleet: Option<FleetMember>,
     /// The console's operator token; none, no access.
     admin_token: Option<String>,
 }
@@ -64,9 +66,15 @@ impl Parts {
                 .limits(DrainLimits::from_vars(DrainLimits::alarm(), &vars)?);
             // After each alarm's drain, the object's row in the fleet (D1):
             // what the operator's fleet view lists, linking to this console.
-            if let (Some(name), Ok(binding)) = (state.id().name(), env.d1("DB")) {
-                let fleet = crate::fleet(D1Database::shared(binding))?;
-                drainer = drainer.fleet(FleetMember::new(fleet, name)?);
+            let fleet = match (state.id().name(), env.d1("DB")) {
+                (Some(name), Ok(binding)) => Some(FleetMember::new(
+                    crate::fleet(D1Database::shared(binding))?,
+                    name,
+                )?),
+                _ => None,
+            };
+            if let Some(member) = &fleet {
+                drainer = drainer.fleet(member.clone());
             }
             let drainer = drainer.build()?;
             Ok(Parts {
@@ -74,6 +82,7 @@ impl Parts {
                 outbox,
                 endpoints,
                 drainer,
+                fleet,
                 admin_token: env.secret("ADMIN_TOKEN").ok().map(|t| t.to_string()),
             })
         };
@@ -131,10 +140,27 @@ impl DurableObject for Customer {
             (&self.parts, segments.as_slice())
         {
             // The console reads the body (the Worker refused one declared too long).
-            return match parts.console(customer) {
+            let changes = request.method() != Method::Get && request.method() != Method::Head;
+            let answer = match parts.console(customer) {
                 Ok(console) => console.handle_worker(request).await,
                 Err(error) => error_response(&error),
             };
+            // A replay or a purge changes what the fleet lists: told now,
+            // not at the next drain (which may never come, nothing being due).
+            if changes && let Some(member) = &parts.fleet {
+                if let Err(error) = member.report(&parts.outbox).await {
+                    log::warn!("not reported to the fleet: {error}");
+                }
+                // Not written: the alarm tries again soon.
+                if member.owes(&parts.outbox) {
+                    let now = SystemClock.now();
+                    let at = now.checked_add(member.interval()).unwrap_or(now);
+                    if let Err(error) = parts.db.wake_by(at).await {
+                        log::warn!("no alarm for the fleet's report: {error}");
+                    }
+                }
+            }
+            return answer;
         }
         // Read first: every answer below comes after the body is consumed.
         let body = read_body(&mut request, EVENT_BODY_LIMIT).await?;

@@ -168,10 +168,15 @@ pub(crate) async fn read_body(request: &mut Request, limit: usize) -> Result<Bod
     Ok(if over { Body::Over } else { Body::Within(kept) })
 }
 
-/// Hands the request to the object named `name` of `binding`.
+/// Hands the request to the object named `name` of `binding`. A name is
+/// what its path segment says, so it is kept to characters a path carries
+/// as they are: the fleet view's link to the object's console names it so.
 async fn forward(env: &Env, binding: &str, name: &str, request: Request) -> Result<Response> {
-    if name.is_empty() || name.len() > 64 {
-        return json_error(400, "an id is 1 to 64 characters");
+    let plain = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if name.is_empty() || name.len() > 64 || !plain {
+        return json_error(400, "an id is 1 to 64 letters, digits, - or _");
     }
     let stub = env
         .durable_object(binding)?
