@@ -28,7 +28,7 @@ use crate::time::Timestamp;
 ///
 /// A report held back, or one that failed, leaves the member
 /// [owing](Self::owes) it: a Durable Object's
-/// [`run_alarm`](crate::Drainer::run_alarm) then sets the alarm no later
+/// `Drainer::run_alarm` (on Workers) then sets the alarm no later
 /// than [`every`](Self::every) from now, so it is written by a drain of its
 /// own even when nothing is due. A drain writes reports; an object with
 /// nothing to deliver runs none, so a row's report time is when it last
