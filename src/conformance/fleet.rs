@@ -82,6 +82,7 @@ pub(crate) async fn a_members_drain_reports_its_outbox_to_the_fleet(h: Harness) 
         1
     );
     ensure!(member.owes(&outbox), "a held-back report is owed");
+    ensure_eq!(member.retry_in(&outbox), Some(FleetMember::DEFAULT_EVERY));
     enqueue_message(&outbox, Message::raw_json("mail", "{}")).await?;
     drainer.drain().await;
     let now = fleet.list(FleetOrder::Name, None, 10).await?.entries[0].clone();
@@ -97,6 +98,13 @@ pub(crate) async fn a_members_drain_reports_its_outbox_to_the_fleet(h: Harness) 
         "no table, no report"
     );
     ensure!(nowhere.owes(&outbox), "a failed report is owed");
+    // Tried again later each time it fails, at most an hour later.
+    ensure_eq!(nowhere.retry_in(&outbox), Some(Duration::from_secs(60)));
+    for _ in 0..10 {
+        ensure!(nowhere.report(&outbox).await.is_err(), "still no table");
+    }
+    ensure_eq!(nowhere.retry_in(&outbox), Some(FleetMember::HEARTBEAT));
+    ensure_eq!(member.retry_in(&outbox), None);
 
     // Counts stop one past the cap: "more than 100".
     let mut many = crate::batch::Batch::new(h.db());

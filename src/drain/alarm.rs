@@ -21,7 +21,8 @@ impl Drainer {
     ///
     /// With a [fleet](super::DrainerBuilder::fleet) member that
     /// [owes](crate::fleet::FleetMember::owes) a report (held back, or
-    /// failed), the alarm is set no later than its interval from now, so a
+    /// failed), the alarm is set no later than its
+    /// [`retry_in`](crate::fleet::FleetMember::retry_in) from now, so a
     /// drain of its own writes it even when nothing is due.
     pub async fn run_alarm(&self, db: &DurableObjectDatabase) -> Result<DrainReport> {
         db.alarm_fired();
@@ -30,12 +31,13 @@ impl Drainer {
             return Err(error.clone());
         }
         db.rearm().await?;
-        if let Some(member) = &self.fleet
-            && member.owes(&self.parts.outbox)
+        if let Some(retry) = self
+            .fleet
+            .as_ref()
+            .and_then(|member| member.retry_in(&self.parts.outbox))
         {
             let now = self.parts.outbox.now();
-            db.wake_by(now.checked_add(member.interval()).unwrap_or(now))
-                .await?;
+            db.wake_by(now.checked_add(retry).unwrap_or(now)).await?;
         }
         Ok(report)
     }

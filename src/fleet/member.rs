@@ -27,10 +27,10 @@ use crate::time::Timestamp;
 /// - nothing changed, and an hour passed ([`HEARTBEAT`](Self::HEARTBEAT)).
 ///
 /// A report held back, or one that failed, leaves the member
-/// [owing](Self::owes) it: a Durable Object's
-/// `Drainer::run_alarm` (on Workers) then sets the alarm no later
-/// than [`every`](Self::every) from now, so it is written by a drain of its
-/// own even when nothing is due. A drain writes reports; an object with
+/// [owing](Self::owes) it: a Durable Object's `Drainer::run_alarm` (on
+/// Workers) then sets the alarm no later than [`retry_in`](Self::retry_in)
+/// from now, so it is written by a drain of its own even when nothing is
+/// due. A drain writes reports; an object with
 /// nothing to deliver runs none, so a row's report time is when it last
 /// changed or drained, not a sign of life.
 #[derive(Clone)]
@@ -57,6 +57,8 @@ impl std::fmt::Debug for FleetMember {
 struct Reported {
     written: Option<Written>,
     owed: bool,
+    /// Reports that failed in a row.
+    failures: u32,
 }
 
 /// A summary as written, and when.
@@ -98,11 +100,6 @@ impl FleetMember {
         self
     }
 
-    /// The interval of [`every`](Self::every).
-    pub fn interval(&self) -> Duration {
-        self.every
-    }
-
     /// The member's name.
     pub fn member(&self) -> &str {
         &self.member
@@ -111,11 +108,23 @@ impl FleetMember {
     /// Whether a report of `outbox` was held back or failed since its last
     /// write: the registry's row is behind.
     pub fn owes(&self, outbox: &Outbox) -> bool {
-        self.outboxes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(outbox.table().as_str())
-            .is_some_and(|reported| reported.owed)
+        self.retry_in(outbox).is_some()
+    }
+
+    /// When to try an owed report of `outbox` again: after
+    /// [`every`](Self::every), doubled for each report that failed in a
+    /// row, at most an hour ([`HEARTBEAT`](Self::HEARTBEAT)), so a registry
+    /// that cannot be written (a missing table) wakes an idle object
+    /// seldom; `None` when nothing is owed.
+    pub fn retry_in(&self, outbox: &Outbox) -> Option<Duration> {
+        let outboxes = self.outboxes.lock().unwrap_or_else(PoisonError::into_inner);
+        let reported = outboxes.get(outbox.table().as_str())?;
+        reported.owed.then(|| {
+            let doubled = self
+                .every
+                .saturating_mul(2_u32.saturating_pow(reported.failures.min(16)));
+            doubled.min(Self::HEARTBEAT)
+        })
     }
 
     /// Reads `outbox`'s summary and writes its row if it is worth writing
@@ -134,10 +143,14 @@ impl FleetMember {
                 *reported = Reported {
                     written: Some(written.clone()),
                     owed: false,
+                    failures: 0,
                 };
             }
             Ok(None) => {}
-            Err(_) => reported.owed = true,
+            Err(_) => {
+                reported.owed = true;
+                reported.failures = reported.failures.saturating_add(1);
+            }
         }
         result.map(|written| written.is_some())
     }

@@ -152,9 +152,9 @@ impl DurableObject for Customer {
                     log::warn!("not reported to the fleet: {error}");
                 }
                 // Not written: the alarm tries again soon.
-                if member.owes(&parts.outbox) {
+                if let Some(retry) = member.retry_in(&parts.outbox) {
                     let now = SystemClock.now();
-                    let at = now.checked_add(member.interval()).unwrap_or(now);
+                    let at = now.checked_add(retry).unwrap_or(now);
                     if let Err(error) = parts.db.wake_by(at).await {
                         log::warn!("no alarm for the fleet's report: {error}");
                     }
