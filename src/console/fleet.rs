@@ -6,6 +6,7 @@ use serde_json::{Value as Json, json};
 
 use super::call::Call;
 use super::views::fleet_entry;
+use super::wire::is_own_path;
 use crate::error::{Error, Result};
 use crate::fleet::{Fleet, FleetCursor, FleetOrder};
 use crate::outbox::Outbox;
@@ -38,12 +39,7 @@ impl FleetView {
     /// [`Error::InvalidInput`] unless `link` is a path of this host
     /// (starting with one `/`) holding `{member}` once.
     pub(super) fn new(fleet: Fleet, link: &str) -> Result<Self> {
-        let path = link.starts_with('/')
-            && !link.starts_with("//")
-            && !link.chars().any(|c| {
-                c.is_control() || c.is_whitespace() || ['"', '<', '>', '\\', '#'].contains(&c)
-            });
-        if !path || link.matches(MEMBER).count() != 1 {
+        if !is_own_path(link) || link.matches(MEMBER).count() != 1 {
             return Err(Error::invalid(
                 "fleet console link",
                 format!(

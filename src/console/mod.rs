@@ -337,12 +337,9 @@ impl ConsoleBuilder {
     /// out of range.
     pub fn build(self) -> Result<Console> {
         // A path of this host: not `//host` (a redirect there would leave it).
-        let prefix_ok = self.inner.prefix.starts_with('/')
-            && !self.inner.prefix.starts_with("//")
-            && !self.inner.prefix.ends_with('/')
-            && !self.inner.prefix.chars().any(|c| {
-                c.is_control() || c.is_whitespace() || ['?', '#', '"', '<', '>', '\\'].contains(&c)
-            });
+        let prefix = &self.inner.prefix;
+        let prefix_ok =
+            wire::is_own_path(prefix) && !prefix.ends_with('/') && !prefix.contains('?');
         if !prefix_ok {
             return Err(Error::invalid(
                 "console prefix",

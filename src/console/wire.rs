@@ -81,3 +81,14 @@ pub(super) fn whole(
         )),
     }
 }
+
+/// Whether `text` is a path of this host: it starts with one `/` (not
+/// `//host`, which a browser would leave the host for) and holds no
+/// control character, whitespace, `"`, `<`, `>`, `\\` or `#`.
+pub(super) fn is_own_path(text: &str) -> bool {
+    text.starts_with('/')
+        && !text.starts_with("//")
+        && !text
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || ['"', '<', '>', '\\', '#'].contains(&c))
+}

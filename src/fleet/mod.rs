@@ -314,7 +314,7 @@ impl Fleet {
     /// [`Error::InvalidInput`] for a bad name; a database error.
     pub async fn forget(&self, member: &str) -> Result<u64> {
         check_name("member", member)?;
-        let statement = fleet::forget(&self.inner.table, self.inner.dialect, member, None)?;
+        let statement = fleet::forget(&self.inner.table, self.inner.dialect, member)?;
         self.inner.db.execute(&statement).await
     }
 

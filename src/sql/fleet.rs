@@ -230,20 +230,11 @@ pub(crate) fn page(
     dialect.render(&select)
 }
 
-/// Deletes the member's outbox's row (every outbox of it if `outbox` is
-/// `None`).
-pub(crate) fn forget(
-    table: &TableName,
-    dialect: Dialect,
-    member: &str,
-    outbox: Option<&str>,
-) -> Result<Statement> {
+/// Deletes every row of the member.
+pub(crate) fn forget(table: &TableName, dialect: Dialect, member: &str) -> Result<Statement> {
     let mut delete = Query::delete();
     delete
         .from_table(table.as_str().to_owned())
         .and_where(Expr::col(fleet_col::MEMBER).eq(member));
-    if let Some(outbox) = outbox {
-        delete.and_where(Expr::col(fleet_col::OUTBOX).eq(outbox));
-    }
     dialect.render(&delete)
 }

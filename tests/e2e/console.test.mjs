@@ -5,9 +5,8 @@
 // stay text, refused requests.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
 import path from "node:path";
-import { eventually, root, start } from "./harness.mjs";
+import { eventually, launchChromium, root, start } from "./harness.mjs";
 import { MailSink } from "./mail_sink.mjs";
 
 const TOKEN = "test-console-token";
@@ -15,7 +14,6 @@ const HOSTILE_ERROR = "<img src=x onerror=alert(1)>";
 // Its class: the status and the start of the answer, digits as `#`.
 const HOSTILE_CLASS = "receiver answered 400: <img src=x onerror=alert(#)>";
 const HOSTILE_EMAIL = "<script>alert(1)</script>@x.example";
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const auth = { authorization: `Bearer ${TOKEN}` };
 const change = { ...auth, "content-type": "application/json", "x-outbox-console": "1" };
 
@@ -192,15 +190,8 @@ describe("the operator console, in a real browser", () => {
   let w;
   let browser;
   before(async () => {
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(`no browser at ${CHROMIUM}: run \`bash scripts/setup.sh\` (it installs Debian's chromium), or set CHROMIUM`);
-    }
     w = await example();
-    const { chromium } = await import("playwright-core");
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
-    });
+    browser = await launchChromium();
   });
   after(async () => {
     await browser?.close();

@@ -6,14 +6,12 @@
 // Chromium (screenshots at desktop and phone widths with CONSOLE_SCREENSHOTS).
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
 import { createServer } from "node:http";
 import path from "node:path";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
-import { eventually, root, start } from "./harness.mjs";
+import { eventually, launchChromium, root, start } from "./harness.mjs";
 
 const TOKEN = "test-admin-token";
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const auth = { authorization: `Bearer ${TOKEN}` };
 /** A receiver's answer that holds a tag and a direction override: shown as text, isolated. */
 const REFUSAL = "no such mailbox <img src=x onerror=alert(1)> \u202Eevil";
@@ -149,15 +147,8 @@ describe("the fleet view, in a real browser", () => {
   let w;
   let browser;
   before(async () => {
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(`no browser at ${CHROMIUM}: run \`bash scripts/setup.sh\` (it installs Debian's chromium), or set CHROMIUM`);
-    }
     w = await fleetExample();
-    const { chromium } = await import("playwright-core");
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
-    });
+    browser = await launchChromium();
   });
   after(async () => {
     await browser?.close();

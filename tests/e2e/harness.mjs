@@ -1,6 +1,6 @@
 // Shared Miniflare setup for the end-to-end tests: a built Worker with an
 // in-memory D1, the repository's migrations applied.
-import { readFileSync, readdirSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
 import { Miniflare } from "miniflare";
@@ -133,5 +133,18 @@ export function consoleChange(mf, token, path, body, prefix = "/console") {
     method: "POST",
     headers: { authorization: `Bearer ${token}`, "x-outbox-console": "1", "content-type": "application/json" },
     body: JSON.stringify(body),
+  });
+}
+
+/** Debian's Chromium (or `CHROMIUM`), driven by playwright-core; fails, saying how to install it, when it is missing. */
+export async function launchChromium() {
+  const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+  if (!existsSync(executablePath)) {
+    throw new Error(`no browser at ${executablePath}: run \`bash scripts/setup.sh\` (it installs Debian's chromium), or set CHROMIUM`);
+  }
+  const { chromium } = await import("playwright-core");
+  return chromium.launch({
+    executablePath,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
   });
 }
