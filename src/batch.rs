@@ -241,7 +241,8 @@ impl Batch {
         let enqueue = outbox.enqueue(message)?;
         let insert = self.carries(enqueue.guarded());
         let id = enqueue.id().to_owned();
-        Ok(self.part(insert, 0, None, id))
+        let read = insert.len() - 1;
+        Ok(self.part(insert, read, None, id))
     }
 
     /// Publishes `event` to its owner's endpoints: the event is kept, and
@@ -257,7 +258,8 @@ impl Batch {
         let publish = endpoints.publish_statements(event)?;
         let mut statements = self.carries(&publish.kept);
         statements.extend(self.carries(&publish.fan_out));
-        Ok(self.part(statements, 1, None, publish.id))
+        let fan_out = statements.len() - 1;
+        Ok(self.part(statements, fan_out, None, publish.id))
     }
 
     /// Adds `message` to `outbox` already leased to this request for
@@ -277,9 +279,10 @@ impl Batch {
     ) -> Result<Ticket<OfLeasedMessage>> {
         let leased = outbox.enqueue_leased(message, lease)?;
         let mut statements = self.carries(leased.enqueue().guarded());
+        let read = statements.len() - 1;
         statements.push(leased.unlease_if_paused().clone());
         let id = leased.id().to_owned();
-        Ok(self.part(statements, 0, Some(leased.into_claimed()), id))
+        Ok(self.part(statements, read, Some(leased.into_claimed()), id))
     }
 
     /// Adds `key` to `inbox`, first in the batch: if the key was processed
@@ -361,7 +364,7 @@ impl Batch {
                 .or_insert_with(|| guard.to_vec());
             self.guarded_at = Some(self.guarded_at.map_or(carried.at, |at| at.max(carried.at)));
         }
-        insert.cloned().into_iter().collect()
+        insert.to_vec()
     }
 
     /// Takes an erasure's tombstone (its first statement) to the head of

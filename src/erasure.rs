@@ -8,6 +8,7 @@
 //! tombstone's primary key, so the batch rolls back whole. Tombstones are
 //! forgotten [`ERASURE_MEMORY`] after the erasure.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use sea_query::{Expr, ExprTrait, OnConflict, Query};
@@ -15,6 +16,7 @@ use sea_query::{Expr, ExprTrait, OnConflict, Query};
 use crate::database::{Database, Dialect, Statement, query_error};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
+use crate::seal::KeyRing;
 use crate::sql::dialects;
 use crate::sql::tombstone_col::{ERASED_AT, GUARD_MARK, SUBJECT};
 use crate::time::Timestamp;
@@ -36,18 +38,35 @@ const POSTGRES_SCHEMA_TEMPLATE: &str = include_str!("erasure/schema.postgres.sql
 pub(crate) struct Tombstones {
     table: TableName,
     dialect: Dialect,
+    /// With a ring, a tombstone holds the subject's keyed hash.
+    ring: Option<KeyRing>,
 }
 
 impl Tombstones {
-    /// The tombstones in `table`.
+    /// The tombstones in `table`, holding subjects' keyed hashes under
+    /// `ring` if given.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a bad table name.
-    pub(crate) fn new(table: &str, dialect: Dialect) -> Result<Self> {
+    pub(crate) fn new(table: &str, dialect: Dialect, ring: Option<KeyRing>) -> Result<Self> {
         Ok(Tombstones {
             table: TableName::new(table)?,
             dialect,
+            ring,
         })
+    }
+
+    /// The same tombstones, hashing under `ring`.
+    pub(crate) fn with_ring(self, ring: Option<KeyRing>) -> Self {
+        Tombstones { ring, ..self }
+    }
+
+    /// `subject` as a tombstone holds it.
+    fn stored<'a>(&self, subject: &'a str) -> Cow<'a, str> {
+        match &self.ring {
+            Some(ring) => ring.hash(subject).into(),
+            None => subject.into(),
+        }
     }
 
     /// The table's name.
@@ -76,7 +95,10 @@ impl Tombstones {
         insert
             .into_table(self.name())
             .columns([SUBJECT, ERASED_AT])
-            .values([subject.into(), now.as_unix_millis().into()])
+            .values([
+                self.stored(subject).into_owned().into(),
+                now.as_unix_millis().into(),
+            ])
             .map_err(query_error)?
             .on_conflict(
                 OnConflict::column(SUBJECT)
@@ -95,7 +117,12 @@ impl Tombstones {
     /// How, in each dialect: [`dialects::erasure_guard`].
     pub(crate) fn guard(&self, subject: &str, now: Timestamp) -> Result<Vec<Statement>> {
         let remembered_from = now.saturating_sub(ERASURE_MEMORY);
-        dialects::erasure_guard(self.dialect, &self.table, subject, remembered_from)
+        dialects::erasure_guard(
+            self.dialect,
+            &self.table,
+            &self.stored(subject),
+            remembered_from,
+        )
     }
 
     /// Deletes the tombstones older than [`ERASURE_MEMORY`] at `now` (and a
@@ -115,7 +142,7 @@ impl Tombstones {
         select
             .column(ERASED_AT)
             .from(self.name())
-            .and_where(Expr::col(SUBJECT).eq(subject))
+            .and_where(Expr::col(SUBJECT).eq(self.stored(subject).into_owned()))
             .and_where(Expr::col(ERASED_AT).ne(GUARD_MARK));
         self.dialect.render(&select)
     }
@@ -161,7 +188,13 @@ impl Tombstones {
             select
                 .column(SUBJECT)
                 .from(self.name())
-                .and_where(Expr::col(SUBJECT).is_in(subjects.iter().map(String::as_str)))
+                .and_where(
+                    Expr::col(SUBJECT).is_in(
+                        subjects
+                            .iter()
+                            .map(|subject| self.stored(subject).into_owned()),
+                    ),
+                )
                 .and_where(Expr::col(ERASED_AT).gte(remembered_from));
             self.dialect.render(&select)
         };
@@ -174,7 +207,15 @@ impl Tombstones {
                 .map(|row| row.get::<String>(SUBJECT).ok())
                 .collect()
         });
-        let mut subjects = erased.unwrap_or_else(|| subjects.to_vec());
+        // Named as the caller gave them, not as stored.
+        let mut subjects: Vec<String> = match erased {
+            Some(stored) => subjects
+                .iter()
+                .filter(|subject| stored.iter().any(|s| *s == self.stored(subject)))
+                .cloned()
+                .collect(),
+            None => subjects.to_vec(),
+        };
         subjects.sort();
         Error::SubjectErased { subjects }
     }
@@ -184,8 +225,11 @@ impl Tombstones {
 /// guard: what an enqueue and an inbox key both hand to a batch.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct GuardedInsert {
-    /// The guard (none without a subject), then the insert.
+    /// The guard (none without a subject), what goes with the row (its
+    /// data key), then the insert.
     statements: Vec<Statement>,
+    /// How many of `statements` are the guard.
+    guard: usize,
     pub(crate) subject: Option<String>,
     pub(crate) tombstones: Tombstones,
     /// When the guard was built.
@@ -200,30 +244,43 @@ impl GuardedInsert {
         at: Timestamp,
         insert: Statement,
     ) -> Result<Self> {
+        Self::with(tombstones, subject, at, None, insert)
+    }
+
+    /// `insert`, behind the guard of `subject` at `at`, and `with` (the
+    /// row's data key) right before it.
+    pub(crate) fn with(
+        tombstones: &Tombstones,
+        subject: Option<&str>,
+        at: Timestamp,
+        with: Option<Statement>,
+        insert: Statement,
+    ) -> Result<Self> {
         let mut statements = match subject {
             Some(subject) => tombstones.guard(subject, at)?,
             None => Vec::new(),
         };
+        let guard = statements.len();
+        statements.extend(with);
         statements.push(insert);
         Ok(GuardedInsert {
             statements,
+            guard,
             subject: subject.map(str::to_owned),
             tombstones: tombstones.clone(),
             at,
         })
     }
 
-    /// The guard's statements, then the insert (the last).
+    /// The guard's statements, what goes with the row, then the insert (the
+    /// last).
     pub(crate) fn statements(&self) -> &[Statement] {
         &self.statements
     }
 
-    /// The guard's statements (all but the last), and the insert.
-    pub(crate) fn guard_and_insert(&self) -> (&[Statement], Option<&Statement>) {
-        match self.statements.split_last() {
-            Some((insert, guard)) => (guard, Some(insert)),
-            None => (&[], None),
-        }
+    /// The guard's statements, and the row's (the insert last).
+    pub(crate) fn guard_and_insert(&self) -> (&[Statement], &[Statement]) {
+        self.statements.split_at(self.guard)
     }
 
     /// Whether `error` is a refusal by a guard of these tombstones.

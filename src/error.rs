@@ -114,6 +114,19 @@ pub enum Error {
         cause: Option<Cause>,
     },
 
+    /// A sealed value (see [`seal`](crate::seal)) could not be opened: the
+    /// ring holds no key of its id, the key under that id is another one,
+    /// its data key is gone (its subject was erased), or the stored text was
+    /// damaged. A message in this state is held, not dead: it waits, no
+    /// attempt spent, until a ring that opens it is deployed.
+    #[error("sealed value under key {key:?} cannot be opened: {reason}")]
+    Unsealable {
+        /// The id of the key it names (empty if the value was damaged).
+        key: String,
+        /// Why; never key material.
+        reason: String,
+    },
+
     /// The library broke one of its own invariants: a bug in
     /// workers-outbox, whatever the input. Please report it.
     #[error("internal error in workers-outbox (a bug, please report it): {message}")]
@@ -177,6 +190,7 @@ impl Error {
             | Error::SubjectErased { .. }
             | Error::Unauthenticated { .. }
             | Error::MalformedRow { .. }
+            | Error::Unsealable { .. }
             | Error::Database { .. }
             | Error::Internal { .. } => RetryAdvice::Never,
         }
@@ -199,7 +213,10 @@ impl Error {
             Error::Conflict { .. } | Error::LeaseLost { .. } => 409,
             Error::SubjectErased { .. } => 422,
             Error::Unavailable { .. } => 503,
-            Error::MalformedRow { .. } | Error::Database { .. } | Error::Internal { .. } => 500,
+            Error::MalformedRow { .. }
+            | Error::Unsealable { .. }
+            | Error::Database { .. }
+            | Error::Internal { .. } => 500,
         }
     }
 

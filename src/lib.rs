@@ -76,6 +76,7 @@ pub mod outbox;
 pub mod queue;
 mod random;
 mod retry;
+pub mod seal;
 mod sql;
 pub mod subject;
 pub mod telemetry;

@@ -23,16 +23,26 @@ async fn apply_migrations(db: &Arc<dyn Database>) {
     files.sort();
     for file in files {
         let sql = std::fs::read_to_string(&file).unwrap();
-        for statement in sql
+        let code = sql
             .lines()
             .filter(|line| !line.trim_start().starts_with("--"))
             .collect::<Vec<_>>()
-            .join("\n")
-            .split(';')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
-            db.execute(&Statement::new(statement, vec![]))
+            .join("\n");
+        // As wrangler splits: a trigger's body (BEGIN … END) is one statement.
+        let mut statement = String::new();
+        for piece in code.split_inclusive(';') {
+            statement.push_str(piece);
+            let upper = statement.trim().to_ascii_uppercase();
+            if upper.starts_with("CREATE TRIGGER") && !upper.trim_end_matches(';').ends_with("END")
+            {
+                continue;
+            }
+            let text = statement.trim().trim_end_matches(';').trim().to_owned();
+            statement.clear();
+            if text.is_empty() {
+                continue;
+            }
+            db.execute(&Statement::new(text, vec![]))
                 .await
                 .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         }
@@ -136,6 +146,8 @@ async fn the_migrations_build_the_rendered_schema() {
         "account_events_topics",
         "account_events_paused",
         "erased_subjects",
+        "outbox_keys",
+        "account_events_keys",
     ] {
         let expected = structure(&fresh, table).await;
         assert!(expected.len() > 3, "{table}: {expected:?}");
@@ -145,6 +157,34 @@ async fn the_migrations_build_the_rendered_schema() {
             "migrations/ build {table} differently from the library's schema"
         );
     }
+    assert_eq!(
+        triggers(&migrated).await,
+        triggers(&fresh).await,
+        "migrations/ build other triggers than the library's schema"
+    );
+}
+
+/// Every trigger's name and text, by name.
+async fn triggers(db: &Arc<dyn Database>) -> Vec<String> {
+    let rows = db
+        .query(&Statement::new(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name",
+            vec![],
+        ))
+        .await
+        .unwrap();
+    let triggers: Vec<String> = rows
+        .iter()
+        .map(|row| {
+            format!(
+                "{}: {}",
+                row.get::<String>("name").unwrap(),
+                row.get::<String>("sql").unwrap()
+            )
+        })
+        .collect();
+    assert!(!triggers.is_empty(), "no trigger");
+    triggers
 }
 
 #[tokio::test]

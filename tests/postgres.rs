@@ -44,6 +44,9 @@ async fn structure(db: &PostgresDatabase, table: &str) -> Vec<String> {
          JOIN pg_class s ON s.oid = d.objid JOIN pg_class t ON t.oid = d.refobjid \
          JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = d.refobjsubid \
          WHERE s.relkind = 'S' AND d.deptype = 'a' AND t.relname = $1 ORDER BY s.relname",
+        "SELECT 'trigger ' || pg_get_triggerdef(g.oid) AS fact FROM pg_trigger g \
+         JOIN pg_class t ON t.oid = g.tgrelid WHERE t.relname = $1 AND NOT g.tgisinternal \
+         ORDER BY g.tgname",
     ] {
         let rows = db
             .query(&Statement::new(sql, vec![table.into()]))
@@ -81,6 +84,7 @@ async fn the_postgres_migrations_build_the_rendered_schema() {
         "outbox_paused",
         "inbox",
         "erased_subjects",
+        "outbox_keys",
     ] {
         let expected = structure(&fresh_handle, table).await;
         assert!(expected.len() > 3, "{table}: {expected:?}");

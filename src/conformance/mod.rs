@@ -29,6 +29,7 @@ mod pause;
 mod port;
 mod promises;
 mod rollups;
+mod sealed;
 mod settle;
 mod stats;
 mod subject;
@@ -309,6 +310,11 @@ pub fn cases() -> Vec<Case> {
         browse::dead_letters_are_counted_and_taken_by_filter,
         fleet::a_members_drain_reports_its_outbox_to_the_fleet,
         fleet::the_fleet_pages_by_name_dead_letters_and_oldest_due,
+        sealed::sealed_payloads_are_stored_sealed_and_delivered_clear,
+        sealed::rotation_reseals_old_values_and_rewraps_data_keys,
+        sealed::a_payload_that_does_not_open_is_held_not_dead,
+        sealed::a_copy_taken_before_an_erasure_cannot_open_the_erased_subjects_payloads,
+        sealed::tombstones_and_hashed_keys_match_and_name_nobody,
     ]
 }
 

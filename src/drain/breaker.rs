@@ -314,9 +314,10 @@ mod tests;
 /// What a failure said.
 fn error_of(fate: &Fate) -> &str {
     match fate {
-        Fate::Reschedule { error, .. } | Fate::Bury { error } | Fate::Pause { reason: error } => {
-            error
-        }
+        Fate::Reschedule { error, .. }
+        | Fate::Bury { error }
+        | Fate::Pause { reason: error }
+        | Fate::Hold { error, .. } => error,
         Fate::Complete | Fate::Release { .. } => "",
     }
 }

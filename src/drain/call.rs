@@ -38,7 +38,7 @@ enum Part {
     Isolate(Statement),
     Sweep(Vec<Statement>),
     Claim {
-        claim: ClaimStatement,
+        claim: Box<ClaimStatement>,
         recovery: Option<Statement>,
     },
 }
@@ -135,7 +135,10 @@ impl Call {
         claim: ClaimStatement,
         recovery: Option<Statement>,
     ) -> ClaimSlot {
-        ClaimSlot(self.push(Part::Claim { claim, recovery }))
+        ClaimSlot(self.push(Part::Claim {
+            claim: Box::new(claim),
+            recovery,
+        }))
     }
 
     fn push(&mut self, part: Part) -> usize {

@@ -6,7 +6,6 @@ use crate::outbox::Outbox;
 use crate::time::Timestamp;
 
 use super::store::Endpoints;
-use crate::database::Statement;
 use crate::erasure::GuardedInsert;
 use crate::error::{Error, Result};
 use crate::outbox::operational::EVENT_ID_PREFIX;
@@ -121,21 +120,43 @@ impl Endpoints {
             }
             None => format!("evt_{}", outbox.new_ulid(now)),
         };
+        let subject = event
+            .subject
+            .as_deref()
+            .map(|subject| outbox.stored_subject(subject));
+        let ordering_key = event
+            .ordering_key
+            .as_deref()
+            .map(|key| outbox.stored_key(key));
+        // Sealed once: every delivery carries the event's sealed payload,
+        // opened with the event's data key.
+        let (payload, key) = outbox.seal_payload(&id, &event.payload, subject.as_deref(), now)?;
         let row = EventRow {
             id: &id,
             owner: &event.owner,
             event_type: &event.event_type,
-            payload: &event.payload,
-            subject: event.subject.as_deref(),
-            ordering_key: event.ordering_key.as_deref(),
+            payload: &payload,
+            filtered: &event.payload,
+            subject: subject.as_deref(),
+            ordering_key: ordering_key.as_deref(),
             at: now,
         };
         let (table, dialect) = (outbox.table(), outbox.dialect());
-        let guarded =
-            |insert: Statement| GuardedInsert::new(outbox.tombstones(), row.subject, now, insert);
+        let raw_subject = event.subject.as_deref();
         Ok(Publish {
-            kept: guarded(events::insert_event(table, dialect, &row)?)?,
-            fan_out: guarded(events::fan_out(table, dialect, &row)?)?,
+            kept: GuardedInsert::with(
+                outbox.tombstones(),
+                raw_subject,
+                now,
+                key,
+                events::insert_event(table, dialect, &row)?,
+            )?,
+            fan_out: GuardedInsert::new(
+                outbox.tombstones(),
+                raw_subject,
+                now,
+                events::fan_out(table, dialect, &row)?,
+            )?,
             id,
         })
     }
@@ -201,10 +222,15 @@ pub(crate) async fn events_of_subject(
     subject: &str,
 ) -> Result<Vec<PublishedEvent>> {
     use crate::sql::endpoints::event_col;
-    let statement = events::events_of_subject(outbox.table(), outbox.dialect(), subject)?;
+    let statement = events::events_of_subject(
+        outbox.table(),
+        outbox.dialect(),
+        &outbox.stored_subject(subject),
+    )?;
     let rows = outbox.database().query(&statement).await?;
     let table = crate::sql::endpoints::events_table(outbox.table());
-    rows.iter()
+    let mut events = rows
+        .iter()
         .map(|row| {
             let read = || -> Result<PublishedEvent> {
                 Ok(PublishedEvent {
@@ -212,11 +238,26 @@ pub(crate) async fn events_of_subject(
                     owner: row.get(event_col::OWNER)?,
                     event_type: row.get(event_col::EVENT_TYPE)?,
                     payload: row.get(event_col::PAYLOAD)?,
-                    subject: row.get(event_col::SUBJECT)?,
+                    // Named as asked, also where the table holds its hash.
+                    subject: Some(subject.to_owned()),
                     created_at: row.get(event_col::CREATED_AT)?,
                 })
             };
             read().map_err(|error| error.in_row(&table, None))
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    let keys = outbox
+        .data_keys_of(events.iter().map(|event| event.payload.as_str()))
+        .await?;
+    for event in &mut events {
+        let key = crate::seal::Envelope::parse(&event.payload)
+            .ok()
+            .flatten()
+            .and_then(|envelope| keys.get(envelope.key));
+        // One that does not open is exported as stored, sealed.
+        if let Ok(payload) = outbox.open_payload(&event.payload, key) {
+            event.payload = payload;
+        }
+    }
+    Ok(events)
 }

@@ -448,6 +448,7 @@ impl Endpoints {
             owner,
             event_type: operational::ENDPOINT_TEST,
             payload: &payload,
+            filtered: &payload,
             subject: None,
             ordering_key: None,
             at: now,

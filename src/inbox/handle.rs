@@ -1,5 +1,6 @@
 //! The inbox's handle and what its calls return.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -9,6 +10,7 @@ use crate::erasure::{ERASED_SUBJECTS, GuardedInsert, Tombstones};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::outbox::{CappedCount, check_key as check, check_scan};
+use crate::seal::KeyRing;
 use crate::sql::inbox::{self as sql, KEY, SEEN_AT, SUBJECT};
 use crate::sql::{dialects, schema};
 use crate::time::{Clock, SystemClock, Timestamp};
@@ -25,6 +27,9 @@ pub struct Inbox {
     table: TableName,
     tombstones: Tombstones,
     clock: Arc<dyn Clock>,
+    /// Subjects (and, with `hash_keys`, keys) are stored as keyed hashes.
+    ring: Option<KeyRing>,
+    hash_keys: bool,
 }
 
 impl std::fmt::Debug for Inbox {
@@ -106,12 +111,42 @@ impl Inbox {
     pub fn new(db: Arc<dyn Database>, table: &str) -> Result<Self> {
         let dialect = db.dialect();
         Ok(Inbox {
-            tombstones: Tombstones::new(ERASED_SUBJECTS, dialect)?,
+            tombstones: Tombstones::new(ERASED_SUBJECTS, dialect, None)?,
             dialect,
             db,
             table: TableName::new(table)?,
             clock: Arc::new(SystemClock),
+            ring: None,
+            hash_keys: false,
         })
+    }
+
+    /// The same inbox storing subjects, and tombstones, as keyed hashes
+    /// under `ring`, and its keys too if `hash_keys` (an inbox key is often
+    /// a sender's id, but may be an e-mail address). Give it the ring of
+    /// the database's outboxes: the tombstones are shared. Keys recorded
+    /// before stay as they were, so a redelivery of one is processed again
+    /// once: turn `hash_keys` on with a new table, or after the senders'
+    /// retry window.
+    pub fn with_key_ring(mut self, ring: KeyRing, hash_keys: bool) -> Self {
+        self.tombstones = self.tombstones.with_ring(Some(ring.clone()));
+        self.ring = Some(ring);
+        self.hash_keys = hash_keys;
+        self
+    }
+
+    fn stored_subject<'a>(&self, subject: &'a str) -> Cow<'a, str> {
+        match &self.ring {
+            Some(ring) => ring.hash(subject).into(),
+            None => subject.into(),
+        }
+    }
+
+    fn stored_key<'a>(&self, key: &'a str) -> Cow<'a, str> {
+        match &self.ring {
+            Some(ring) if self.hash_keys => ring.hash(key).into(),
+            _ => key.into(),
+        }
     }
 
     /// The same inbox guarding subjects with the tombstones in `table`
@@ -121,7 +156,7 @@ impl Inbox {
     /// # Errors
     /// [`Error::InvalidInput`] for a bad table name.
     pub fn with_tombstones_table(mut self, table: &str) -> Result<Self> {
-        self.tombstones = Tombstones::new(table, self.dialect)?;
+        self.tombstones = Tombstones::new(table, self.dialect, self.ring.clone())?;
         Ok(self)
     }
 
@@ -201,7 +236,14 @@ impl Inbox {
         check("inbox key", Some(key))?;
         check("subject", subject)?;
         let now = self.clock.now();
-        let insert = sql::record(&self.table, self.dialect, key, subject, now)?;
+        let stored_subject = subject.map(|subject| self.stored_subject(subject));
+        let insert = sql::record(
+            &self.table,
+            self.dialect,
+            &self.stored_key(key),
+            stored_subject.as_deref(),
+            now,
+        )?;
         Ok(KeyStatement {
             insert: GuardedInsert::new(&self.tombstones, subject, now, insert)?,
             constraint: format!("{}.{KEY}", self.table),
@@ -284,7 +326,7 @@ impl Inbox {
     /// # Errors
     /// Database errors.
     pub async fn seen(&self, key: &str) -> Result<bool> {
-        let statement = sql::seen(&self.table, self.dialect, key)?;
+        let statement = sql::seen(&self.table, self.dialect, &self.stored_key(key))?;
         Ok(!self.db.query(&statement).await?.is_empty())
     }
 
@@ -327,19 +369,23 @@ impl Inbox {
         Ok(outcomes.first().map_or(0, |keys| keys.rows_affected))
     }
 
-    /// Every key recorded for `subject`.
+    /// Every key recorded for `subject` (as stored: hashed keys stay
+    /// hashes; the subject is given back as asked).
     ///
     /// # Errors
     /// [`Error::MalformedRow`] naming an undecodable row; database errors.
     pub async fn export_subject(&self, subject: &str) -> Result<Vec<InboxEntry>> {
-        let statement = sql::of_subject(&self.table, self.dialect, subject)?;
+        let statement = sql::of_subject(&self.table, self.dialect, &self.stored_subject(subject))?;
         let rows = self.db.query(&statement).await?;
         rows.iter()
             .map(|row| {
                 let in_row = |error: Error| error.in_row(self.table.as_str(), None);
                 Ok(InboxEntry {
                     key: row.get(KEY).map_err(in_row)?,
-                    subject: row.get(SUBJECT).map_err(in_row)?,
+                    subject: row
+                        .get::<Option<String>>(SUBJECT)
+                        .map_err(in_row)?
+                        .map(|_| subject.to_owned()),
                     seen_at: row.get(SEEN_AT).map_err(in_row)?,
                 })
             })
@@ -359,7 +405,7 @@ impl Inbox {
     pub fn erase_subject_statements(&self, subject: &str) -> Result<Vec<Statement>> {
         Ok(vec![
             self.tombstones.tombstone(subject, self.clock.now())?,
-            sql::erase_subject(&self.table, self.dialect, subject)?,
+            sql::erase_subject(&self.table, self.dialect, &self.stored_subject(subject))?,
         ])
     }
 

@@ -168,6 +168,7 @@ impl Outbox {
                 owner: operator,
                 event_type: ALERT,
                 payload: &payload,
+                filtered: &payload,
                 subject: None,
                 ordering_key: None,
                 at: now,

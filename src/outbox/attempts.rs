@@ -72,7 +72,7 @@ impl Outbox {
 
     /// The logged attempts of `subject`'s messages, oldest first.
     pub(crate) fn attempts_of_subject_statement(&self, subject: &str) -> Result<Statement> {
-        attempts::of_subject(self.table(), self.dialect(), subject)
+        attempts::of_subject(self.table(), self.dialect(), &self.stored_subject(subject))
     }
 
     pub(crate) async fn logged_attempts(&self, statement: Statement) -> Result<Vec<LoggedAttempt>> {

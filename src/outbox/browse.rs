@@ -175,6 +175,15 @@ impl BrowseCursor {
             id: message.id.clone(),
         }
     }
+
+    /// The key of the row with `id` due at `due_at` (Unix ms).
+    #[cfg(feature = "conformance")]
+    pub(crate) fn from_parts(due_at: i64, id: &str) -> Self {
+        BrowseCursor {
+            due_at,
+            id: id.to_owned(),
+        }
+    }
 }
 
 impl std::fmt::Display for BrowseCursor {
@@ -485,7 +494,9 @@ impl Outbox {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let messages = self.with_heads(messages, now).await?;
+        let mut messages = self.with_heads(messages, now).await?;
+        self.open_stored(messages.iter_mut().map(|browsed| &mut browsed.message))
+            .await?;
         let in_table = |error: Error| error.in_row(table, None);
         let next = if messages.len() == limit as usize {
             messages.last().map(|last| BrowseCursor {
@@ -546,7 +557,10 @@ impl Outbox {
             trace_id: trace.map(|trace| trace.trace_id().to_owned()),
             waits_on: None,
         };
-        Ok(self.with_heads(vec![found], now).await?.pop())
+        let mut found = self.with_heads(vec![found], now).await?;
+        self.open_stored(found.iter_mut().map(|browsed| &mut browsed.message))
+            .await?;
+        Ok(found.pop())
     }
 
     fn browse_statements(
@@ -606,7 +620,7 @@ impl Outbox {
             page.and_where(Expr::col(col::TOPIC).eq(topic.as_str()));
         }
         if let Some(subject) = &filter.subject {
-            page.and_where(Expr::col(col::SUBJECT).eq(subject.as_str()));
+            page.and_where(Expr::col(col::SUBJECT).eq(self.stored_subject(subject).into_owned()));
         }
         if let Some(prefix) = filter.id_prefix.as_deref().filter(|p| !p.is_empty()) {
             // A range, not LIKE: no wildcard in an id can widen it.
@@ -806,7 +820,8 @@ impl Outbox {
             matching.and_where(Expr::col(col::TOPIC).eq(topic.as_str()));
         }
         if let Some(subject) = &filter.subject {
-            matching.and_where(Expr::col(col::SUBJECT).eq(subject.as_str()));
+            matching
+                .and_where(Expr::col(col::SUBJECT).eq(self.stored_subject(subject).into_owned()));
         }
         self.render(&matching)
     }

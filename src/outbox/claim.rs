@@ -8,6 +8,7 @@ use super::{Outbox, col, state};
 use crate::database::{Dialect, Row, Rows, Statement};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
+use crate::seal::KeyRing;
 use crate::sql::claim::ClaimSpec;
 use crate::sql::dialects::{CLAIMED_DUE, claim_returns_unordered};
 use crate::sql::{self, Fence};
@@ -154,6 +155,19 @@ pub struct MalformedMessage {
     pub lease: Option<LeaseHandle>,
 }
 
+/// A claimed row whose sealed payload could not be opened (see
+/// [`seal`](crate::seal)): a key missing from the ring or wrong, or its data
+/// key gone. It is leased like the others; a drain holds it (due again
+/// later, no attempt spent, the error kept as its last) until a ring that
+/// opens it is deployed. It never dies of this.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldMessage {
+    /// Why it did not open ([`Error::Unsealable`]).
+    pub error: Error,
+    /// The lease.
+    pub lease: LeaseHandle,
+}
+
 /// What one claim returned.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Claim {
@@ -164,6 +178,8 @@ pub struct Claim {
     pub exhausted: Vec<String>,
     /// Rows leased but undecodable.
     pub malformed: Vec<MalformedMessage>,
+    /// Rows leased whose sealed payloads do not open.
+    pub held: Vec<HeldMessage>,
     /// The topics of `exhausted`, in the same order (for the drain's dead
     /// letter lines; empty where a topic did not decode).
     pub(crate) exhausted_topics: Vec<String>,
@@ -172,12 +188,15 @@ pub struct Claim {
 impl Claim {
     /// Whether the claim found no due rows at all.
     pub fn is_empty(&self) -> bool {
-        self.messages.is_empty() && self.exhausted.is_empty() && self.malformed.is_empty()
+        self.messages.is_empty()
+            && self.exhausted.is_empty()
+            && self.malformed.is_empty()
+            && self.held.is_empty()
     }
 
     /// How many rows the claim touched.
     pub fn len(&self) -> usize {
-        self.messages.len() + self.exhausted.len() + self.malformed.len()
+        self.messages.len() + self.exhausted.len() + self.malformed.len() + self.held.len()
     }
 }
 
@@ -199,6 +218,8 @@ pub(crate) struct ClaimStatement {
     until: Timestamp,
     table: TableName,
     dialect: Dialect,
+    /// The ring its payloads open with.
+    ring: Option<KeyRing>,
 }
 
 impl ClaimStatement {
@@ -226,7 +247,13 @@ impl ClaimStatement {
     /// # Errors
     /// If the statement cannot be built.
     pub(crate) fn recovery(&self) -> Result<Statement> {
-        sql::claim::recovery(&self.table, self.dialect, self.until, &self.token)
+        sql::claim::recovery(
+            &self.table,
+            self.dialect,
+            self.until,
+            &self.token,
+            self.ring.is_some(),
+        )
     }
 
     /// Reads the rows the statement returned.
@@ -246,6 +273,7 @@ impl ClaimStatement {
         for row in rows {
             match self.read_row(row) {
                 Ok(Returned::Leased(message)) => claim.messages.push(*message),
+                Ok(Returned::Held(held)) => claim.held.push(*held),
                 Ok(Returned::Exhausted(id, topic)) => {
                     claim.exhausted.push(id);
                     claim.exhausted_topics.push(topic);
@@ -287,10 +315,37 @@ impl ClaimStatement {
             let created_at = row.get(col::CREATED_AT)?;
             let topic: String = row.get(col::TOPIC)?;
             let unsettled_leases = row.get(col::UNSETTLED_LEASES)?;
+            let stored: String = row.get(col::PAYLOAD)?;
+            let key = match &self.ring {
+                Some(_) => row
+                    .get::<Option<String>>(sql::keys::RETURNED_KEY)?
+                    .and_then(|text| {
+                        let owner = crate::seal::Envelope::parse(&stored).ok().flatten()?;
+                        sql::keys::read_returned(owner.key, &text)
+                    }),
+                None => None,
+            };
+            let payload = match crate::seal::open(self.ring.as_ref(), &stored, key.as_ref()) {
+                Ok(payload) => payload,
+                Err(error) => {
+                    return Ok(Returned::Held(Box::new(HeldMessage {
+                        error,
+                        lease: lease(
+                            topic,
+                            attempts.saturating_add(1),
+                            row.get(col::ORDERING_KEY)?,
+                            row.get(col::DEFERRALS)?,
+                            created_at,
+                            row.get(col::BECAME_DUE)?,
+                            Some(unsettled_leases),
+                        ),
+                    })));
+                }
+            };
             Ok(Returned::Leased(Box::new(ClaimedMessage {
                 id: id.clone(),
                 topic: topic.clone(),
-                payload: row.get(col::PAYLOAD)?,
+                payload,
                 subject: row.get(col::SUBJECT)?,
                 // A trace that no longer parses is dropped, never the message.
                 trace: crate::trace::TraceContext::read(
@@ -338,6 +393,8 @@ impl ClaimStatement {
 
 enum Returned {
     Leased(Box<ClaimedMessage>),
+    /// Leased, but its payload does not open: hold it.
+    Held(Box<HeldMessage>),
     /// Parked as dead: its id and topic.
     Exhausted(String, String),
 }
@@ -413,6 +470,7 @@ impl Outbox {
             now,
             until,
             token: &token,
+            sealed: self.key_ring().is_some(),
         };
         Ok(ClaimStatement {
             statement: sql::claim::claim(self.table(), self.dialect(), &spec)?,
@@ -425,6 +483,7 @@ impl Outbox {
             until,
             table: self.table().clone(),
             dialect: self.dialect(),
+            ring: self.key_ring().cloned(),
         })
     }
 }

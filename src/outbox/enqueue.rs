@@ -29,7 +29,9 @@ impl Enqueue {
     /// [`batch_atomic`](crate::database::Database::batch_atomic) as the state change:
     /// the `INSERT`, last, and before it, for a message with a subject, the
     /// guard that fails the batch if the subject was erased (see
-    /// [`is_erased`](Enqueue::is_erased)). The `INSERT`'s outcome is the
+    /// [`is_erased`](Enqueue::is_erased)) and, with a
+    /// [key ring](crate::outbox::OutboxBuilder::key_ring), the insert of the
+    /// data key its payload is sealed under. The `INSERT`'s outcome is the
     /// last of them.
     pub fn statements(&self) -> &[Statement] {
         self.insert.statements()
@@ -48,17 +50,17 @@ impl Enqueue {
         &self.insert
     }
 
-    /// `insert` behind the guard of the message's subject, both at `now`
-    /// (one reading of the clock).
+    /// `insert` (and its data key's) behind the guard of the message's
+    /// subject, both at `now` (one reading of the clock).
     fn new(
         outbox: &Outbox,
         id: String,
         message: &Message,
-        insert: Statement,
+        (insert, key): (Statement, Option<Statement>),
         now: Timestamp,
     ) -> Result<Self> {
         let subject = message.subject.as_deref();
-        let insert = GuardedInsert::new(outbox.tombstones(), subject, now, insert)?;
+        let insert = GuardedInsert::with(outbox.tombstones(), subject, now, key, insert)?;
         Ok(Enqueue { id, insert })
     }
 }
@@ -179,7 +181,10 @@ impl Outbox {
             id: id.clone(),
             topic: message.topic.clone(),
             payload: message.payload,
-            subject: message.subject,
+            subject: message
+                .subject
+                .as_deref()
+                .map(|subject| self.stored_subject(subject).into_owned()),
             trace: message.trace,
             created_at: now,
             event_id: None,
@@ -229,7 +234,8 @@ impl Outbox {
     }
 
     /// The row of `message` with `id`, due at `due_at`, created `now`, and
-    /// leased by `lease_token` if given.
+    /// leased by `lease_token` if given; and the insert of its payload's data
+    /// key, if sealed under one.
     fn insert_statement(
         &self,
         message: &Message,
@@ -237,15 +243,25 @@ impl Outbox {
         due_at: Timestamp,
         lease_token: Option<&str>,
         now: Timestamp,
-    ) -> Result<Statement> {
+    ) -> Result<(Statement, Option<Statement>)> {
+        let subject = message
+            .subject
+            .as_deref()
+            .map(|subject| self.stored_subject(subject));
+        let dedup_key = message.dedup_key.as_deref().map(|key| self.stored_key(key));
+        let ordering_key = message
+            .ordering_key
+            .as_deref()
+            .map(|key| self.stored_key(key));
+        let (payload, key) = self.seal_payload(id, &message.payload, subject.as_deref(), now)?;
         let row = sql::enqueue::NewRow {
             id,
             id_given: message.id.is_some(),
             topic: &message.topic,
-            payload: &message.payload,
-            subject: message.subject.as_deref(),
-            dedup_key: message.dedup_key.as_deref(),
-            ordering_key: message.ordering_key.as_deref(),
+            payload: &payload,
+            subject: subject.as_deref(),
+            dedup_key: dedup_key.as_deref(),
+            ordering_key: ordering_key.as_deref(),
             due_at,
             // Spent only by a failed outcome, also when written leased.
             attempts: 0,
@@ -254,7 +270,10 @@ impl Outbox {
             traceparent: message.trace.as_ref().map(|trace| trace.traceparent()),
             tracestate: message.trace.as_ref().and_then(|trace| trace.tracestate()),
         };
-        sql::enqueue::insert(self.table(), self.dialect(), &row)
+        Ok((
+            sql::enqueue::insert(self.table(), self.dialect(), &row)?,
+            key,
+        ))
     }
 
     /// A new ULID: the time, then 80 random bits.

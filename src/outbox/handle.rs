@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::random::{FastRandom, RandomSource};
 use crate::retry::RetryPolicy;
+use crate::seal::KeyRing;
 use crate::sql::{self, dialects, schema};
 use crate::time::{Clock, SystemClock};
 
@@ -47,6 +48,10 @@ pub(super) struct Inner {
     pub(super) operational_owner: Option<String>,
     /// How long a receiver fails before its operator is told.
     pub(super) receiver_failing_after: std::time::Duration,
+    /// The ring its payloads are sealed under and its subjects hashed with.
+    pub(super) ring: Option<KeyRing>,
+    /// Whether dedup and ordering keys are stored as keyed hashes.
+    pub(super) hash_keys: bool,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -74,6 +79,8 @@ pub struct OutboxBuilder {
     alerts: Vec<super::Alert>,
     operational_owner: Option<String>,
     receiver_failing_after: std::time::Duration,
+    ring: Option<KeyRing>,
+    hash_keys: bool,
 }
 
 impl OutboxBuilder {
@@ -175,14 +182,43 @@ impl OutboxBuilder {
         self
     }
 
+    /// Seals payloads under `ring` (see [`seal`](crate::seal)): a message
+    /// or event with a subject under a data key of its own, which an
+    /// erasure of the subject destroys; one without under the ring's
+    /// sealing key. Subjects are stored, and tombstones written, as keyed
+    /// hashes. Give the database's inboxes the same ring (their tombstones
+    /// are shared), and every outbox handle of the table: one without the
+    /// ring cannot open what this one sealed. Payloads written before stay
+    /// as they were and still deliver.
+    pub fn key_ring(mut self, ring: KeyRing) -> Self {
+        self.ring = Some(ring);
+        self
+    }
+
+    /// Stores dedup and ordering keys as keyed hashes under the
+    /// [`key_ring`](Self::key_ring) (default: as given), so a copy of the
+    /// table names nobody by an e-mail address used as a key. Matching
+    /// works as before; the console and exports show the hashes.
+    pub fn hash_keys(mut self, on: bool) -> Self {
+        self.hash_keys = on;
+        self
+    }
+
     /// The outbox.
     ///
     /// # Errors
     /// [`Error::InvalidInput`](crate::error::Error::InvalidInput) if a table name
-    /// is not a plain identifier (see [`TableName`]), or an alert's numbers
-    /// are out of range or it has no operator to tell.
+    /// is not a plain identifier (see [`TableName`]), an alert's numbers
+    /// are out of range or it has no operator to tell, or keys are to be
+    /// hashed without a key ring.
     pub fn build(self) -> Result<Outbox> {
         let table = TableName::new(&self.table)?;
+        if self.hash_keys && self.ring.is_none() {
+            return Err(Error::invalid(
+                "hash keys",
+                "keys are hashed under a key ring: give .key_ring(ring)",
+            ));
+        }
         if let Some(owner) = &self.operational_owner {
             super::check_key("operational events' owner", Some(owner))?;
         }
@@ -204,7 +240,11 @@ impl OutboxBuilder {
         Ok(Outbox {
             inner: Arc::new(Inner {
                 dialect: self.db.dialect(),
-                tombstones: Tombstones::new(&self.tombstones, self.db.dialect())?,
+                tombstones: Tombstones::new(
+                    &self.tombstones,
+                    self.db.dialect(),
+                    self.ring.clone(),
+                )?,
                 db: self.db,
                 table,
                 clock: self.clock,
@@ -220,6 +260,8 @@ impl OutboxBuilder {
                 alerts: self.alerts,
                 operational_owner: self.operational_owner,
                 receiver_failing_after: self.receiver_failing_after,
+                ring: self.ring,
+                hash_keys: self.hash_keys,
             }),
         })
     }
@@ -243,6 +285,8 @@ impl Outbox {
             alerts: Vec::new(),
             operational_owner: None,
             receiver_failing_after: Self::DEFAULT_RECEIVER_FAILING_AFTER,
+            ring: None,
+            hash_keys: false,
         }
     }
 
@@ -342,6 +386,28 @@ impl Outbox {
     /// The database's tombstones of erased subjects.
     pub(crate) fn tombstones(&self) -> &Tombstones {
         &self.inner.tombstones
+    }
+
+    /// The ring its payloads are sealed under, if any.
+    pub(crate) fn key_ring(&self) -> Option<&KeyRing> {
+        self.inner.ring.as_ref()
+    }
+
+    /// `subject` as this outbox stores it: its keyed hash under the ring,
+    /// or as given without one.
+    pub(crate) fn stored_subject<'a>(&self, subject: &'a str) -> std::borrow::Cow<'a, str> {
+        match &self.inner.ring {
+            Some(ring) => ring.hash(subject).into(),
+            None => subject.into(),
+        }
+    }
+
+    /// A dedup or ordering key as this outbox stores it.
+    pub(crate) fn stored_key<'a>(&self, key: &'a str) -> std::borrow::Cow<'a, str> {
+        match &self.inner.ring {
+            Some(ring) if self.inner.hash_keys => ring.hash(key).into(),
+            _ => key.into(),
+        }
     }
 
     /// Whether settles and claims write rollups.

@@ -56,6 +56,7 @@ pub mod operational;
 mod pause;
 mod records;
 mod rollups;
+mod sealing;
 mod settle;
 mod stats;
 mod subject;
@@ -74,7 +75,11 @@ pub use browse::{
 pub(crate) use claim::ClaimStatement;
 pub(crate) use claim::ClaimedMessage;
 pub(crate) use claim::check_lease;
-pub use claim::{Claim, LeaseHandle, MalformedMessage};
+pub use claim::{Claim, HeldMessage, LeaseHandle, MalformedMessage};
+
+/// How long a drain holds a message whose sealed payload does not open
+/// ([`HeldMessage`]) before it tries again: 5 minutes, no attempt spent.
+pub const HELD_UNSEALABLE_FOR: std::time::Duration = std::time::Duration::from_secs(5 * 60);
 pub use enqueue::{Enqueue, Enqueued};
 pub(crate) use handle::Outbox;
 pub use handle::OutboxBuilder;
@@ -84,6 +89,7 @@ pub(crate) use message::check_key;
 pub use pause::PausedTopic;
 pub use records::{MessageState, StoredMessage};
 pub use rollups::{Counts, Histogram, Resolution, Rollup};
+pub use sealing::{ResealCursor, Resealed};
 pub(crate) use settle::PreparedSettle;
 pub use settle::SettleReport;
 pub(crate) use settle::{DeathCause, Fate, Observed};

@@ -146,6 +146,7 @@ fn operational<'a>(
         owner,
         event_type,
         payload,
+        filtered: payload,
         subject: None,
         ordering_key: None,
         at,

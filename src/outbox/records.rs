@@ -30,8 +30,14 @@ pub struct StoredMessage {
     pub state: MessageState,
     /// Its topic.
     pub topic: String,
-    /// Its payload's JSON text.
+    /// Its payload's JSON text: opened, when it was sealed (see
+    /// [`seal`](crate::seal)) and opens; else the sealed text as stored,
+    /// and `unopened` says why.
     pub payload: String,
+    /// Why `payload` is still sealed text: its key is not in the ring, or
+    /// its data key is gone (its subject was erased). `None` for a payload
+    /// that was clear or opened.
+    pub unopened: Option<String>,
     /// The subject it is about.
     pub subject: Option<String>,
     /// Its dedup key.
@@ -80,9 +86,12 @@ impl super::Outbox {
     pub(crate) async fn stored_messages(&self, statement: Statement) -> Result<Vec<StoredMessage>> {
         let rows = self.inner.db.query(&statement).await?;
         let now = self.now();
-        rows.iter()
+        let mut messages = rows
+            .iter()
             .map(|row| decode(row, self.table().as_str(), now))
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        self.open_stored(messages.iter_mut()).await?;
+        Ok(messages)
     }
 }
 
@@ -121,6 +130,7 @@ pub(crate) fn decode(row: Row<'_>, table: &str, now: Timestamp) -> Result<Stored
             state,
             topic: row.get(col::TOPIC)?,
             payload: row.get(col::PAYLOAD)?,
+            unopened: None,
             subject: row.get(col::SUBJECT)?,
             dedup_key: row.get(col::DEDUP_KEY)?,
             ordering_key: row.get(col::ORDERING_KEY)?,

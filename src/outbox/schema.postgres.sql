@@ -163,3 +163,20 @@ CREATE TABLE IF NOT EXISTS "{table}_alerts" (
 -- Statistics from the start: a table filled before autovacuum first analyzes it would otherwise be
 -- planned as tiny, and its claims would sort every due row instead of walking the due index.
 ANALYZE "{table}";
+-- Data keys of sealed payloads: see src/outbox/schema.sql.
+CREATE TABLE IF NOT EXISTS "{table}_keys" (
+    id         TEXT   COLLATE "C" NOT NULL PRIMARY KEY,
+    subject    TEXT   NOT NULL,
+    ring_key   TEXT   NOT NULL,
+    wrapped    TEXT   NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS "{table}_keys_subject" ON "{table}_keys" (subject);
+CREATE OR REPLACE FUNCTION "{table}_forget_key"() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM "{table}_keys" WHERE id = OLD.id;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER "{table}_forget_key" AFTER DELETE ON "{table}" FOR EACH ROW
+WHEN (OLD.subject IS NOT NULL AND OLD.event_id IS NULL) EXECUTE FUNCTION "{table}_forget_key"();

@@ -173,3 +173,21 @@ CREATE TABLE IF NOT EXISTS "{table}_alerts" (
     window_start INTEGER NOT NULL,
     told_by      TEXT    NOT NULL
 ) STRICT, WITHOUT ROWID;
+-- Data keys of "{table}"'s sealed payloads (OutboxBuilder::key_ring, src/seal/): one per message or
+-- event sealed with a subject, whose id it takes. subject is the subject's keyed hash; ring_key the
+-- ring key that wraps it; wrapped its nonce, ciphertext and tag (URL-safe base64). An erasure deletes
+-- a subject's keys in its own batch, so no copy of its payloads opens again. A message's key goes
+-- with its row (the trigger below); an event's stays until its subject's erasure, since deliveries
+-- of the event may outlive the event's retention.
+CREATE TABLE IF NOT EXISTS "{table}_keys" (
+    id         TEXT    NOT NULL PRIMARY KEY,
+    subject    TEXT    NOT NULL,
+    ring_key   TEXT    NOT NULL,
+    wrapped    TEXT    NOT NULL,
+    created_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS "{table}_keys_subject" ON "{table}_keys" (subject);
+CREATE TRIGGER IF NOT EXISTS "{table}_forget_key" AFTER DELETE ON "{table}"
+WHEN OLD.subject IS NOT NULL AND OLD.event_id IS NULL BEGIN
+    DELETE FROM "{table}_keys" WHERE id = OLD.id;
+END;

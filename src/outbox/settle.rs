@@ -34,6 +34,10 @@ pub(crate) enum Fate {
     Bury { error: String },
     /// Not attempted: give the lease back, due at `due`, no attempt spent.
     Release { due: Timestamp },
+    /// Not attempted because it cannot be (its payload does not open): give
+    /// the lease back, due at `due`, no attempt spent, `error` kept as its
+    /// last. It never dies of this.
+    Hold { error: String, due: Timestamp },
     /// The destination is gone: pause the row's topic with `reason` and
     /// give the lease back, no attempt spent.
     Pause { reason: String },
@@ -493,6 +497,17 @@ impl Outbox {
                         Effect::Dead(DeathCause::Buried),
                         self.bury_statement(lease, &clip(error), now)?,
                     )
+                }
+                Fate::Hold { error, due } => {
+                    let statement = sql::settle::hold(
+                        self.table(),
+                        self.dialect(),
+                        &fence,
+                        lease.attempt,
+                        *due,
+                        &clip(error),
+                    )?;
+                    (Effect::Released, statement)
                 }
                 Fate::Release { due } => {
                     let held_for = held_for(lease).filter(|_| *due > now);

@@ -24,12 +24,17 @@ impl Outbox {
             select
                 .columns(COLUMNS)
                 .from(self.table_name())
-                .and_where(Expr::col(col::SUBJECT).eq(subject))
+                .and_where(Expr::col(col::SUBJECT).eq(self.stored_subject(subject).into_owned()))
                 .order_by(col::CREATED_AT, Order::Asc)
                 .order_by(col::ID, Order::Asc);
             self.render(&select)?
         };
-        self.stored_messages(statement).await
+        let mut messages = self.stored_messages(statement).await?;
+        // Named as asked, also where the table holds its keyed hash.
+        for message in &mut messages {
+            message.subject = Some(subject.to_owned());
+        }
+        Ok(messages)
     }
 
     /// Deletes every message of `subject` and records its tombstone (see
@@ -62,11 +67,14 @@ impl Outbox {
     /// record the subject's tombstone, hold back the successors of its
     /// in-flight ordered messages, delete, release the rows its ordering
     /// keys held back, then delete the events of the subject published to
-    /// [endpoints](crate::endpoint) and its attempt log.
+    /// [endpoints](crate::endpoint), its attempt log and the data keys its
+    /// sealed payloads were sealed under (see [`seal`](crate::seal)).
     ///
     /// # Errors
     /// If a statement cannot be built.
-    pub fn erase_subject_statements(&self, subject: &str) -> Result<Vec<Statement>> {
+    pub fn erase_subject_statements(&self, raw_subject: &str) -> Result<Vec<Statement>> {
+        let stored = self.stored_subject(raw_subject);
+        let subject: &str = &stored;
         let table = self.table_name();
         let now = self.now().as_unix_millis();
         // The subject's rows leased right now, with an ordering key.
@@ -109,12 +117,14 @@ impl Outbox {
             .from_table(crate::sql::endpoints::events_table(self.table()))
             .and_where(Expr::col(crate::sql::endpoints::event_col::SUBJECT).eq(subject));
         Ok(vec![
-            self.tombstones().tombstone(subject, self.now())?,
+            self.tombstones().tombstone(raw_subject, self.now())?,
             self.render(&hold)?,
             self.render(&delete)?,
             self.promote_all_heads()?,
             self.render(&events)?,
             crate::sql::attempts::erase(self.table(), self.dialect(), subject)?,
+            // Last: what makes every copy of its sealed payloads unreadable.
+            crate::sql::keys::forget_subject(self.table(), self.dialect(), subject)?,
         ])
     }
 }

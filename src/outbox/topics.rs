@@ -244,6 +244,7 @@ impl ReceiverEvent<'_> {
             owner: self.owner,
             event_type,
             payload: &self.payload_head,
+            filtered: &self.payload_head,
             subject: None,
             ordering_key: None,
             at: self.at,

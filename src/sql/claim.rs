@@ -6,6 +6,7 @@ use sea_query::{BinOper, Expr, ExprTrait, Order, Query};
 use super::claim_floor;
 use super::dialects::bound_claim;
 use super::endpoints;
+use super::keys;
 use super::paused::topic_not_paused;
 use super::{Fence, col, state};
 use crate::database::{Dialect, Statement};
@@ -31,12 +32,14 @@ pub(crate) const RETURNED: [&str; 14] = [
     col::EVENT_ID,
 ];
 
-/// What a claim returns: [`RETURNED`], and each row's endpoint target.
-pub(crate) fn returned(table: &TableName) -> Vec<Expr> {
+/// What a claim returns: [`RETURNED`], each row's endpoint target, and
+/// (for an outbox that seals) each row's data key.
+pub(crate) fn returned(table: &TableName, sealed: bool) -> Vec<Expr> {
     RETURNED
         .iter()
         .map(|column| Expr::col(*column))
         .chain([endpoints::returned_target(table)])
+        .chain(sealed.then(|| keys::returned_key(table)))
         .collect()
 }
 
@@ -51,6 +54,8 @@ pub(crate) struct ClaimSpec<'a> {
     /// The new lease: its token, and its end (the rows' new `due_at`).
     pub(crate) until: Timestamp,
     pub(crate) token: &'a str,
+    /// Return each row's data key too (see [`keys::returned_key`]).
+    pub(crate) sealed: bool,
 }
 
 /// Leases the first `limit` rows due at `now`, in (`due_at`, `id`) order,
@@ -144,7 +149,7 @@ pub(crate) fn claim(
         table,
         spec.limit,
         spec.now,
-        returned(table),
+        returned(table, spec.sealed),
     );
     dialect.render(&update)
 }
@@ -157,10 +162,11 @@ pub(crate) fn recovery(
     dialect: Dialect,
     until: Timestamp,
     token: &str,
+    sealed: bool,
 ) -> Result<Statement> {
     let mut select = Query::select();
     select
-        .exprs(returned(table))
+        .exprs(returned(table, sealed))
         .from(table.as_str().to_owned())
         .and_where(Expr::col(col::STATE).eq(state::READY))
         .and_where(Expr::col(col::DUE_AT).eq(until.as_unix_millis()))

@@ -22,7 +22,11 @@ pub(crate) struct EventRow<'a> {
     pub(crate) id: &'a str,
     pub(crate) owner: &'a str,
     pub(crate) event_type: &'a str,
+    /// As stored: sealed, with a key ring.
     pub(crate) payload: &'a str,
+    /// The clear payload endpoints' filters read (a bound value, never
+    /// stored): `payload` unless sealed.
+    pub(crate) filtered: &'a str,
     pub(crate) subject: Option<&'a str>,
     /// Its deliveries to one endpoint are delivered one at a time, in
     /// publish order, with those of the same key.
@@ -136,19 +140,22 @@ fn fan_out_where(
             .and_where(Expr::col(event_col::ID).eq(event.id))
             .to_owned()
     });
-    let (id, payload) = match &kept {
+    let (id, payload, filtered) = match &kept {
         Some(_) => (
             Expr::col((KEPT, event_col::ID)),
+            Expr::col((KEPT, event_col::PAYLOAD)),
             Expr::col((KEPT, event_col::PAYLOAD)),
         ),
         None => (
             Expr::val(event.id).cast_as("TEXT"),
             Expr::val(event.payload).cast_as("TEXT"),
+            Expr::val(event.filtered).cast_as("TEXT"),
         ),
     };
     let fanned = Fanned {
         id,
         payload,
+        filtered,
         owner: event.owner,
         event_type: event.event_type,
         subject: event.subject,
@@ -169,6 +176,8 @@ const KEPT: &str = "kept";
 struct Fanned<'a> {
     id: Expr,
     payload: Expr,
+    /// What endpoints' filters read: the clear payload.
+    filtered: Expr,
     owner: &'a str,
     event_type: &'a str,
     subject: Option<&'a str>,
@@ -196,6 +205,7 @@ pub(crate) fn deliver_test(
     let fanned = Fanned {
         id: Expr::val(event.id).cast_as("TEXT"),
         payload: Expr::val(event.payload).cast_as("TEXT"),
+        filtered: Expr::val(event.filtered).cast_as("TEXT"),
         owner: event.owner,
         event_type: event.event_type,
         subject: None,
@@ -313,7 +323,7 @@ fn fan_out_of(table: &TableName, dialect: Dialect, fanned: Fanned<'_>) -> Result
     ));
     let filtered = super::dialects::filter_matches(
         dialect,
-        fanned.payload,
+        fanned.filtered,
         Expr::col((endpoints.clone(), endpoint_col::FILTER_FIELD)),
         Expr::col((endpoints.clone(), endpoint_col::FILTER_VALUE)),
     );
@@ -453,6 +463,7 @@ pub(crate) fn fan_out_claim_deaths(
     let fanned = Fanned {
         id: Expr::col((KEPT, event_col::ID)),
         payload: Expr::col((KEPT, event_col::PAYLOAD)),
+        filtered: Expr::col((KEPT, event_col::PAYLOAD)),
         owner: deaths.operator,
         event_type: crate::outbox::operational::MESSAGE_DEAD,
         subject: None,

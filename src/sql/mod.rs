@@ -23,6 +23,7 @@ pub(crate) mod enqueue;
 pub(crate) mod events;
 pub(crate) mod fleet;
 pub(crate) mod inbox;
+pub(crate) mod keys;
 pub(crate) mod pause;
 pub(crate) mod paused;
 pub(crate) mod planner;

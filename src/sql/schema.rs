@@ -14,18 +14,44 @@ pub(crate) fn render(template: &str, table: &TableName) -> String {
 }
 
 /// Splits rendered DDL into one statement each (D1 prepares one at a time).
-/// Comment lines are dropped.
+/// Comment lines are dropped. A `;` ends a statement except inside a
+/// Postgres `$$` body or a SQLite trigger's `BEGIN … END`.
 pub(crate) fn statements(sql: &str) -> Vec<Statement> {
     let code: String = sql
         .lines()
         .filter(|line| !line.trim_start().starts_with("--"))
         .collect::<Vec<_>>()
         .join("\n");
-    code.split(';')
-        .map(str::trim)
-        .filter(|statement| !statement.is_empty())
-        .map(|statement| Statement::new(statement, Vec::new()))
-        .collect()
+    let mut statements = Vec::new();
+    let mut current = String::new();
+    for piece in code.split_inclusive(';') {
+        current.push_str(piece);
+        let open_body = current.matches("$$").count() % 2 == 1;
+        let open_trigger = {
+            let upper = current.trim_start().to_ascii_uppercase();
+            upper.starts_with("CREATE TRIGGER")
+                && upper.contains(" BEGIN")
+                && !upper
+                    .trim_end()
+                    .trim_end_matches(';')
+                    .trim_end()
+                    .ends_with("END")
+        };
+        if !open_body && !open_trigger {
+            push_statement(&mut statements, &current);
+            current.clear();
+        }
+    }
+    push_statement(&mut statements, &current);
+    statements
+}
+
+fn push_statement(statements: &mut Vec<Statement>, text: &str) {
+    let text = text.trim();
+    let text = text.strip_suffix(';').unwrap_or(text).trim();
+    if !text.is_empty() {
+        statements.push(Statement::new(text, Vec::new()));
+    }
 }
 
 #[cfg(test)]
@@ -46,6 +72,23 @@ mod tests {
             [
                 "CREATE TABLE \"t\" (a INTEGER)",
                 "CREATE INDEX \"t_a\" ON \"t\" (a)"
+            ]
+        );
+    }
+
+    #[test]
+    fn keeps_trigger_and_function_bodies_whole() {
+        let sql = "CREATE TRIGGER x AFTER DELETE ON t BEGIN\n    DELETE FROM k WHERE id = OLD.id;\nEND;\n\
+                   CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n    DELETE FROM k;\n    RETURN NULL;\nEND\n$$;\n\
+                   CREATE INDEX i ON t (a);";
+        let statements = statements(sql);
+        let texts: Vec<&str> = statements.iter().map(Statement::sql).collect();
+        assert_eq!(
+            texts,
+            [
+                "CREATE TRIGGER x AFTER DELETE ON t BEGIN\n    DELETE FROM k WHERE id = OLD.id;\nEND",
+                "CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n    DELETE FROM k;\n    RETURN NULL;\nEND\n$$",
+                "CREATE INDEX i ON t (a)"
             ]
         );
     }

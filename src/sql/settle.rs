@@ -143,6 +143,29 @@ pub(crate) fn release(
     dialect.render(&update)
 }
 
+/// Gives lease `attempt` back unattempted, due at `due`, with `error` as
+/// the row's last: a row that cannot be delivered as it is (its sealed
+/// payload does not open). No attempt or deferral is counted.
+pub(crate) fn hold(
+    table: &TableName,
+    dialect: Dialect,
+    lease: &Fence<'_>,
+    attempt: u32,
+    due: Timestamp,
+    error: &str,
+) -> Result<Statement> {
+    let mut update = Query::update();
+    update
+        .table(table.as_str().to_owned())
+        .value(col::DUE_AT, due.as_unix_millis())
+        .value(col::LEASE_TOKEN, Option::<String>::None)
+        .value(col::ATTEMPTS, i64::from(attempt.saturating_sub(1)))
+        .value(col::LAST_ERROR, error)
+        .and_where(lease.holds());
+    claim_floor::mark(dialect, table, &mut update, due.as_unix_millis().into());
+    dialect.render(&update)
+}
+
 /// Makes due at `now` every row of `topic` held for one of its receivers
 /// (the topic, or `topic @ destination`): the topic is resumed, and its
 /// messages are due at once. Unleased rows only; no attempt spent or

@@ -123,7 +123,7 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
     vec![
         (
             "recovery",
-            recovery(&outbox, dialect, at(UNTIL), "tok").unwrap(),
+            recovery(&outbox, dialect, at(UNTIL), "tok", false).unwrap(),
             r#"SELECT "state", "id", "topic", "payload", "subject", "ordering_key", "attempts", "created_at", "unsettled_leases", "deferrals", "traceparent", "tracestate", "became_due", "event_id", (SELECT "target" FROM "outbox_endpoints" WHERE "id" = "outbox"."topic") AS "endpoint_target" FROM "outbox" WHERE "state" = ? AND "due_at" = ? AND "lease_token" = ? ORDER BY "id" ASC"#.into(),
             vec![text("ready"), Value::Integer(UNTIL), text("tok")],
         ),
@@ -359,6 +359,7 @@ fn spec() -> ClaimSpec<'static> {
         now: at(NOW),
         until: at(UNTIL),
         token: "tok",
+        sealed: false,
     }
 }
 
@@ -874,6 +875,7 @@ fn a_streak_remembers_its_start_and_tells_its_operator_once() {
         owner: "ops",
         event_type: "outbox.receiver.failing",
         payload: "{\"type\":1",
+        filtered: "{\"type\":1",
         subject: None,
         ordering_key: None,
         at: at(NOW),
@@ -987,5 +989,146 @@ fn a_settle_calls_attempts_are_logged_by_one_statement_fenced_by_their_leases() 
     assert_eq!(
         attempts::entry(&fence, &row).to_string(),
         r#"["m1",1000,"tok",2,3,1000,null,12,"retry","timed out","{}",""]"#
+    );
+}
+
+#[test]
+fn sealed_payloads_keys_are_written_returned_forgotten_and_rewrapped_by_pinned_statements() {
+    use crate::seal::WrappedKey;
+    let outbox = table("outbox");
+    let key = WrappedKey {
+        id: "m1".into(),
+        ring_key: "k1".into(),
+        wrapped: "AAAA".into(),
+    };
+    let newer = WrappedKey {
+        ring_key: "k2".into(),
+        wrapped: "BBBB".into(),
+        ..key.clone()
+    };
+    for (dialect, mark) in [(Dialect::Sqlite, "?"), (Dialect::Postgres, "$1")] {
+        let insert = keys::insert(&outbox, dialect, &key, "h1:x", at(NOW)).unwrap();
+        let sql = insert
+            .sql()
+            .replace("$2", "?")
+            .replace("$3", "?")
+            .replace("$4", "?")
+            .replace("$5", "?");
+        assert_eq!(
+            sql,
+            format!(
+                r#"INSERT INTO "outbox_keys" ("id", "subject", "ring_key", "wrapped", "created_at") VALUES ({mark}, ?, ?, ?, ?) ON CONFLICT ("id") DO NOTHING"#
+            ),
+        );
+        assert_eq!(
+            insert.values(),
+            [
+                text("m1"),
+                text("h1:x"),
+                text("k1"),
+                text("AAAA"),
+                Value::Integer(NOW)
+            ]
+        );
+        assert_eq!(
+            keys::forget_subject(&outbox, dialect, "h1:x")
+                .unwrap()
+                .sql(),
+            format!(r#"DELETE FROM "outbox_keys" WHERE "subject" = {mark}"#)
+        );
+        let rewrap = keys::rewrap(&outbox, dialect, &key, &newer).unwrap();
+        assert_eq!(
+            rewrap.values(),
+            [text("k2"), text("BBBB"), text("m1"), text("AAAA")]
+        );
+    }
+    assert_eq!(
+        keys::rewrap(&outbox, Dialect::Sqlite, &key, &newer)
+            .unwrap()
+            .sql(),
+        r#"UPDATE "outbox_keys" SET "ring_key" = ?, "wrapped" = ? WHERE "id" = ? AND "wrapped" = ?"#
+    );
+    assert_eq!(
+        keys::of_ids(&outbox, Dialect::Sqlite, &["m1", "evt_2"])
+            .unwrap()
+            .sql(),
+        r#"SELECT "id", "ring_key", "wrapped" FROM "outbox_keys" WHERE "id" IN (SELECT value FROM json_each(?))"#
+    );
+    assert_eq!(
+        keys::page(&outbox, Dialect::Sqlite, "m0", 100)
+            .unwrap()
+            .sql(),
+        r#"SELECT "id", "ring_key", "wrapped" FROM "outbox_keys" WHERE "id" > ? ORDER BY "id" ASC LIMIT ?"#
+    );
+    assert_eq!(
+        keys::messages_page(&outbox, Dialect::Postgres, ("dead", 5, "m1"), 10)
+            .unwrap()
+            .sql(),
+        r#"SELECT "state", "due_at", "id", "payload" FROM "outbox" WHERE ("state", "due_at", "id") > ($1, $2, $3) ORDER BY "state", "due_at", "id" LIMIT $4"#
+    );
+    assert_eq!(
+        keys::reseal_message(&outbox, Dialect::Sqlite, ("dead", 5, "m1"), "old", "new")
+            .unwrap()
+            .sql(),
+        r#"UPDATE "outbox" SET "payload" = ? WHERE "state" = ? AND "due_at" = ? AND "id" = ? AND "payload" = ?"#
+    );
+    assert_eq!(
+        keys::events_page(&outbox, Dialect::Sqlite, "", 10)
+            .unwrap()
+            .sql(),
+        r#"SELECT "id", "payload" FROM "outbox_events" WHERE "id" > ? ORDER BY "id" ASC LIMIT ?"#
+    );
+    assert_eq!(
+        keys::reseal_event(&outbox, Dialect::Sqlite, "evt_1", "old", "new")
+            .unwrap()
+            .sql(),
+        r#"UPDATE "outbox_events" SET "payload" = ? WHERE "id" = ? AND "payload" = ?"#
+    );
+}
+
+#[test]
+fn a_sealed_outboxs_claim_returns_each_rows_data_key_and_a_hold_keeps_its_error() {
+    let outbox = table("outbox");
+    let sealed = ClaimSpec {
+        sealed: true,
+        ..spec()
+    };
+    let sql = claim(&outbox, Dialect::Sqlite, &sealed)
+        .unwrap()
+        .sql()
+        .to_owned();
+    assert!(
+        sql.ends_with(r#"(SELECT "ring_key" || ':' || "wrapped" FROM "outbox_keys" WHERE "outbox_keys"."id" = COALESCE("outbox"."event_id", "outbox"."id")) AS "sealed_key""#),
+        "{sql}"
+    );
+    assert!(
+        !claim(&outbox, Dialect::Sqlite, &spec())
+            .unwrap()
+            .sql()
+            .contains("outbox_keys")
+    );
+    assert!(
+        recovery(&outbox, Dialect::Postgres, at(UNTIL), "tok", true)
+            .unwrap()
+            .sql()
+            .contains(r#"AS "sealed_key" FROM "outbox""#)
+    );
+    let hold = settle::hold(&outbox, Dialect::Sqlite, &held(), 2, at(NOW), "no key").unwrap();
+    assert_eq!(
+        hold.sql(),
+        r#"UPDATE "outbox" SET "due_at" = ?, "lease_token" = ?, "attempts" = ?, "last_error" = ? WHERE "state" = ? AND "due_at" = ? AND "id" = ? AND "lease_token" = ?"#
+    );
+    assert_eq!(
+        hold.values(),
+        [
+            Value::Integer(NOW),
+            Value::Null,
+            Value::Integer(1),
+            text("no key"),
+            text("ready"),
+            Value::Integer(UNTIL),
+            text("m1"),
+            text("tok")
+        ]
     );
 }

@@ -295,6 +295,19 @@ impl<'a> Run<'a> {
                 self.outcomes.add(lease, Fate::Bury { error }, now);
             }
         }
+        for held in claim.held {
+            let error = held.error.to_string();
+            log::warn!(
+                "outbox drain of {}: message {} held: {error}",
+                self.drainer.outbox.table(),
+                held.lease.id
+            );
+            let due = now
+                .checked_add(crate::outbox::HELD_UNSEALABLE_FOR)
+                .unwrap_or(now);
+            self.outcomes
+                .add(held.lease, Fate::Hold { error, due }, now);
+        }
         let messages = claim.messages;
         self.record_taken(&messages);
         let all_refused = !messages.is_empty()

@@ -1,0 +1,19 @@
+-- workers-outbox 0.6: the data keys of the table "outbox"'s sealed payloads (OutboxBuilder::key_ring,
+-- src/seal/), deleted with their message (the trigger) or by their subject's erasure (see
+-- src/outbox/schema.sql). `Outbox::create_schema` applies the same.
+CREATE TABLE IF NOT EXISTS "outbox_keys" (
+    id         TEXT   COLLATE "C" NOT NULL PRIMARY KEY,
+    subject    TEXT   NOT NULL,
+    ring_key   TEXT   NOT NULL,
+    wrapped    TEXT   NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS "outbox_keys_subject" ON "outbox_keys" (subject);
+CREATE OR REPLACE FUNCTION "outbox_forget_key"() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM "outbox_keys" WHERE id = OLD.id;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER "outbox_forget_key" AFTER DELETE ON "outbox" FOR EACH ROW
+WHEN (OLD.subject IS NOT NULL AND OLD.event_id IS NULL) EXECUTE FUNCTION "outbox_forget_key"();
