@@ -51,6 +51,8 @@ pub(super) struct MessageView<'a> {
     topic: &'a str,
     payload: Option<&'a str>,
     payload_bytes: usize,
+    /// Why a sealed payload was not opened (its text is never shown).
+    unopened: Option<&'a str>,
     keys_hidden: bool,
     subject: Option<&'a str>,
     dedup_key: Option<&'a str>,
@@ -91,8 +93,10 @@ impl<'a> MessageView<'a> {
             id: &message.id,
             state: state_name(message.state),
             topic: &message.topic,
-            payload: (seen != Seen::KeysHidden).then_some(message.payload.as_str()),
+            payload: (seen != Seen::KeysHidden && message.unopened.is_none())
+                .then_some(message.payload.as_str()),
             payload_bytes: message.payload.len(),
+            unopened: message.unopened.as_deref(),
             keys_hidden: !whole,
             subject: message.subject.as_deref().filter(|_| application),
             dedup_key: message.dedup_key.as_deref().filter(|_| whole),

@@ -259,7 +259,8 @@ impl Outbox {
         let full = rows.len() >= limit as usize;
         done.next = match (full, last, stage) {
             (true, Some(last), _) => Some(last),
-            (_, _, Stage::Keys(_)) => Some(Stage::Messages(String::new(), i64::MIN, String::new())),
+            // Every state sorts after "": the due time of the start is moot.
+            (_, _, Stage::Keys(_)) => Some(Stage::Messages(String::new(), 0, String::new())),
             (_, _, Stage::Messages(..)) => Some(Stage::Events(String::new())),
             (_, _, Stage::Events(_)) => None,
         }

@@ -499,7 +499,9 @@ async function openDetail(key) {
   ];
   $("detail-fields").replaceChildren(...fields.flatMap(([name, value]) => [el("dt", name), el("dd", value, { "data-field": name })]));
   let payload = `${m.payload_bytes.toLocaleString()} bytes ${hidden}`;
-  if (m.payload !== null) {
+  if (m.unopened) {
+    payload = `sealed, ${m.payload_bytes.toLocaleString()} bytes: it cannot be opened (${m.unopened})`;
+  } else if (m.payload !== null) {
     try {
       payload = JSON.stringify(JSON.parse(m.payload), null, 2);
     } catch {
