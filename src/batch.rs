@@ -528,6 +528,8 @@ impl Committed {
     /// # Errors
     /// As [`outcome`](Committed::outcome).
     pub fn erased(&self, ticket: &Ticket<OfErasure>) -> Result<u64> {
-        Ok(self.read(ticket)?.rows_affected)
+        // The delete returns what it erased: its changes may count a
+        // trigger's deletes too (D1 counts them).
+        Ok(self.read(ticket)?.rows.len() as u64)
     }
 }

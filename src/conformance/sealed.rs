@@ -318,7 +318,9 @@ pub(crate) async fn a_copy_taken_before_an_erasure_cannot_open_the_erased_subjec
         .collect();
     ensure_eq!(copy.len(), 4);
 
-    erase_subject(&outbox, &inbox, "ada").await?;
+    // Counted as erased: its messages, not their data keys too.
+    let erased = erase_subject(&outbox, &inbox, "ada").await?;
+    ensure_eq!((erased.outbox, erased.inbox), (2, 0));
 
     // Opened with the keys the live database still has.
     let keys = outbox.data_keys_of(copy.iter().map(String::as_str)).await?;

@@ -393,8 +393,8 @@ impl Inbox {
     }
 
     /// Where the delete stands in
-    /// [`erase_subject_statements`](Inbox::erase_subject_statements): its
-    /// outcome counts the keys erased.
+    /// [`erase_subject_statements`](Inbox::erase_subject_statements): it
+    /// returns each key erased (count its rows).
     pub const ERASE_DELETE: usize = 1;
 
     /// The statements of [`erase_subject`](Inbox::erase_subject), in order:
@@ -421,6 +421,6 @@ impl Inbox {
             .await?;
         Ok(outcomes
             .get(Self::ERASE_DELETE)
-            .map_or(0, |outcome| outcome.rows_affected))
+            .map_or(0, |outcome| outcome.rows.len() as u64))
     }
 }

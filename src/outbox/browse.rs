@@ -1049,7 +1049,9 @@ impl Outbox {
                 delete
                     .from_table(self.table_name())
                     .and_where(crate::sql::state_is(state::DEAD))
-                    .and_where(Expr::col(col::ID).eq(id.as_str()));
+                    .and_where(Expr::col(col::ID).eq(id.as_str()))
+                    // Counted by its rows: D1 counts a trigger's deletes.
+                    .returning_col(col::ID);
                 self.render(&delete)
             })
             .collect::<Result<Vec<_>>>()?;
@@ -1060,7 +1062,7 @@ impl Outbox {
         Ok(outcomes
             .iter()
             .take(ids.len())
-            .map(|outcome| outcome.rows_affected)
+            .map(|outcome| outcome.rows.len() as u64)
             .sum())
     }
 }

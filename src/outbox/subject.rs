@@ -55,12 +55,13 @@ impl Outbox {
             .await?;
         Ok(outcomes
             .get(Self::ERASE_DELETE)
-            .map_or(0, |outcome| outcome.rows_affected))
+            .map_or(0, |outcome| outcome.rows.len() as u64))
     }
 
     /// Where the delete stands in
-    /// [`erase_subject_statements`](Outbox::erase_subject_statements): its
-    /// outcome counts the messages erased.
+    /// [`erase_subject_statements`](Outbox::erase_subject_statements): it
+    /// returns the id of each message erased (count its rows: its
+    /// `rows_affected` may count a trigger's deletes too, as D1 does).
     pub const ERASE_DELETE: usize = 2;
 
     /// The statements of [`erase_subject`](Outbox::erase_subject), in order:
@@ -107,10 +108,13 @@ impl Outbox {
             .and_where(Expr::col(col::STATE).eq(state::WAITING))
             .and_where(Expr::col(col::ORDERING_KEY).in_subquery(keys));
 
+        // Counted by the ids it returns: D1 counts a trigger's deletes (a
+        // sealed message's data key) among a statement's changes.
         let mut delete = Query::delete();
         delete
             .from_table(table)
-            .and_where(Expr::col(col::SUBJECT).eq(subject));
+            .and_where(Expr::col(col::SUBJECT).eq(subject))
+            .returning_col(col::ID);
         // The events it published to endpoints, kept for their recovery.
         let mut events = Query::delete();
         events

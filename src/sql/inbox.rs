@@ -91,6 +91,7 @@ pub(crate) fn erase_subject(
     let mut delete = Query::delete();
     delete
         .from_table(table.as_str().to_owned())
-        .and_where(Expr::col(SUBJECT).eq(subject));
+        .and_where(Expr::col(SUBJECT).eq(subject))
+        .returning_col(KEY);
     dialect.render(&delete)
 }

@@ -11,6 +11,9 @@ import { consoleChange, eventually, outboxCounts, root, start } from "./harness.
 import { MailSink } from "./mail_sink.mjs";
 
 const TOKEN = "test-admin-token";
+// The development keys of .dev.vars.
+const SEALING_KEYS = "dev-2026-12:+cAr37BR+FF7XWK/v9VFsD1GmmSh7S+oHQHj1kVoRwI=";
+const HASH_KEY = "3WmyXSUN52tssMbSMupOLA1npbyxz7+UTRoM6wMCkPU=";
 // The Queues as the example's wrangler.toml declares them.
 const { queueProducers, queueConsumers } = unstable_getMiniflareWorkerOptions(path.join(root, "wrangler.toml")).workerOptions;
 const admin = { authorization: `Bearer ${TOKEN}` };
@@ -297,6 +300,46 @@ describe("example Worker", () => {
       const welcomeRows = await db.prepare("SELECT account_id FROM welcomes").all();
       assert.equal(welcomeRows.results.length, 1);
       assert.notEqual(welcomeRows.results[0].account_id, account_id);
+    } finally {
+      await mf.dispose();
+    }
+  });
+
+  it("seals sign-up mails at rest, delivers them clear, and an erasure leaves a copy that nothing opens", async () => {
+    // As .dev.vars sets them for `npm run dev`.
+    const { mf, sink, signup, exported, erase } = await example({ OUTBOX_SEALING_KEYS: SEALING_KEYS, OUTBOX_HASH_KEY: HASH_KEY });
+    try {
+      sink.status = 400;
+      const { account_id } = await (await signup("sealed.one@example.com")).json();
+      await eventually(() => sink.mails.length === 1);
+      assert.match(JSON.stringify(sink.mails[0]), /sealed\.one@example\.com/, "the receiver gets the mail clear");
+      const db = await mf.getD1Database("DB");
+      const rows = (await db.prepare("SELECT id, payload, subject FROM outbox").all()).results;
+      assert.equal(rows.length, 1, "the refused mail is a dead letter");
+      const [row] = rows;
+      assert.match(row.payload, /^sealed:1:d:/);
+      assert.doesNotMatch(row.payload, /sealed\.one|example\.com/);
+      assert.match(row.subject, /^h1:/, "the subject is stored as a keyed hash");
+      assert.notEqual(row.subject, account_id);
+      // The mail's data key, and the account.created event's (published to endpoints).
+      const keys = (await db.prepare("SELECT id, subject FROM outbox_keys ORDER BY id").all()).results;
+      assert.deepEqual(keys.map((key) => key.subject), [row.subject, row.subject]);
+      assert.equal(keys[0].id, row.id);
+      assert.match(keys[1].id, /^evt_/);
+      // The export finds it by the account id and names it so.
+      const before = await exported(account_id);
+      assert.equal(before.outboxes.mail.length, 1);
+      assert.equal(before.outboxes.mail[0].subject, account_id);
+
+      const erased = await (await erase(account_id)).json();
+      assert.equal(erased.outboxes.mail, 1);
+      const left = (await db.prepare("SELECT COUNT(*) AS n FROM outbox_keys").first()).n;
+      assert.equal(left, 0, "the erasure deleted the data key: a backup's copy of the payload opens no more");
+      const tombstones = (await db.prepare("SELECT subject FROM erased_subjects").all()).results;
+      assert.deepEqual(tombstones, [{ subject: row.subject }], "the tombstone names nobody");
+      // The export reads when it was erased through the hashed tombstone.
+      const refused = await exported(account_id);
+      assert.equal(typeof refused.erased_at_ms, "number");
     } finally {
       await mf.dispose();
     }

@@ -77,13 +77,21 @@ export async function applyMigrations(mf, dir = "migrations") {
   dir = path.join(root, dir);
   for (const file of readdirSync(dir).filter((f) => f.endsWith(".sql")).sort()) {
     const sql = readFileSync(path.join(dir, file), "utf8");
-    const statements = sql
+    const statements = [];
+    let statement = "";
+    for (const piece of sql
       .split("\n")
       .filter((line) => !line.trim().startsWith("--"))
       .join("\n")
-      .split(";")
-      .map((s) => s.trim())
-      .filter(Boolean);
+      .split(/(?<=;)/)) {
+      statement += piece;
+      // As wrangler splits: a trigger's body (BEGIN … END) stays in its statement.
+      const upper = statement.trim().toUpperCase();
+      if (upper.startsWith("CREATE TRIGGER") && !/\bEND;?$/.test(upper)) continue;
+      const text = statement.trim().replace(/;$/, "").trim();
+      statement = "";
+      if (text) statements.push(text);
+    }
     await db.batch(statements.map((s) => db.prepare(s)));
   }
   return db;

@@ -10,6 +10,7 @@ use workers_outbox::email::EmailDeliverer;
 use workers_outbox::endpoint::{EndpointDeliverer, Endpoints};
 use workers_outbox::http::HttpDeliverer;
 use workers_outbox::queue::{FanOut, QueueDeliverer};
+use workers_outbox::seal::KeyRing;
 use workers_outbox::telemetry::{AnalyticsEngineTelemetry, Telemetry};
 use workers_outbox::topic::Router;
 use workers_outbox::{
@@ -59,6 +60,20 @@ pub(crate) struct App {
     telemetry: Option<Arc<dyn Telemetry>>,
 }
 
+/// The key ring from the secrets `OUTBOX_SEALING_KEYS` (`id:base64` entries,
+/// the sealing key first) and `OUTBOX_HASH_KEY` (base64): both or neither.
+fn key_ring(env: &Env) -> Result<Option<KeyRing>> {
+    let secret = |name: &str| env.secret(name).ok().map(|secret| secret.to_string());
+    match (secret("OUTBOX_SEALING_KEYS"), secret("OUTBOX_HASH_KEY")) {
+        (None, None) => Ok(None),
+        (Some(keys), Some(hash_key)) => KeyRing::from_secrets(&keys, &hash_key).map(Some),
+        _ => Err(Error::InvalidInput {
+            what: "key ring",
+            reason: "set both OUTBOX_SEALING_KEYS and OUTBOX_HASH_KEY, or neither".to_owned(),
+        }),
+    }
+}
+
 impl App {
     pub(crate) fn from_env(env: &Env) -> Result<Self> {
         let vars = worker_vars(env);
@@ -87,7 +102,13 @@ impl App {
             .analytics_engine("OUTBOX_ANALYTICS")
             .ok()
             .map(|dataset| Arc::new(AnalyticsEngineTelemetry::new(dataset)) as Arc<dyn Telemetry>);
-        let outbox = Outbox::builder(db.clone(), "outbox")
+        // Sign-up mails carry addresses: sealed at rest when the two secrets are set.
+        let ring = key_ring(env)?;
+        let sealed = |builder: workers_outbox::outbox::OutboxBuilder| match &ring {
+            Some(ring) => builder.key_ring(ring.clone()),
+            None => builder,
+        };
+        let outbox = sealed(Outbox::builder(db.clone(), "outbox"))
             .retry_policy(retry)
             .build()?;
         // Local receivers (`ENDPOINTS_ALLOW_LOCAL=1`) for development only.
@@ -101,7 +122,7 @@ impl App {
             mail,
             mail_from,
             telemetry,
-            events: Outbox::new(db.clone(), "account_events")?,
+            events: sealed(Outbox::builder(db.clone(), "account_events")).build()?,
             events_queue: env.queue("ACCOUNT_EVENTS").ok(),
             drain_requests: env.queue("DRAIN_REQUESTS").ok(),
             fan_out,
@@ -110,7 +131,11 @@ impl App {
                 .map_or_else(|_| String::new(), |s| s.to_string()),
             after_response: DrainLimits::from_vars(DrainLimits::after_response(), delivery_vars)?,
             scheduled: DrainLimits::from_vars(DrainLimits::scheduled(), &vars)?,
-            inbox: Inbox::new(db.clone(), "inbox")?,
+            inbox: match &ring {
+                // The inbox's tombstones are the outboxes': hashed alike.
+                Some(ring) => Inbox::new(db.clone(), "inbox")?.with_key_ring(ring.clone(), false),
+                None => Inbox::new(db.clone(), "inbox")?,
+            },
             outbox,
             db,
         })
