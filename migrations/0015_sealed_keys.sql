@@ -2,26 +2,26 @@
 -- message or event sealed with a subject, deleted with its message (the trigger) or by its subject's
 -- erasure (see src/outbox/schema.sql), for the example's two outboxes.
 CREATE TABLE IF NOT EXISTS "outbox_keys" (
-    id         TEXT    NOT NULL PRIMARY KEY,
     subject    TEXT    NOT NULL,
+    id         TEXT    NOT NULL,
     ring_key   TEXT    NOT NULL,
     wrapped    TEXT    NOT NULL,
-    created_at INTEGER NOT NULL
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (subject, id)
 ) STRICT, WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS "outbox_keys_subject" ON "outbox_keys" (subject);
 CREATE TRIGGER IF NOT EXISTS "outbox_forget_key" AFTER DELETE ON "outbox"
 WHEN OLD.subject IS NOT NULL AND OLD.event_id IS NULL BEGIN
-    DELETE FROM "outbox_keys" WHERE id = OLD.id;
+    DELETE FROM "outbox_keys" WHERE subject = OLD.subject AND id = OLD.id;
 END;
 CREATE TABLE IF NOT EXISTS "account_events_keys" (
-    id         TEXT    NOT NULL PRIMARY KEY,
     subject    TEXT    NOT NULL,
+    id         TEXT    NOT NULL,
     ring_key   TEXT    NOT NULL,
     wrapped    TEXT    NOT NULL,
-    created_at INTEGER NOT NULL
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (subject, id)
 ) STRICT, WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS "account_events_keys_subject" ON "account_events_keys" (subject);
 CREATE TRIGGER IF NOT EXISTS "account_events_forget_key" AFTER DELETE ON "account_events"
 WHEN OLD.subject IS NOT NULL AND OLD.event_id IS NULL BEGIN
-    DELETE FROM "account_events_keys" WHERE id = OLD.id;
+    DELETE FROM "account_events_keys" WHERE subject = OLD.subject AND id = OLD.id;
 END;

@@ -2,16 +2,16 @@
 -- src/seal/), deleted with their message (the trigger) or by their subject's erasure (see
 -- src/outbox/schema.sql). `Outbox::create_schema` applies the same.
 CREATE TABLE IF NOT EXISTS "outbox_keys" (
-    id         TEXT   COLLATE "C" NOT NULL PRIMARY KEY,
-    subject    TEXT   NOT NULL,
+    subject    TEXT   COLLATE "C" NOT NULL,
+    id         TEXT   COLLATE "C" NOT NULL,
     ring_key   TEXT   NOT NULL,
     wrapped    TEXT   NOT NULL,
-    created_at BIGINT NOT NULL
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (subject, id)
 );
-CREATE INDEX IF NOT EXISTS "outbox_keys_subject" ON "outbox_keys" (subject);
 CREATE OR REPLACE FUNCTION "outbox_forget_key"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM "outbox_keys" WHERE id = OLD.id;
+    DELETE FROM "outbox_keys" WHERE subject = OLD.subject AND id = OLD.id;
     RETURN NULL;
 END
 $$;

@@ -310,11 +310,11 @@ pub(crate) async fn a_copy_taken_before_an_erasure_cannot_open_the_erased_subjec
     // One of ada's is a dead letter, exported last week.
     let claim = outbox.claim(1, super::LEASE).await?;
     outbox.bury(claim.messages[0].lease(), "422").await?;
-    // The copy: every payload, as a backup or replica holds it.
-    let copy: Vec<String> = stored(&h, &outbox)
+    // The copy: every row, as a backup or replica holds it.
+    let copy: Vec<(Option<String>, String)> = stored(&h, &outbox)
         .await?
         .into_iter()
-        .filter_map(|[_, payload, ..]| payload)
+        .filter_map(|[_, payload, subject, ..]| Some((subject, payload?)))
         .collect();
     ensure_eq!(copy.len(), 4);
 
@@ -323,9 +323,14 @@ pub(crate) async fn a_copy_taken_before_an_erasure_cannot_open_the_erased_subjec
     ensure_eq!((erased.outbox, erased.inbox), (2, 0));
 
     // Opened with the keys the live database still has.
-    let keys = outbox.data_keys_of(copy.iter().map(String::as_str)).await?;
+    let keys = outbox
+        .data_keys_of(
+            copy.iter()
+                .map(|(subject, payload)| (subject.as_deref(), payload.as_str())),
+        )
+        .await?;
     let mut opened = Vec::new();
-    for payload in &copy {
+    for (_, payload) in &copy {
         let key =
             crate::seal::Envelope::parse(payload)?.and_then(|envelope| keys.get(envelope.key));
         match outbox.open_payload(payload, key) {

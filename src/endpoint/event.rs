@@ -222,11 +222,8 @@ pub(crate) async fn events_of_subject(
     subject: &str,
 ) -> Result<Vec<PublishedEvent>> {
     use crate::sql::endpoints::event_col;
-    let statement = events::events_of_subject(
-        outbox.table(),
-        outbox.dialect(),
-        &outbox.stored_subject(subject),
-    )?;
+    let stored = outbox.stored_subject(subject);
+    let statement = events::events_of_subject(outbox.table(), outbox.dialect(), &stored)?;
     let rows = outbox.database().query(&statement).await?;
     let table = crate::sql::endpoints::events_table(outbox.table());
     let mut events = rows
@@ -247,7 +244,11 @@ pub(crate) async fn events_of_subject(
         })
         .collect::<Result<Vec<_>>>()?;
     let keys = outbox
-        .data_keys_of(events.iter().map(|event| event.payload.as_str()))
+        .data_keys_of(
+            events
+                .iter()
+                .map(|event| (Some(stored.as_ref()), event.payload.as_str())),
+        )
         .await?;
     for event in &mut events {
         let key = crate::seal::Envelope::parse(&event.payload)

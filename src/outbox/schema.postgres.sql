@@ -165,16 +165,16 @@ CREATE TABLE IF NOT EXISTS "{table}_alerts" (
 ANALYZE "{table}";
 -- Data keys of sealed payloads: see src/outbox/schema.sql.
 CREATE TABLE IF NOT EXISTS "{table}_keys" (
-    id         TEXT   COLLATE "C" NOT NULL PRIMARY KEY,
-    subject    TEXT   NOT NULL,
+    subject    TEXT   COLLATE "C" NOT NULL,
+    id         TEXT   COLLATE "C" NOT NULL,
     ring_key   TEXT   NOT NULL,
     wrapped    TEXT   NOT NULL,
-    created_at BIGINT NOT NULL
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (subject, id)
 );
-CREATE INDEX IF NOT EXISTS "{table}_keys_subject" ON "{table}_keys" (subject);
 CREATE OR REPLACE FUNCTION "{table}_forget_key"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM "{table}_keys" WHERE id = OLD.id;
+    DELETE FROM "{table}_keys" WHERE subject = OLD.subject AND id = OLD.id;
     RETURN NULL;
 END
 $$;

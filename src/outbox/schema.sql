@@ -180,14 +180,14 @@ CREATE TABLE IF NOT EXISTS "{table}_alerts" (
 -- with its row (the trigger below); an event's stays until its subject's erasure, since deliveries
 -- of the event may outlive the event's retention.
 CREATE TABLE IF NOT EXISTS "{table}_keys" (
-    id         TEXT    NOT NULL PRIMARY KEY,
     subject    TEXT    NOT NULL,
+    id         TEXT    NOT NULL,
     ring_key   TEXT    NOT NULL,
     wrapped    TEXT    NOT NULL,
-    created_at INTEGER NOT NULL
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (subject, id)
 ) STRICT, WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS "{table}_keys_subject" ON "{table}_keys" (subject);
 CREATE TRIGGER IF NOT EXISTS "{table}_forget_key" AFTER DELETE ON "{table}"
 WHEN OLD.subject IS NOT NULL AND OLD.event_id IS NULL BEGIN
-    DELETE FROM "{table}_keys" WHERE id = OLD.id;
+    DELETE FROM "{table}_keys" WHERE subject = OLD.subject AND id = OLD.id;
 END;

@@ -67,7 +67,11 @@ impl Outbox {
             return Ok(());
         }
         let keys = self
-            .data_keys_of(sealed.iter().map(|message| message.payload.as_str()))
+            .data_keys_of(
+                sealed
+                    .iter()
+                    .map(|message| (message.subject.as_deref(), message.payload.as_str())),
+            )
             .await?;
         for message in &mut sealed {
             let key = Envelope::parse(&message.payload)
@@ -82,27 +86,35 @@ impl Outbox {
         Ok(())
     }
 
-    /// The data keys of the sealed payloads among `payloads`, read in one
-    /// query (none if no payload needs one).
+    /// The data keys of the sealed payloads among `rows` (each row's stored
+    /// subject and payload), read in one query (none if no payload needs
+    /// one).
     ///
     /// # Errors
-    /// [`Error::MalformedRow`] for an undecodable key row; database errors.
+    /// [`Error::MalformedRow`](crate::error::Error::MalformedRow) for an
+    /// undecodable key row; database errors.
     pub(crate) async fn data_keys_of<'a>(
         &self,
-        payloads: impl Iterator<Item = &'a str>,
+        rows: impl Iterator<Item = (Option<&'a str>, &'a str)>,
     ) -> Result<HashMap<String, WrappedKey>> {
-        let ids: Vec<String> = payloads
-            .filter_map(|payload| Envelope::parse(payload).ok().flatten())
-            .filter(|envelope| envelope.kind == Kind::Data)
-            .map(|envelope| envelope.key.to_owned())
-            .collect();
+        let mut subjects: Vec<&str> = Vec::new();
+        let mut ids: Vec<&str> = Vec::new();
+        for (subject, payload) in rows {
+            let Some(subject) = subject else { continue };
+            let Some(envelope) = Envelope::parse(payload).ok().flatten() else {
+                continue;
+            };
+            if envelope.kind == Kind::Data {
+                subjects.push(subject);
+                ids.push(envelope.key);
+            }
+        }
         if ids.is_empty() || self.key_ring().is_none() {
             return Ok(HashMap::new());
         }
-        let statement = {
-            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-            keys::of_ids(self.table(), self.dialect(), &ids)?
-        };
+        subjects.sort_unstable();
+        subjects.dedup();
+        let statement = keys::of_ids(self.table(), self.dialect(), &subjects, &ids)?;
         let rows = self.database().query(&statement).await?;
         let table = keys::keys_table(self.table());
         rows.iter()
@@ -131,8 +143,8 @@ pub struct ResealCursor {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Stage {
-    /// Data keys after this id.
-    Keys(String),
+    /// Data keys after this subject and id.
+    Keys(String, String),
     /// Messages after this primary key.
     Messages(String, i64, String),
     /// Kept events after this id.
@@ -184,13 +196,15 @@ impl Outbox {
                 format!("{limit} is outside 1 ..= 1000"),
             ));
         }
-        let stage = after.map_or(Stage::Keys(String::new()), |cursor| cursor.stage.clone());
+        let stage = after.map_or(Stage::Keys(String::new(), String::new()), |cursor| {
+            cursor.stage.clone()
+        });
         let (table, dialect) = (self.table(), self.dialect());
         let in_row = |error: crate::error::Error| error.in_row(table.as_str(), None);
         let mut done = Resealed::default();
         let mut writes = Vec::new();
         let read = match &stage {
-            Stage::Keys(after) => keys::page(table, dialect, after, limit)?,
+            Stage::Keys(subject, id) => keys::page(table, dialect, (subject, id), limit)?,
             Stage::Messages(state, due, id) => {
                 keys::messages_page(table, dialect, (state, *due, id), limit)?
             }
@@ -200,7 +214,8 @@ impl Outbox {
         let mut last = None;
         for row in rows.iter() {
             match &stage {
-                Stage::Keys(_) => {
+                Stage::Keys(..) => {
+                    let subject: String = row.get(key_col::SUBJECT).map_err(in_row)?;
                     let key = WrappedKey {
                         id: row.get(key_col::ID).map_err(in_row)?,
                         ring_key: row.get(key_col::RING_KEY).map_err(in_row)?,
@@ -208,13 +223,13 @@ impl Outbox {
                     };
                     match ring.rewrap(&key) {
                         Ok(Some(new)) => {
-                            writes.push(keys::rewrap(table, dialect, &key, &new)?);
+                            writes.push(keys::rewrap(table, dialect, &subject, &key, &new)?);
                             done.keys += 1;
                         }
                         Ok(None) => {}
                         Err(_) => done.unopenable += 1,
                     }
-                    last = Some(Stage::Keys(key.id));
+                    last = Some(Stage::Keys(subject, key.id));
                 }
                 Stage::Messages(..) => {
                     let state: String = row.get(crate::sql::col::STATE).map_err(in_row)?;
@@ -260,7 +275,7 @@ impl Outbox {
         done.next = match (full, last, stage) {
             (true, Some(last), _) => Some(last),
             // Every state sorts after "": the due time of the start is moot.
-            (_, _, Stage::Keys(_)) => Some(Stage::Messages(String::new(), 0, String::new())),
+            (_, _, Stage::Keys(..)) => Some(Stage::Messages(String::new(), 0, String::new())),
             (_, _, Stage::Messages(..)) => Some(Stage::Events(String::new())),
             (_, _, Stage::Events(_)) => None,
         }

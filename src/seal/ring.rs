@@ -31,7 +31,9 @@ pub struct KeyRing {
 
 struct Ring {
     keys: Vec<(String, Aes256Gcm)>,
-    hash_key: Vec<u8>,
+    /// HMAC-SHA256 keyed with the hash key, its pads hashed once: each
+    /// hash clones it.
+    hasher: Hmac<Sha256>,
 }
 
 impl fmt::Debug for KeyRing {
@@ -117,13 +119,15 @@ impl RingBuilder {
         let Some(hash_key) = self.hash_key else {
             return Err(Error::invalid("key ring", "a ring needs a hash key"));
         };
+        let hasher = <Hmac<Sha256>>::new_from_slice(&hash_key)
+            .map_err(|_| Error::invalid("hash key", "HMAC refused it"))?;
         let keys = self
             .keys
             .into_iter()
             .map(|(id, bytes)| (id, Aes256Gcm::new(&Key::<Aes256Gcm>::from(bytes))))
             .collect();
         Ok(KeyRing {
-            inner: Arc::new(Ring { keys, hash_key }),
+            inner: Arc::new(Ring { keys, hasher }),
         })
     }
 }
@@ -201,8 +205,7 @@ impl KeyRing {
         if is_hash(value) {
             return value.to_owned();
         }
-        let mut mac = <Hmac<Sha256>>::new_from_slice(&self.inner.hash_key)
-            .expect("HMAC takes a key of any length");
+        let mut mac = self.inner.hasher.clone();
         mac.update(value.as_bytes());
         format!(
             "{HASH_PREFIX}{}",
@@ -240,8 +243,7 @@ impl KeyRing {
                                  comes from a copy older than its key"
                             .to_owned(),
                     })?;
-                let key = self.unwrap(wrapped)?;
-                open_with(&key.cipher, &envelope)
+                open_with(&self.unwrap(wrapped)?, &envelope)
             }
         }
     }
@@ -251,11 +253,25 @@ impl KeyRing {
     /// # Errors
     /// [`Error::Internal`] if the platform has no randomness.
     pub(crate) fn new_data_key(&self, id: &str) -> Result<DataKey> {
-        let bytes = random::<KEY_BYTES>()?;
+        // One draw: the key, the wrap's nonce and the one seal's nonce.
+        let drawn = random::<{ KEY_BYTES + 2 * NONCE_BYTES }>()?;
+        let (bytes, nonces) = drawn.split_at(KEY_BYTES);
+        let (wrap_nonce, seal_nonce) = nonces.split_at(NONCE_BYTES);
+        let bytes =
+            <[u8; KEY_BYTES]>::try_from(bytes).map_err(|_| Error::internal("key length"))?;
+        let nonce = |part: &[u8]| {
+            <[u8; NONCE_BYTES]>::try_from(part).map_err(|_| Error::internal("nonce length"))
+        };
         let (ring_key, cipher) = &self.inner.keys[0];
-        let wrapped = seal_bytes(cipher, &wrap_associated_data(id, ring_key), &bytes)?;
+        let wrapped = seal_bytes_under(
+            cipher,
+            &wrap_associated_data(id, ring_key),
+            &bytes,
+            nonce(wrap_nonce)?,
+        )?;
         Ok(DataKey {
             cipher: Aes256Gcm::new(&Key::<Aes256Gcm>::from(bytes)),
+            nonce: nonce(seal_nonce)?,
             wrapped: WrappedKey {
                 id: id.to_owned(),
                 ring_key: ring_key.clone(),
@@ -264,12 +280,10 @@ impl KeyRing {
         })
     }
 
-    fn unwrap(&self, wrapped: &WrappedKey) -> Result<DataKey> {
+    /// The cipher of the data key `wrapped`.
+    fn unwrap(&self, wrapped: &WrappedKey) -> Result<Aes256Gcm> {
         let bytes = self.unwrap_bytes(wrapped)?;
-        Ok(DataKey {
-            cipher: Aes256Gcm::new(&Key::<Aes256Gcm>::from(bytes)),
-            wrapped: wrapped.clone(),
-        })
+        Ok(Aes256Gcm::new(&Key::<Aes256Gcm>::from(bytes)))
     }
 
     fn unwrap_bytes(&self, wrapped: &WrappedKey) -> Result<[u8; KEY_BYTES]> {
@@ -328,9 +342,11 @@ impl KeyRing {
     }
 }
 
-/// A data key of one row, and its wrapped form for the key table.
+/// A data key of one row, and its wrapped form for the key table. It seals
+/// once (its nonce was drawn with it): [`seal`](DataKey::seal) takes it.
 pub(crate) struct DataKey {
     cipher: Aes256Gcm,
+    nonce: [u8; NONCE_BYTES],
     pub(crate) wrapped: WrappedKey,
 }
 
@@ -343,12 +359,19 @@ impl fmt::Debug for DataKey {
 }
 
 impl DataKey {
-    /// `plain` sealed under this key.
+    /// `plain` sealed under this key, which is spent.
     ///
     /// # Errors
-    /// [`Error::Internal`] if the platform has no randomness.
-    pub(crate) fn seal(&self, plain: &str) -> Result<String> {
-        seal_with(&self.cipher, Kind::Data, &self.wrapped.id, plain)
+    /// [`Error::Internal`] if AES-GCM refuses (it does not for a payload).
+    pub(crate) fn seal(self, plain: &str) -> Result<String> {
+        let id = &self.wrapped.id;
+        let sealed = seal_bytes_under(
+            &self.cipher,
+            &Envelope::associated_data(Kind::Data, id),
+            plain.as_bytes(),
+            self.nonce,
+        )?;
+        Ok(Envelope::text(Kind::Data, id, &sealed))
     }
 }
 
@@ -395,7 +418,17 @@ fn open_with(cipher: &Aes256Gcm, envelope: &Envelope<'_>) -> Result<String> {
 }
 
 fn seal_bytes(cipher: &Aes256Gcm, aad: &str, plain: &[u8]) -> Result<Vec<u8>> {
-    let nonce = random::<NONCE_BYTES>()?;
+    seal_bytes_under(cipher, aad, plain, random::<NONCE_BYTES>()?)
+}
+
+/// `plain` sealed under `nonce`, which must never seal anything else under
+/// this key.
+fn seal_bytes_under(
+    cipher: &Aes256Gcm,
+    aad: &str,
+    plain: &[u8],
+    nonce: [u8; NONCE_BYTES],
+) -> Result<Vec<u8>> {
     let sealed = cipher
         .encrypt(
             &Nonce::from(nonce),
@@ -504,16 +537,17 @@ mod tests {
     fn a_data_key_opens_only_with_its_row_and_rewraps_under_the_new_key() {
         let old = ring(&["a"]);
         let key = old.new_data_key("m1").unwrap();
+        let wrapped = key.wrapped.clone();
         let sealed = key.seal("hello").unwrap();
         assert!(sealed.starts_with("sealed:1:d:m1:"));
-        assert_eq!(old.open(&sealed, Some(&key.wrapped)).unwrap(), "hello");
+        assert_eq!(old.open(&sealed, Some(&wrapped)).unwrap(), "hello");
         let gone = old.open(&sealed, None).unwrap_err();
         assert!(gone.to_string().contains("data key is gone"), "{gone}");
         let other = old.new_data_key("m2").unwrap();
         assert!(old.open(&sealed, Some(&other.wrapped)).is_err());
 
         let rotated = ring(&["b", "a"]);
-        let rewrapped = rotated.rewrap(&key.wrapped).unwrap().unwrap();
+        let rewrapped = rotated.rewrap(&wrapped).unwrap().unwrap();
         assert_eq!(rewrapped.ring_key, "b");
         assert_eq!(rotated.open(&sealed, Some(&rewrapped)).unwrap(), "hello");
         assert_eq!(rotated.rewrap(&rewrapped).unwrap(), None);

@@ -30,17 +30,21 @@ pub(crate) fn keys_table(table: &TableName) -> String {
     format!("{}_keys", table.as_str())
 }
 
-/// `(SELECT ring_key || ':' || wrapped FROM <table>_keys WHERE id =
-/// COALESCE(<table>.event_id, <table>.id)) AS sealed_key`: a row's data
-/// key (its event's, for an endpoint's delivery), read in the claim's own
-/// statement so opening costs no call.
+/// `(SELECT ring_key || ':' || wrapped FROM <table>_keys WHERE subject =
+/// <table>.subject AND id = COALESCE(<table>.event_id, <table>.id)) AS
+/// sealed_key`: a row's data key (its event's, for an endpoint's
+/// delivery), read by its primary key in the claim's own statement, so
+/// opening costs no call.
 pub(crate) fn returned_key(table: &TableName) -> Expr {
     Expr::cust(format!(
-        "(SELECT \"{ring}\" || ':' || \"{wrapped}\" FROM \"{keys}\" WHERE \"{keys}\".\"{id}\" = \
+        "(SELECT \"{ring}\" || ':' || \"{wrapped}\" FROM \"{keys}\" WHERE \"{keys}\".\"{subject}\" = \
+         \"{table}\".\"{row_subject}\" AND \"{keys}\".\"{id}\" = \
          COALESCE(\"{table}\".\"{event}\", \"{table}\".\"{row_id}\")) AS \"{RETURNED_KEY}\"",
         ring = key_col::RING_KEY,
         wrapped = key_col::WRAPPED,
         keys = keys_table(table),
+        subject = key_col::SUBJECT,
+        row_subject = col::SUBJECT,
         id = key_col::ID,
         table = table.as_str(),
         event = col::EVENT_ID,
@@ -86,15 +90,27 @@ pub(crate) fn insert(
             at.as_unix_millis().into(),
         ])
         .map_err(query_error)?
-        .on_conflict(OnConflict::column(key_col::ID).do_nothing().to_owned());
+        .on_conflict(
+            OnConflict::columns([key_col::SUBJECT, key_col::ID])
+                .do_nothing()
+                .to_owned(),
+        );
     dialect.render(&insert)
 }
 
-/// Reads the keys of `ids`.
-pub(crate) fn of_ids(table: &TableName, dialect: Dialect, ids: &[&str]) -> Result<Statement> {
+/// Reads the keys of `ids` among those of `subjects` (their keyed hashes):
+/// primary-key lookups.
+pub(crate) fn of_ids(
+    table: &TableName,
+    dialect: Dialect,
+    subjects: &[&str],
+    ids: &[&str],
+) -> Result<Statement> {
     let sql = format!(
-        "SELECT \"{id}\", \"{ring}\", \"{wrapped}\" FROM \"{keys}\" WHERE \"{id}\" {listed}",
+        "SELECT \"{id}\", \"{ring}\", \"{wrapped}\" FROM \"{keys}\" \
+         WHERE \"{subject}\" {listed} AND \"{id}\" {listed}",
         id = key_col::ID,
+        subject = key_col::SUBJECT,
         ring = key_col::RING_KEY,
         wrapped = key_col::WRAPPED,
         keys = keys_table(table),
@@ -102,7 +118,10 @@ pub(crate) fn of_ids(table: &TableName, dialect: Dialect, ids: &[&str]) -> Resul
     );
     Ok(Statement::new(
         dialect.number_placeholders(&sql),
-        vec![Value::Text(json_text(&ids, "the ids of data keys")?)],
+        vec![
+            Value::Text(json_text(&subjects, "the subjects of data keys")?),
+            Value::Text(json_text(&ids, "the ids of data keys")?),
+        ],
     ))
 }
 
@@ -120,28 +139,38 @@ pub(crate) fn forget_subject(
     dialect.render(&delete)
 }
 
-/// Up to `limit` keys after id `after`, in id order.
+/// Up to `limit` keys after `(subject, id)`, in the primary key's order.
 pub(crate) fn page(
     table: &TableName,
     dialect: Dialect,
-    after: &str,
+    after: (&str, &str),
     limit: u32,
 ) -> Result<Statement> {
-    let mut select = Query::select();
-    select
-        .columns([key_col::ID, key_col::RING_KEY, key_col::WRAPPED])
-        .from(keys_table(table))
-        .and_where(Expr::col(key_col::ID).gt(after))
-        .order_by(key_col::ID, Order::Asc)
-        .limit(u64::from(limit));
-    dialect.render(&select)
+    let sql = format!(
+        "SELECT \"{subject}\", \"{id}\", \"{ring}\", \"{wrapped}\" FROM \"{keys}\" \
+         WHERE (\"{subject}\", \"{id}\") > (?, ?) ORDER BY \"{subject}\", \"{id}\" LIMIT ?",
+        subject = key_col::SUBJECT,
+        id = key_col::ID,
+        ring = key_col::RING_KEY,
+        wrapped = key_col::WRAPPED,
+        keys = keys_table(table),
+    );
+    Ok(Statement::new(
+        dialect.number_placeholders(&sql),
+        vec![
+            Value::Text(after.0.to_owned()),
+            Value::Text(after.1.to_owned()),
+            Value::Integer(i64::from(limit)),
+        ],
+    ))
 }
 
-/// Replaces key `old` by `new` (the same key wrapped under another ring
-/// key), if it is still `old`.
+/// Replaces key `old` of `subject` by `new` (the same key wrapped under
+/// another ring key), if it is still `old`.
 pub(crate) fn rewrap(
     table: &TableName,
     dialect: Dialect,
+    subject: &str,
     old: &WrappedKey,
     new: &WrappedKey,
 ) -> Result<Statement> {
@@ -152,6 +181,7 @@ pub(crate) fn rewrap(
             (key_col::RING_KEY, new.ring_key.clone().into()),
             (key_col::WRAPPED, new.wrapped.clone().into()),
         ])
+        .and_where(Expr::col(key_col::SUBJECT).eq(subject))
         .and_where(Expr::col(key_col::ID).eq(old.id.clone()))
         .and_where(Expr::col(key_col::WRAPPED).eq(old.wrapped.clone()));
     dialect.render(&update)

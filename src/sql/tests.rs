@@ -325,7 +325,7 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
         (
             "inbox erasure",
             inbox::erase_subject(&inbox, dialect, "u1").unwrap(),
-            r#"DELETE FROM "inbox" WHERE "subject" = ?"#.into(),
+            r#"DELETE FROM "inbox" WHERE "subject" = ? RETURNING "key""#.into(),
             vec![text("u1")],
         ),
     ]
@@ -1017,7 +1017,7 @@ fn sealed_payloads_keys_are_written_returned_forgotten_and_rewrapped_by_pinned_s
         assert_eq!(
             sql,
             format!(
-                r#"INSERT INTO "outbox_keys" ("id", "subject", "ring_key", "wrapped", "created_at") VALUES ({mark}, ?, ?, ?, ?) ON CONFLICT ("id") DO NOTHING"#
+                r#"INSERT INTO "outbox_keys" ("id", "subject", "ring_key", "wrapped", "created_at") VALUES ({mark}, ?, ?, ?, ?) ON CONFLICT ("subject", "id") DO NOTHING"#
             ),
         );
         assert_eq!(
@@ -1036,29 +1036,35 @@ fn sealed_payloads_keys_are_written_returned_forgotten_and_rewrapped_by_pinned_s
                 .sql(),
             format!(r#"DELETE FROM "outbox_keys" WHERE "subject" = {mark}"#)
         );
-        let rewrap = keys::rewrap(&outbox, dialect, &key, &newer).unwrap();
+        let rewrap = keys::rewrap(&outbox, dialect, "h1:x", &key, &newer).unwrap();
         assert_eq!(
             rewrap.values(),
-            [text("k2"), text("BBBB"), text("m1"), text("AAAA")]
+            [
+                text("k2"),
+                text("BBBB"),
+                text("h1:x"),
+                text("m1"),
+                text("AAAA")
+            ]
         );
     }
     assert_eq!(
-        keys::rewrap(&outbox, Dialect::Sqlite, &key, &newer)
+        keys::rewrap(&outbox, Dialect::Sqlite, "h1:x", &key, &newer)
             .unwrap()
             .sql(),
-        r#"UPDATE "outbox_keys" SET "ring_key" = ?, "wrapped" = ? WHERE "id" = ? AND "wrapped" = ?"#
+        r#"UPDATE "outbox_keys" SET "ring_key" = ?, "wrapped" = ? WHERE "subject" = ? AND "id" = ? AND "wrapped" = ?"#
     );
     assert_eq!(
-        keys::of_ids(&outbox, Dialect::Sqlite, &["m1", "evt_2"])
+        keys::of_ids(&outbox, Dialect::Sqlite, &["h1:x"], &["m1", "evt_2"])
             .unwrap()
             .sql(),
-        r#"SELECT "id", "ring_key", "wrapped" FROM "outbox_keys" WHERE "id" IN (SELECT value FROM json_each(?))"#
+        r#"SELECT "id", "ring_key", "wrapped" FROM "outbox_keys" WHERE "subject" IN (SELECT value FROM json_each(?)) AND "id" IN (SELECT value FROM json_each(?))"#
     );
     assert_eq!(
-        keys::page(&outbox, Dialect::Sqlite, "m0", 100)
+        keys::page(&outbox, Dialect::Postgres, ("h1:x", "m0"), 100)
             .unwrap()
             .sql(),
-        r#"SELECT "id", "ring_key", "wrapped" FROM "outbox_keys" WHERE "id" > ? ORDER BY "id" ASC LIMIT ?"#
+        r#"SELECT "subject", "id", "ring_key", "wrapped" FROM "outbox_keys" WHERE ("subject", "id") > ($1, $2) ORDER BY "subject", "id" LIMIT $3"#
     );
     assert_eq!(
         keys::messages_page(&outbox, Dialect::Postgres, ("dead", 5, "m1"), 10)
@@ -1098,7 +1104,7 @@ fn a_sealed_outboxs_claim_returns_each_rows_data_key_and_a_hold_keeps_its_error(
         .sql()
         .to_owned();
     assert!(
-        sql.ends_with(r#"(SELECT "ring_key" || ':' || "wrapped" FROM "outbox_keys" WHERE "outbox_keys"."id" = COALESCE("outbox"."event_id", "outbox"."id")) AS "sealed_key""#),
+        sql.ends_with(r#"(SELECT "ring_key" || ':' || "wrapped" FROM "outbox_keys" WHERE "outbox_keys"."subject" = "outbox"."subject" AND "outbox_keys"."id" = COALESCE("outbox"."event_id", "outbox"."id")) AS "sealed_key""#),
         "{sql}"
     );
     assert!(

@@ -9,6 +9,7 @@ pub mod console_reads;
 pub mod endpoint_costs;
 pub mod latency;
 pub mod scenarios;
+pub mod sealing;
 #[cfg(target_arch = "wasm32")]
 #[allow(missing_docs)] // `#[durable_object]` generates undocumented methods.
 mod wakeups;

@@ -135,6 +135,33 @@ mod native {
         Ok(rollups)
     }
 
+    /// Sealed and clear sign-up mails side by side, with subjects and
+    /// without: a warm-up run of each, then `pairs` runs of each, the order
+    /// swapped every repetition.
+    async fn sealed_and_clear(bench: &Bench, messages: u32, pairs: u32) -> Result<Vec<Json>> {
+        let mut runs = Vec::new();
+        for subjects in [true, false] {
+            for sealed in [true, false] {
+                bench.sealing(sealed, subjects, messages).await?;
+            }
+            for repetition in 0..pairs {
+                let mut order = [true, false];
+                if repetition % 2 == 1 {
+                    order.reverse();
+                }
+                for sealed in order {
+                    let run = bench.sealing(sealed, subjects, messages).await?;
+                    eprintln!(
+                        "sqlite sealing {sealed}, subjects {subjects} (run {repetition}): immediate {:.0} ms, enqueue {:.0} ms, drain {:.0} ms",
+                        run.immediate.ms, run.enqueue.ms, run.drain.ms
+                    );
+                    runs.push(json!({ "repetition": repetition, "run": run }));
+                }
+            }
+        }
+        Ok(runs)
+    }
+
     async fn scenarios(
         bench: &Bench,
         messages: u64,
@@ -145,6 +172,12 @@ mod native {
         // `OUTBOX_BENCH_ONLY=rollups`: only rollups on and off, to iterate on them.
         if std::env::var("OUTBOX_BENCH_ONLY").is_ok_and(|only| only == "rollups") {
             return Ok(json!({ "rollups": rollups_on_and_off(bench, rollup_runs).await? }));
+        }
+        let sealing_messages = u32::try_from(messages).unwrap_or(u32::MAX);
+        // `OUTBOX_BENCH_ONLY=sealing`: only sealed against clear.
+        if std::env::var("OUTBOX_BENCH_ONLY").is_ok_and(|only| only == "sealing") {
+            let runs = sealed_and_clear(bench, sealing_messages, rollup_runs.pairs).await?;
+            return Ok(json!({ "sealing": runs }));
         }
         // Every pair `drain_repetitions` times, the order swapped every
         // repetition, so that a ratio's spread can be told from noise.
@@ -209,6 +242,7 @@ mod native {
             loops.push(json!({ "algo": name(algorithm), "run": run }));
         }
         let rollups = rollups_on_and_off(bench, rollup_runs).await?;
+        let sealing = sealed_and_clear(bench, sealing_messages, rollup_runs.pairs).await?;
         let mix = Mix {
             scale: 0.1,
             timeout: Duration::from_secs(1),
@@ -230,6 +264,7 @@ mod native {
             "loop": loops,
             "latency": latency,
             "rollups": rollups,
+            "sealing": sealing,
         }))
     }
 

@@ -137,6 +137,7 @@ impl Bench {
             "outbox_rollups",
             "outbox_audit",
             "outbox_alerts",
+            "outbox_keys",
             FLEET_TABLE,
             baseline::TABLE,
             "accounts",

@@ -86,6 +86,15 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
                 .await,
         ),
         "/signup" => answer(bench.signup(number("iterations")).await),
+        "/sealing" => answer(
+            bench
+                .sealing(
+                    param("sealed") == "true",
+                    param("subjects") == "true",
+                    number("messages"),
+                )
+                .await,
+        ),
         "/fan_out" => answer(
             bench
                 .fan_out(number("endpoints"), number("iterations"))
