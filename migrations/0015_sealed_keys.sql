@@ -10,8 +10,8 @@ CREATE TABLE IF NOT EXISTS "outbox_keys" (
     PRIMARY KEY (subject, id)
 ) STRICT, WITHOUT ROWID;
 CREATE TRIGGER IF NOT EXISTS "outbox_forget_key" AFTER DELETE ON "outbox"
-WHEN OLD.subject IS NOT NULL AND OLD.event_id IS NULL BEGIN
-    DELETE FROM "outbox_keys" WHERE subject = OLD.subject AND id = OLD.id;
+WHEN OLD.subject IS NOT NULL AND OLD.event_id IS NULL AND substr(OLD.payload, 1, 11) = 'sealed:1:d:' BEGIN
+    DELETE FROM "outbox_keys" WHERE subject = OLD.subject AND id = substr(OLD.payload, 12, 26);
 END;
 CREATE TABLE IF NOT EXISTS "account_events_keys" (
     subject    TEXT    NOT NULL,
@@ -22,6 +22,6 @@ CREATE TABLE IF NOT EXISTS "account_events_keys" (
     PRIMARY KEY (subject, id)
 ) STRICT, WITHOUT ROWID;
 CREATE TRIGGER IF NOT EXISTS "account_events_forget_key" AFTER DELETE ON "account_events"
-WHEN OLD.subject IS NOT NULL AND OLD.event_id IS NULL BEGIN
-    DELETE FROM "account_events_keys" WHERE subject = OLD.subject AND id = OLD.id;
+WHEN OLD.subject IS NOT NULL AND OLD.event_id IS NULL AND substr(OLD.payload, 1, 11) = 'sealed:1:d:' BEGIN
+    DELETE FROM "account_events_keys" WHERE subject = OLD.subject AND id = substr(OLD.payload, 12, 26);
 END;

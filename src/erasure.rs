@@ -69,6 +69,15 @@ impl Tombstones {
         }
     }
 
+    /// `subject` as tombstones may hold it: as written now, and as given
+    /// (before a key ring was given; the same without one).
+    fn forms(&self, subject: &str) -> Vec<String> {
+        match &self.ring {
+            Some(ring) => vec![ring.hash(subject), subject.to_owned()],
+            None => vec![subject.to_owned()],
+        }
+    }
+
     /// The table's name.
     pub(crate) fn table(&self) -> &TableName {
         &self.table
@@ -117,10 +126,14 @@ impl Tombstones {
     /// How, in each dialect: [`dialects::erasure_guard`].
     pub(crate) fn guard(&self, subject: &str, now: Timestamp) -> Result<Vec<Statement>> {
         let remembered_from = now.saturating_sub(ERASURE_MEMORY);
+        // With a ring, a tombstone written before it holds the subject as
+        // given: the guard refuses on either.
+        let before = self.ring.is_some().then_some(subject);
         dialects::erasure_guard(
             self.dialect,
             &self.table,
             &self.stored(subject),
+            before,
             remembered_from,
         )
     }
@@ -142,8 +155,10 @@ impl Tombstones {
         select
             .column(ERASED_AT)
             .from(self.name())
-            .and_where(Expr::col(SUBJECT).eq(self.stored(subject).into_owned()))
-            .and_where(Expr::col(ERASED_AT).ne(GUARD_MARK));
+            .and_where(crate::sql::one_of(SUBJECT, &as_strs(&self.forms(subject))))
+            .and_where(Expr::col(ERASED_AT).ne(GUARD_MARK))
+            .order_by(ERASED_AT, sea_query::Order::Desc)
+            .limit(1);
         self.dialect.render(&select)
     }
 
@@ -189,11 +204,8 @@ impl Tombstones {
                 .column(SUBJECT)
                 .from(self.name())
                 .and_where(
-                    Expr::col(SUBJECT).is_in(
-                        subjects
-                            .iter()
-                            .map(|subject| self.stored(subject).into_owned()),
-                    ),
+                    Expr::col(SUBJECT)
+                        .is_in(subjects.iter().flat_map(|subject| self.forms(subject))),
                 )
                 .and_where(Expr::col(ERASED_AT).gte(remembered_from));
             self.dialect.render(&select)
@@ -211,7 +223,10 @@ impl Tombstones {
         let mut subjects: Vec<String> = match erased {
             Some(stored) => subjects
                 .iter()
-                .filter(|subject| stored.iter().any(|s| *s == self.stored(subject)))
+                .filter(|subject| {
+                    let forms = self.forms(subject);
+                    stored.iter().any(|s| forms.contains(s))
+                })
                 .cloned()
                 .collect(),
             None => subjects.to_vec(),
@@ -219,6 +234,11 @@ impl Tombstones {
         subjects.sort();
         Error::SubjectErased { subjects }
     }
+}
+
+/// The `&str`s of `forms`.
+pub(crate) fn as_strs(forms: &[String]) -> Vec<&str> {
+    forms.iter().map(String::as_str).collect()
 }
 
 /// An `INSERT` of a row that may carry a subject, behind that subject's

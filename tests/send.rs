@@ -76,6 +76,14 @@ async fn every_public_future_can_be_spawned() {
             drop(outbox.complete(&lease).await);
             drop(outbox.bury(&lease, "400").await);
             drop(outbox.settle(&[(&lease, Delivery::Delivered)]).await);
+            let held = workers_outbox::outbox::HeldMessage {
+                error: workers_outbox::Error::Unsealable {
+                    key: "k".into(),
+                    reason: "a test".into(),
+                },
+                lease: lease.clone(),
+            };
+            drop(outbox.hold(&held).await);
             outbox.stats().await.unwrap();
             outbox.pause_topic("mail", "maintenance").await.unwrap();
             outbox.paused_topics().await.unwrap();

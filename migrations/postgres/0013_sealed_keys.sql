@@ -9,11 +9,21 @@ CREATE TABLE IF NOT EXISTS "outbox_keys" (
     created_at BIGINT NOT NULL,
     PRIMARY KEY (subject, id)
 );
-CREATE OR REPLACE FUNCTION "outbox_forget_key"() RETURNS trigger LANGUAGE plpgsql AS $$
+DO $$
 BEGIN
-    DELETE FROM "outbox_keys" WHERE subject = OLD.subject AND id = OLD.id;
-    RETURN NULL;
+    IF to_regproc('"outbox_forget_key"') IS NULL THEN
+        CREATE FUNCTION "outbox_forget_key"() RETURNS trigger LANGUAGE plpgsql AS $body$
+        BEGIN
+            DELETE FROM "outbox_keys" WHERE subject = OLD.subject AND id = substr(OLD.payload, 12, 26);
+            RETURN NULL;
+        END
+        $body$;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'outbox_forget_key'
+                   AND tgrelid = to_regclass('"outbox"')) THEN
+        CREATE TRIGGER "outbox_forget_key" AFTER DELETE ON "outbox" FOR EACH ROW
+        WHEN (OLD.subject IS NOT NULL AND OLD.event_id IS NULL AND substr(OLD.payload, 1, 11) = 'sealed:1:d:')
+        EXECUTE PROCEDURE "outbox_forget_key"();
+    END IF;
 END
 $$;
-CREATE OR REPLACE TRIGGER "outbox_forget_key" AFTER DELETE ON "outbox" FOR EACH ROW
-WHEN (OLD.subject IS NOT NULL AND OLD.event_id IS NULL) EXECUTE FUNCTION "outbox_forget_key"();

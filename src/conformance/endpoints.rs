@@ -1064,7 +1064,48 @@ pub(crate) async fn messages_a_claim_parks_as_dead_are_told_in_its_batch(h: Harn
 
 pub(crate) async fn a_filter_lets_through_only_the_events_it_matches(h: Harness) -> CaseResult {
     let outbox = h.outbox().await?;
-    let endpoints = Endpoints::new(&outbox);
+    filtered_events(&h, &outbox, None).await
+}
+
+/// As [`a_filter_lets_through_only_the_events_it_matches`], the events
+/// sealed (see [`seal`](crate::seal)), under a data key of their own: the
+/// filter reads the clear payload at publish time, and a recovery reads it
+/// from the payloads it opens.
+pub(crate) async fn a_filter_reads_sealed_events_at_publish_and_in_a_recovery(
+    h: Harness,
+) -> CaseResult {
+    let ring = crate::seal::KeyRing::builder()
+        .hash_key(&[7; 32])
+        .key("k1", &[1; 32])
+        .build()?;
+    let outbox = h
+        .outbox_builder(h.db(), &h.table("outbox"))
+        .key_ring(ring)
+        .build()?;
+    outbox.create_schema().await?;
+    filtered_events(&h, &outbox, Some("customer-1")).await?;
+    let stored = h
+        .sql(
+            &format!("SELECT payload FROM \"{}_events\"", outbox.table()),
+            Vec::new(),
+        )
+        .await?;
+    for row in stored.iter() {
+        let payload: String = row.get("payload")?;
+        ensure!(
+            payload.starts_with("sealed:1:d:"),
+            "an event kept clear: {payload}"
+        );
+    }
+    Ok(())
+}
+
+async fn filtered_events(
+    h: &Harness,
+    outbox: &Outbox,
+    subject: Option<&'static str>,
+) -> CaseResult {
+    let endpoints = Endpoints::new(outbox);
     let eu = endpoints
         .create(new("acme", "eu.example", &["*"]).filter("customer.region", "eu"))
         .await?;
@@ -1079,12 +1120,15 @@ pub(crate) async fn a_filter_lets_through_only_the_events_it_matches(h: Harness)
         Some(("customer.region", "eu"))
     );
     let publish_payload = |payload: &'static str| {
-        let h = &h;
         let endpoints = &endpoints;
         async move {
             let mut batch = Batch::new(h.db());
-            let ticket =
-                batch.publish(endpoints, Event::raw_json("acme", "order.paid", payload))?;
+            let event = Event::raw_json("acme", "order.paid", payload);
+            let event = match subject {
+                Some(subject) => event.subject(subject),
+                None => event,
+            };
+            let ticket = batch.publish(endpoints, event)?;
             let committed = batch.commit().await?;
             Ok::<u64, Failure>(committed.published(&ticket)?)
         }
@@ -1098,9 +1142,9 @@ pub(crate) async fn a_filter_lets_through_only_the_events_it_matches(h: Harness)
         2
     );
     ensure_eq!(publish_payload(r#"{"note":"no fields"}"#).await?, 1);
-    ensure_eq!(rows_of(&h, &outbox, &eu.id).await?.0, 1);
-    ensure_eq!(rows_of(&h, &outbox, &big.id).await?.0, 1);
-    ensure_eq!(rows_of(&h, &outbox, &every.id).await?.0, 3);
+    ensure_eq!(rows_of(h, outbox, &eu.id).await?.0, 1);
+    ensure_eq!(rows_of(h, outbox, &big.id).await?.0, 1);
+    ensure_eq!(rows_of(h, outbox, &every.id).await?.0, 3);
 
     // Changed, it applies to what is published next; a recovery keeps to it.
     endpoints
@@ -1111,8 +1155,8 @@ pub(crate) async fn a_filter_lets_through_only_the_events_it_matches(h: Harness)
         )
         .await?;
     ensure_eq!(publish_payload(r#"{"customer":{"region":"us"}}"#).await?, 2);
-    let receivers = Receivers::new(&h);
-    drain(&h, &outbox, &receivers).await?;
+    let receivers = Receivers::new(h);
+    drain(h, outbox, &receivers).await?;
     let since = crate::time::Timestamp::EPOCH;
     ensure_eq!(
         endpoints.recover("acme", &eu.id, since).await?.deliveries,

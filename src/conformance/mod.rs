@@ -315,6 +315,8 @@ pub fn cases() -> Vec<Case> {
         sealed::a_payload_that_does_not_open_is_held_not_dead,
         sealed::a_copy_taken_before_an_erasure_cannot_open_the_erased_subjects_payloads,
         sealed::tombstones_and_hashed_keys_match_and_name_nobody,
+        sealed::giving_a_ring_loses_no_erasure_of_rows_written_before,
+        endpoints::a_filter_reads_sealed_events_at_publish_and_in_a_recovery,
     ]
 }
 

@@ -441,3 +441,46 @@ pub(crate) async fn tombstones_and_hashed_keys_match_and_name_nobody(h: Harness)
     );
     Ok(())
 }
+
+pub(crate) async fn giving_a_ring_loses_no_erasure_of_rows_written_before(
+    h: Harness,
+) -> CaseResult {
+    // Before the ring: a message of "ada", and "bob" erased.
+    let before = h.outbox().await?;
+    let inbox = h.inbox().await?;
+    let old = enqueue_message(
+        &before,
+        Message::raw_json("mail", r#"{"n":1}"#).subject("ada"),
+    )
+    .await?;
+    erase_subject(&before, &inbox, "bob").await?;
+
+    let outbox = sealed_outbox(&h, ring(&["a"])?).await?;
+    let inbox = inbox.with_key_ring(ring(&["a"])?, false);
+    // The old tombstone still refuses, named as given.
+    match outbox
+        .enqueue_alone(Message::raw_json("mail", "{}").subject("bob"))
+        .await
+    {
+        Err(Error::SubjectErased { subjects }) => ensure_eq!(subjects, vec!["bob".to_owned()]),
+        other => return Err(Failure(format!("expected SubjectErased, got {other:?}"))),
+    }
+    // The old message is exported and erased with the new one.
+    enqueue_message(
+        &outbox,
+        Message::raw_json("mail", r#"{"n":2}"#).subject("ada"),
+    )
+    .await?;
+    let export = export_subject(&outbox, &inbox, "ada").await?;
+    let mut payloads: Vec<&str> = export.outbox.iter().map(|m| m.payload.as_str()).collect();
+    payloads.sort_unstable();
+    ensure_eq!(payloads, vec![r#"{"n":1}"#, r#"{"n":2}"#]);
+    ensure!(
+        export.outbox.iter().any(|m| m.id == old),
+        "the old message was not exported"
+    );
+    let erased = erase_subject(&outbox, &inbox, "ada").await?;
+    ensure_eq!(erased.outbox, 2);
+    ensure_eq!(stored(&h, &outbox).await?.len(), 0);
+    Ok(())
+}

@@ -130,7 +130,7 @@ impl Endpoints {
             .map(|key| outbox.stored_key(key));
         // Sealed once: every delivery carries the event's sealed payload,
         // opened with the event's data key.
-        let (payload, key) = outbox.seal_payload(&id, &event.payload, subject.as_deref(), now)?;
+        let (payload, key) = outbox.seal_payload(&event.payload, subject.as_deref(), now)?;
         let row = EventRow {
             id: &id,
             owner: &event.owner,
@@ -222,8 +222,12 @@ pub(crate) async fn events_of_subject(
     subject: &str,
 ) -> Result<Vec<PublishedEvent>> {
     use crate::sql::endpoints::event_col;
-    let stored = outbox.stored_subject(subject);
-    let statement = events::events_of_subject(outbox.table(), outbox.dialect(), &stored)?;
+    let forms = outbox.subject_forms(subject);
+    let statement = events::events_of_subject(
+        outbox.table(),
+        outbox.dialect(),
+        &crate::erasure::as_strs(&forms),
+    )?;
     let rows = outbox.database().query(&statement).await?;
     let table = crate::sql::endpoints::events_table(outbox.table());
     let mut events = rows
@@ -247,7 +251,7 @@ pub(crate) async fn events_of_subject(
         .data_keys_of(
             events
                 .iter()
-                .map(|event| (Some(stored.as_ref()), event.payload.as_str())),
+                .map(|event| (Some(forms[0].as_str()), event.payload.as_str())),
         )
         .await?;
     for event in &mut events {

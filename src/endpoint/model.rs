@@ -256,6 +256,28 @@ pub struct EndpointFilter {
     pub equals: String,
 }
 
+/// Whether `payload` (JSON text) holds `equals` at the dot-separated path
+/// `field`, read as text as the SQL filter reads it: a string as it is, a
+/// number as written, `true`/`false`, an object or array as JSON; never a
+/// missing field or `null`.
+pub(crate) fn filter_lets_through(payload: &str, field: &str, equals: &str) -> bool {
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(payload) else {
+        return false;
+    };
+    for name in field.split('.') {
+        match value.get_mut(name) {
+            Some(inner) => value = inner.take(),
+            None => return false,
+        }
+    }
+    match value {
+        serde_json::Value::Null => false,
+        serde_json::Value::String(text) => text == equals,
+        // A number as written, `true`, an object or array as JSON.
+        other => serde_json::to_string(&other).is_ok_and(|written| written == equals),
+    }
+}
+
 /// The most bytes of a filter's field path or value.
 pub const MAX_FILTER_BYTES: usize = 256;
 
@@ -705,6 +727,19 @@ pub(crate) fn metadata_text(metadata: &serde_json::Value) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_filter_reads_an_opened_payload_as_the_sql_filter_reads_a_clear_one() {
+        let payload = r#"{"customer":{"region":"eu","vip":true},"total":42,"note":null}"#;
+        assert!(filter_lets_through(payload, "customer.region", "eu"));
+        assert!(!filter_lets_through(payload, "customer.region", "us"));
+        assert!(filter_lets_through(payload, "total", "42"));
+        assert!(filter_lets_through(payload, "customer.vip", "true"));
+        assert!(!filter_lets_through(payload, "note", "null"));
+        assert!(!filter_lets_through(payload, "customer.city", "eu"));
+        assert!(!filter_lets_through(payload, "total.x", "42"));
+        assert!(!filter_lets_through("sealed:1:r:k:AAAA", "total", "42"));
+    }
     use super::*;
 
     fn refused(rules: &Rules, url: &str) -> String {

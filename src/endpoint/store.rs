@@ -17,6 +17,7 @@ use crate::sql::endpoints::{
     self, EndpointRow, Rewrite, Scope, endpoint_col, endpoint_state, endpoints_table,
     subscription_col,
 };
+use crate::sql::events::Filtered;
 use crate::time::Timestamp;
 
 /// The endpoints of one [`Outbox`], stored in its database beside it
@@ -377,28 +378,124 @@ impl Endpoints {
     /// # Errors
     /// [`Error::NotFound`]; database errors.
     pub async fn recover(&self, owner: &str, id: &str, since: Timestamp) -> Result<Recovered> {
-        self.get(owner, id).await?;
+        let endpoint = self.get(owner, id).await?;
         let (table, dialect, now) = self.at_now();
         let limit = Self::RECOVERED_PER_CALL;
-        let statements = [
+        // Sealed payloads cannot be read by SQL: their filter is read here,
+        // from the payloads opened, among the next `limit` events.
+        let opened = match (&endpoint.filter, self.outbox.key_ring()) {
+            (Some(filter), Some(_)) => {
+                Some(self.recoverable_opened(owner, id, since, filter).await?)
+            }
+            _ => None,
+        };
+        let ids: Vec<&str> = opened
+            .iter()
+            .flat_map(|(ids, _)| ids.iter().map(String::as_str))
+            .collect();
+        let through = match &opened {
+            Some(_) => Filtered::Only(&ids),
+            None => Filtered::InSql,
+        };
+        let mut statements = vec![
             crate::sql::events::forget_dead_deliveries(table, dialect, owner, id, since)?,
-            crate::sql::events::recover(table, dialect, owner, id, since, now, limit)?,
-            crate::sql::events::recover_next(table, dialect, owner, id, since, limit)?,
+            crate::sql::events::recover(table, dialect, (owner, id), since, (now, limit), through)?,
         ];
+        if opened.is_none() {
+            statements.push(crate::sql::events::recover_next(
+                table, dialect, owner, id, since, limit,
+            )?);
+        }
         let outcomes = self.outbox.database().run_atomic(&statements).await?;
-        let (Some(written), Some(next)) = (outcomes.get(1), outcomes.get(2)) else {
+        let Some(written) = outcomes.get(1) else {
             return Err(Error::database(
                 "the database returned fewer outcomes than statements",
             ));
         };
-        let next_since = match next.rows.first() {
-            Some(row) => Some(row.get(crate::sql::endpoints::event_col::CREATED_AT)?),
-            None => None,
+        let next_since = match (opened, outcomes.get(2)) {
+            (Some((_, next)), _) => next,
+            (None, Some(next)) => match next.rows.first() {
+                Some(row) => Some(row.get(crate::sql::endpoints::event_col::CREATED_AT)?),
+                None => None,
+            },
+            (None, None) => {
+                return Err(Error::database(
+                    "the database returned fewer outcomes than statements",
+                ));
+            }
         };
         Ok(Recovered {
             deliveries: written.rows_affected,
             next_since,
         })
+    }
+
+    /// Of the next [`RECOVERED_PER_CALL`](Self::RECOVERED_PER_CALL) events
+    /// `owner`'s endpoint `id` subscribes to since `since`, the ids of those
+    /// whose opened payloads `filter` lets through, and the time of the
+    /// event after them, if any.
+    async fn recoverable_opened(
+        &self,
+        owner: &str,
+        id: &str,
+        since: Timestamp,
+        filter: &super::model::EndpointFilter,
+    ) -> Result<(Vec<String>, Option<Timestamp>)> {
+        use crate::sql::endpoints::event_col;
+        let (table, dialect, _) = self.at_now();
+        let limit = Self::RECOVERED_PER_CALL;
+        let statement = crate::sql::events::recoverable_events(
+            table,
+            dialect,
+            (owner, id),
+            since,
+            limit.saturating_add(1),
+        )?;
+        let rows = self.outbox.database().query(&statement).await?;
+        let events_table = crate::sql::endpoints::events_table(table);
+        let mut events = rows
+            .iter()
+            .map(|row| {
+                let read = || -> Result<(String, String, Option<String>, Timestamp)> {
+                    Ok((
+                        row.get(event_col::ID)?,
+                        row.get(event_col::PAYLOAD)?,
+                        row.get(event_col::SUBJECT)?,
+                        row.get(event_col::CREATED_AT)?,
+                    ))
+                };
+                read().map_err(|error| error.in_row(&events_table, None))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let next = if events.len() > limit as usize {
+            events.pop().map(|(.., at)| at)
+        } else {
+            None
+        };
+        let keys = self
+            .outbox
+            .data_keys_of(
+                events
+                    .iter()
+                    .map(|(_, payload, subject, _)| (subject.as_deref(), payload.as_str())),
+            )
+            .await?;
+        let mut through = Vec::new();
+        for (event, payload, ..) in events {
+            let key = crate::seal::Envelope::parse(&payload)
+                .ok()
+                .flatten()
+                .and_then(|envelope| keys.get(envelope.key));
+            // One that does not open cannot be matched: it is not sent (its
+            // delivery would be held anyway).
+            let Ok(opened) = self.outbox.open_payload(&payload, key) else {
+                continue;
+            };
+            if super::model::filter_lets_through(&opened, &filter.field, &filter.equals) {
+                through.push(event);
+            }
+        }
+        Ok((through, next))
     }
 
     /// The `limit` latest logged attempts of `owner`'s endpoint `id`, newest

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::database::{Database, Dialect, Outcome, Statement};
-use crate::erasure::{ERASED_SUBJECTS, GuardedInsert, Tombstones};
+use crate::erasure::{ERASED_SUBJECTS, GuardedInsert, Tombstones, as_strs};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::outbox::{CappedCount, check_key as check, check_scan};
@@ -139,6 +139,15 @@ impl Inbox {
         match &self.ring {
             Some(ring) => ring.hash(subject).into(),
             None => subject.into(),
+        }
+    }
+
+    /// `subject` as rows may hold it: its hash with a ring, and as given
+    /// (rows written before the ring).
+    fn subject_forms(&self, subject: &str) -> Vec<String> {
+        match &self.ring {
+            Some(ring) => vec![ring.hash(subject), subject.to_owned()],
+            None => vec![subject.to_owned()],
         }
     }
 
@@ -375,7 +384,8 @@ impl Inbox {
     /// # Errors
     /// [`Error::MalformedRow`] naming an undecodable row; database errors.
     pub async fn export_subject(&self, subject: &str) -> Result<Vec<InboxEntry>> {
-        let statement = sql::of_subject(&self.table, self.dialect, &self.stored_subject(subject))?;
+        let forms = self.subject_forms(subject);
+        let statement = sql::of_subject(&self.table, self.dialect, &as_strs(&forms))?;
         let rows = self.db.query(&statement).await?;
         rows.iter()
             .map(|row| {
@@ -405,7 +415,11 @@ impl Inbox {
     pub fn erase_subject_statements(&self, subject: &str) -> Result<Vec<Statement>> {
         Ok(vec![
             self.tombstones.tombstone(subject, self.clock.now())?,
-            sql::erase_subject(&self.table, self.dialect, &self.stored_subject(subject))?,
+            sql::erase_subject(
+                &self.table,
+                self.dialect,
+                &as_strs(&self.subject_forms(subject)),
+            )?,
         ])
     }
 

@@ -72,7 +72,12 @@ impl Outbox {
 
     /// The logged attempts of `subject`'s messages, oldest first.
     pub(crate) fn attempts_of_subject_statement(&self, subject: &str) -> Result<Statement> {
-        attempts::of_subject(self.table(), self.dialect(), &self.stored_subject(subject))
+        let forms = self.subject_forms(subject);
+        attempts::of_subject(
+            self.table(),
+            self.dialect(),
+            &crate::erasure::as_strs(&forms),
+        )
     }
 
     pub(crate) async fn logged_attempts(&self, statement: Statement) -> Result<Vec<LoggedAttempt>> {

@@ -620,7 +620,11 @@ impl Outbox {
             page.and_where(Expr::col(col::TOPIC).eq(topic.as_str()));
         }
         if let Some(subject) = &filter.subject {
-            page.and_where(Expr::col(col::SUBJECT).eq(self.stored_subject(subject).into_owned()));
+            let forms = self.subject_forms(subject);
+            page.and_where(crate::sql::one_of(
+                col::SUBJECT,
+                &crate::erasure::as_strs(&forms),
+            ));
         }
         if let Some(prefix) = filter.id_prefix.as_deref().filter(|p| !p.is_empty()) {
             // A range, not LIKE: no wildcard in an id can widen it.
@@ -820,8 +824,11 @@ impl Outbox {
             matching.and_where(Expr::col(col::TOPIC).eq(topic.as_str()));
         }
         if let Some(subject) = &filter.subject {
-            matching
-                .and_where(Expr::col(col::SUBJECT).eq(self.stored_subject(subject).into_owned()));
+            let forms = self.subject_forms(subject);
+            matching.and_where(crate::sql::one_of(
+                col::SUBJECT,
+                &crate::erasure::as_strs(&forms),
+            ));
         }
         self.render(&matching)
     }

@@ -157,9 +157,9 @@ pub struct MalformedMessage {
 
 /// A claimed row whose sealed payload could not be opened (see
 /// [`seal`](crate::seal)): a key missing from the ring or wrong, or its data
-/// key gone. It is leased like the others; a drain holds it (due again
-/// later, no attempt spent, the error kept as its last) until a ring that
-/// opens it is deployed. It never dies of this.
+/// key gone. It is leased like the others; a drain holds it
+/// ([`Outbox::hold`]: due again later, no attempt spent, the error kept as
+/// its last) until a ring that opens it is deployed. It never dies of this.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeldMessage {
     /// Why it did not open ([`Error::Unsealable`]).
@@ -316,14 +316,15 @@ impl ClaimStatement {
             let topic: String = row.get(col::TOPIC)?;
             let unsettled_leases = row.get(col::UNSETTLED_LEASES)?;
             let stored: String = row.get(col::PAYLOAD)?;
-            let key = match &self.ring {
-                Some(_) => row
+            let subject: Option<String> = row.get(col::SUBJECT)?;
+            let key = match (&self.ring, &subject) {
+                (Some(_), Some(subject)) => row
                     .get::<Option<String>>(sql::keys::RETURNED_KEY)?
                     .and_then(|text| {
-                        let owner = crate::seal::Envelope::parse(&stored).ok().flatten()?;
-                        sql::keys::read_returned(owner.key, &text)
+                        let sealed = crate::seal::Envelope::parse(&stored).ok().flatten()?;
+                        sql::keys::read_returned(sealed.key, subject, &text)
                     }),
-                None => None,
+                _ => None,
             };
             let payload = match crate::seal::open(self.ring.as_ref(), &stored, key.as_ref()) {
                 Ok(payload) => payload,
@@ -346,7 +347,7 @@ impl ClaimStatement {
                 id: id.clone(),
                 topic: topic.clone(),
                 payload,
-                subject: row.get(col::SUBJECT)?,
+                subject,
                 // A trace that no longer parses is dropped, never the message.
                 trace: crate::trace::TraceContext::read(
                     row.get::<Option<String>>(col::TRACEPARENT)?.as_deref(),

@@ -253,7 +253,7 @@ impl Outbox {
             .ordering_key
             .as_deref()
             .map(|key| self.stored_key(key));
-        let (payload, key) = self.seal_payload(id, &message.payload, subject.as_deref(), now)?;
+        let (payload, key) = self.seal_payload(&message.payload, subject.as_deref(), now)?;
         let row = sql::enqueue::NewRow {
             id,
             id_given: message.id.is_some(),

@@ -188,8 +188,10 @@ impl OutboxBuilder {
     /// sealing key. Subjects are stored, and tombstones written, as keyed
     /// hashes. Give the database's inboxes the same ring (their tombstones
     /// are shared), and every outbox handle of the table: one without the
-    /// ring cannot open what this one sealed. Payloads written before stay
-    /// as they were and still deliver.
+    /// ring cannot open what this one sealed. Rows written before stay as
+    /// they were: their payloads deliver as they are, and export, erasure
+    /// and the erasure guard match a subject both as given and hashed, so
+    /// the switch loses no erasure.
     pub fn key_ring(mut self, ring: KeyRing) -> Self {
         self.ring = Some(ring);
         self
@@ -197,8 +199,11 @@ impl OutboxBuilder {
 
     /// Stores dedup and ordering keys as keyed hashes under the
     /// [`key_ring`](Self::key_ring) (default: as given), so a copy of the
-    /// table names nobody by an e-mail address used as a key. Matching
-    /// works as before; the console and exports show the hashes.
+    /// table names nobody by an e-mail address used as a key. Keys match
+    /// keys written the same way; across the switch a key written before
+    /// matches none written after (one duplicate may pass, one ordering key
+    /// may run as two until its old rows are gone). The console and exports
+    /// show the hashes.
     pub fn hash_keys(mut self, on: bool) -> Self {
         self.hash_keys = on;
         self
@@ -399,6 +404,16 @@ impl Outbox {
         match &self.inner.ring {
             Some(ring) => ring.hash(subject).into(),
             None => subject.into(),
+        }
+    }
+
+    /// `subject` as rows of this outbox may hold it: as stored now (its
+    /// keyed hash, with a ring) and as given (how rows written before the
+    /// ring was given hold it). Export and erasure match every form.
+    pub(crate) fn subject_forms(&self, subject: &str) -> Vec<String> {
+        match &self.inner.ring {
+            Some(ring) => vec![ring.hash(subject), subject.to_owned()],
+            None => vec![subject.to_owned()],
         }
     }
 

@@ -172,11 +172,21 @@ CREATE TABLE IF NOT EXISTS "{table}_keys" (
     created_at BIGINT NOT NULL,
     PRIMARY KEY (subject, id)
 );
-CREATE OR REPLACE FUNCTION "{table}_forget_key"() RETURNS trigger LANGUAGE plpgsql AS $$
+DO $$
 BEGIN
-    DELETE FROM "{table}_keys" WHERE subject = OLD.subject AND id = OLD.id;
-    RETURN NULL;
+    IF to_regproc('"{table}_forget_key"') IS NULL THEN
+        CREATE FUNCTION "{table}_forget_key"() RETURNS trigger LANGUAGE plpgsql AS $body$
+        BEGIN
+            DELETE FROM "{table}_keys" WHERE subject = OLD.subject AND id = substr(OLD.payload, 12, 26);
+            RETURN NULL;
+        END
+        $body$;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '{table}_forget_key'
+                   AND tgrelid = to_regclass('"{table}"')) THEN
+        CREATE TRIGGER "{table}_forget_key" AFTER DELETE ON "{table}" FOR EACH ROW
+        WHEN (OLD.subject IS NOT NULL AND OLD.event_id IS NULL AND substr(OLD.payload, 1, 11) = 'sealed:1:d:')
+        EXECUTE PROCEDURE "{table}_forget_key"();
+    END IF;
 END
 $$;
-CREATE OR REPLACE TRIGGER "{table}_forget_key" AFTER DELETE ON "{table}" FOR EACH ROW
-WHEN (OLD.subject IS NOT NULL AND OLD.event_id IS NULL) EXECUTE FUNCTION "{table}_forget_key"();

@@ -174,7 +174,8 @@ CREATE TABLE IF NOT EXISTS "{table}_alerts" (
     told_by      TEXT    NOT NULL
 ) STRICT, WITHOUT ROWID;
 -- Data keys of "{table}"'s sealed payloads (OutboxBuilder::key_ring, src/seal/): one per message or
--- event sealed with a subject, whose id it takes. subject is the subject's keyed hash; ring_key the
+-- event sealed with a subject, its id a ULID of its own that the sealed payload names (characters 12
+-- to 37 of "sealed:1:d:<id>:…"). subject is the subject's keyed hash; ring_key the
 -- ring key that wraps it; wrapped its nonce, ciphertext and tag (URL-safe base64). An erasure deletes
 -- a subject's keys in its own batch, so no copy of its payloads opens again. A message's key goes
 -- with its row (the trigger below); an event's stays until its subject's erasure, since deliveries
@@ -188,6 +189,6 @@ CREATE TABLE IF NOT EXISTS "{table}_keys" (
     PRIMARY KEY (subject, id)
 ) STRICT, WITHOUT ROWID;
 CREATE TRIGGER IF NOT EXISTS "{table}_forget_key" AFTER DELETE ON "{table}"
-WHEN OLD.subject IS NOT NULL AND OLD.event_id IS NULL BEGIN
-    DELETE FROM "{table}_keys" WHERE subject = OLD.subject AND id = OLD.id;
+WHEN OLD.subject IS NOT NULL AND OLD.event_id IS NULL AND substr(OLD.payload, 1, 11) = 'sealed:1:d:' BEGIN
+    DELETE FROM "{table}_keys" WHERE subject = OLD.subject AND id = substr(OLD.payload, 12, 26);
 END;

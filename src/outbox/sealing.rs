@@ -13,7 +13,7 @@ use crate::sql::keys::{self, key_col};
 use crate::time::Timestamp;
 
 impl Outbox {
-    /// `payload` as row `id` stores it: sealed under a data key of its own
+    /// `payload` as a row stores it: sealed under a data key of its own
     /// (whose insert is returned, to go beside the row) when it has a
     /// `subject` (as stored), under the ring's sealing key when not, and as
     /// it is without a ring.
@@ -22,7 +22,6 @@ impl Outbox {
     /// [`Error::Internal`] if the platform has no randomness.
     pub(crate) fn seal_payload<'a>(
         &self,
-        id: &str,
         payload: &'a str,
         stored_subject: Option<&str>,
         now: Timestamp,
@@ -33,9 +32,10 @@ impl Outbox {
         match stored_subject {
             None => Ok((ring.seal(payload)?.into(), None)),
             Some(subject) => {
-                let key = ring.new_data_key(id)?;
-                let insert =
-                    keys::insert(self.table(), self.dialect(), &key.wrapped, subject, now)?;
+                // A key id of its own, never a row's: ids of messages and
+                // events may meet, and a dropped duplicate leaves its key.
+                let key = ring.new_data_key(&self.new_ulid(now), subject)?;
+                let insert = keys::insert(self.table(), self.dialect(), &key.wrapped, now)?;
                 Ok((key.seal(payload)?.into(), Some(insert)))
             }
         }
@@ -125,6 +125,7 @@ impl Outbox {
                 };
                 let key = WrappedKey {
                     id: read(key_col::ID)?,
+                    subject: read(key_col::SUBJECT)?,
                     ring_key: read(key_col::RING_KEY)?,
                     wrapped: read(key_col::WRAPPED)?,
                 };
@@ -218,6 +219,7 @@ impl Outbox {
                     let subject: String = row.get(key_col::SUBJECT).map_err(in_row)?;
                     let key = WrappedKey {
                         id: row.get(key_col::ID).map_err(in_row)?,
+                        subject: subject.clone(),
                         ring_key: row.get(key_col::RING_KEY).map_err(in_row)?,
                         wrapped: row.get(key_col::WRAPPED).map_err(in_row)?,
                     };

@@ -634,6 +634,22 @@ impl Outbox {
             .await
     }
 
+    /// Gives back a claimed message whose sealed payload did not open
+    /// ([`Claim::held`](super::Claim::held)): due again after
+    /// [`HELD_UNSEALABLE_FOR`](super::HELD_UNSEALABLE_FOR), no attempt
+    /// spent, its error kept as its last. A drain does this itself; a
+    /// caller of [`claim`](Outbox::claim) must, or the lease expires
+    /// unsettled and counts against the message.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`]; database errors.
+    pub async fn hold(&self, held: &super::HeldMessage) -> Result<()> {
+        let due = self.now().checked_add(super::HELD_UNSEALABLE_FOR)?;
+        let error = held.error.to_string();
+        self.settle_one(&held.lease, Fate::Hold { error, due })
+            .await
+    }
+
     /// Gives a lease back without attempting delivery: the message is due
     /// again at once and no attempt is spent.
     ///

@@ -5,6 +5,7 @@ use sea_query::{Expr, ExprTrait, Func, Order, Query};
 use super::records::{COLUMNS, StoredMessage};
 use super::{Outbox, col, state};
 use crate::database::Statement;
+use crate::erasure::as_strs;
 use crate::error::Result;
 
 impl Outbox {
@@ -24,7 +25,10 @@ impl Outbox {
             select
                 .columns(COLUMNS)
                 .from(self.table_name())
-                .and_where(Expr::col(col::SUBJECT).eq(self.stored_subject(subject).into_owned()))
+                .and_where(crate::sql::one_of(
+                    col::SUBJECT,
+                    &as_strs(&self.subject_forms(subject)),
+                ))
                 .order_by(col::CREATED_AT, Order::Asc)
                 .order_by(col::ID, Order::Asc);
             self.render(&select)?
@@ -75,13 +79,14 @@ impl Outbox {
     /// If a statement cannot be built.
     pub fn erase_subject_statements(&self, raw_subject: &str) -> Result<Vec<Statement>> {
         let stored = self.stored_subject(raw_subject);
-        let subject: &str = &stored;
+        let forms = self.subject_forms(raw_subject);
+        let forms = as_strs(&forms);
         let table = self.table_name();
         let now = self.now().as_unix_millis();
         // The subject's rows leased right now, with an ordering key.
         let in_flight = |query: &mut sea_query::SelectStatement| {
             query
-                .and_where(Expr::col(("erased", col::SUBJECT)).eq(subject))
+                .and_where(crate::sql::one_of(("erased", col::SUBJECT), &forms))
                 .and_where(Expr::col(("erased", col::STATE)).eq(state::READY))
                 .and_where(Expr::col(("erased", col::LEASE_TOKEN)).is_not_null())
                 .and_where(Expr::col(("erased", col::DUE_AT)).gt(now))
@@ -113,22 +118,25 @@ impl Outbox {
         let mut delete = Query::delete();
         delete
             .from_table(table)
-            .and_where(Expr::col(col::SUBJECT).eq(subject))
+            .and_where(crate::sql::one_of(col::SUBJECT, &forms))
             .returning_col(col::ID);
         // The events it published to endpoints, kept for their recovery.
         let mut events = Query::delete();
         events
             .from_table(crate::sql::endpoints::events_table(self.table()))
-            .and_where(Expr::col(crate::sql::endpoints::event_col::SUBJECT).eq(subject));
+            .and_where(crate::sql::one_of(
+                crate::sql::endpoints::event_col::SUBJECT,
+                &forms,
+            ));
         Ok(vec![
             self.tombstones().tombstone(raw_subject, self.now())?,
             self.render(&hold)?,
             self.render(&delete)?,
             self.promote_all_heads()?,
             self.render(&events)?,
-            crate::sql::attempts::erase(self.table(), self.dialect(), subject)?,
+            crate::sql::attempts::erase(self.table(), self.dialect(), &forms)?,
             // Last: what makes every copy of its sealed payloads unreadable.
-            crate::sql::keys::forget_subject(self.table(), self.dialect(), subject)?,
+            crate::sql::keys::forget_subject(self.table(), self.dialect(), &stored)?,
         ])
     }
 }

@@ -9,6 +9,12 @@ use crate::error::{Error, Result};
 /// clear payload written before sealing was turned on is told apart.
 pub const SEALED_PREFIX: &str = "sealed:1:";
 
+/// Where a data key's id starts in a value sealed under it (1-based, as
+/// SQL's `substr` counts): right after `sealed:1:d:`.
+pub(crate) const DATA_KEY_ID_AT: usize = SEALED_PREFIX.len() + 3;
+/// How long a data key's id is: a ULID.
+pub(crate) const DATA_KEY_ID_LEN: usize = 26;
+
 /// What a sealed value is sealed under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -50,14 +56,13 @@ impl<'a> Envelope<'a> {
             key: String::new(),
             reason: format!("the sealed value is damaged: {reason}"),
         };
-        let mut parts = rest.splitn(3, ':');
-        let kind = match parts.next() {
-            Some("r") => Kind::Ring,
-            Some("d") => Kind::Data,
+        let (kind, rest) = match rest.split_once(':') {
+            Some(("r", rest)) => (Kind::Ring, rest),
+            Some(("d", rest)) => (Kind::Data, rest),
             _ => return Err(damaged("unknown kind")),
         };
-        let key = parts.next().filter(|key| !key.is_empty());
-        let (Some(key), Some(body)) = (key, parts.next()) else {
+        // The body (base64) holds no ':'; the key id is what is before it.
+        let Some((key, body)) = rest.rsplit_once(':').filter(|(key, _)| !key.is_empty()) else {
             return Err(damaged("no key id or no body"));
         };
         let sealed = URL_SAFE_NO_PAD

@@ -30,7 +30,7 @@ mod ring;
 pub use envelope::SEALED_PREFIX;
 pub use ring::{KeyRing, RingBuilder};
 
-pub(crate) use envelope::{Envelope, Kind, is_sealed};
+pub(crate) use envelope::{DATA_KEY_ID_AT, DATA_KEY_ID_LEN, Envelope, Kind, is_sealed};
 pub(crate) use ring::WrappedKey;
 
 use crate::error::{Error, Result};

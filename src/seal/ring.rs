@@ -54,12 +54,26 @@ impl PartialEq for KeyRing {
 impl Eq for KeyRing {}
 
 /// Builds a [`KeyRing`]: the hash key, then the keys, the sealing one first.
-#[derive(Debug, Default)]
+/// Its `Debug` shows key ids only.
+#[derive(Default)]
 #[must_use = "a ring builder does nothing until built"]
 pub struct RingBuilder {
     keys: Vec<(String, [u8; KEY_BYTES])>,
     hash_key: Option<Vec<u8>>,
     error: Option<Error>,
+}
+
+impl fmt::Debug for RingBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RingBuilder")
+            .field(
+                "keys",
+                &self.keys.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+            )
+            .field("hash_key", &self.hash_key.as_ref().map(|_| "…"))
+            .field("error", &self.error)
+            .finish()
+    }
 }
 
 impl RingBuilder {
@@ -248,11 +262,12 @@ impl KeyRing {
         }
     }
 
-    /// A new data key for the row `id` (a message's or an event's id).
+    /// A new data key of id `id` (unique in its table) for a row of
+    /// `subject` (its keyed hash).
     ///
     /// # Errors
     /// [`Error::Internal`] if the platform has no randomness.
-    pub(crate) fn new_data_key(&self, id: &str) -> Result<DataKey> {
+    pub(crate) fn new_data_key(&self, id: &str, subject: &str) -> Result<DataKey> {
         // One draw: the key, the wrap's nonce and the one seal's nonce.
         let drawn = random::<{ KEY_BYTES + 2 * NONCE_BYTES }>()?;
         let (bytes, nonces) = drawn.split_at(KEY_BYTES);
@@ -263,20 +278,23 @@ impl KeyRing {
             <[u8; NONCE_BYTES]>::try_from(part).map_err(|_| Error::internal("nonce length"))
         };
         let (ring_key, cipher) = &self.inner.keys[0];
-        let wrapped = seal_bytes_under(
+        let mut wrapped = WrappedKey {
+            id: id.to_owned(),
+            subject: subject.to_owned(),
+            ring_key: ring_key.clone(),
+            wrapped: String::new(),
+        };
+        let sealed = seal_bytes_under(
             cipher,
-            &wrap_associated_data(id, ring_key),
+            &wrap_associated_data(&wrapped),
             &bytes,
             nonce(wrap_nonce)?,
         )?;
+        wrapped.wrapped = URL_SAFE_NO_PAD.encode(sealed);
         Ok(DataKey {
             cipher: Aes256Gcm::new(&Key::<Aes256Gcm>::from(bytes)),
             nonce: nonce(seal_nonce)?,
-            wrapped: WrappedKey {
-                id: id.to_owned(),
-                ring_key: ring_key.clone(),
-                wrapped: URL_SAFE_NO_PAD.encode(wrapped),
-            },
+            wrapped,
         })
     }
 
@@ -295,12 +313,8 @@ impl KeyRing {
         let sealed = URL_SAFE_NO_PAD
             .decode(&wrapped.wrapped)
             .map_err(|_| unopenable("it is not base64"))?;
-        let bytes = open_bytes(
-            cipher,
-            &wrap_associated_data(&wrapped.id, &wrapped.ring_key),
-            &sealed,
-        )
-        .map_err(|()| unopenable("wrong ring key, or a damaged row"))?;
+        let bytes = open_bytes(cipher, &wrap_associated_data(wrapped), &sealed)
+            .map_err(|()| unopenable("wrong ring key, or a damaged row"))?;
         <[u8; KEY_BYTES]>::try_from(bytes.as_slice()).map_err(|_| unopenable("not 32 bytes"))
     }
 
@@ -315,12 +329,14 @@ impl KeyRing {
         }
         let bytes = self.unwrap_bytes(wrapped)?;
         let (ring_key, cipher) = &self.inner.keys[0];
-        let sealed = seal_bytes(cipher, &wrap_associated_data(&wrapped.id, ring_key), &bytes)?;
-        Ok(Some(WrappedKey {
-            id: wrapped.id.clone(),
+        let mut new = WrappedKey {
             ring_key: ring_key.clone(),
-            wrapped: URL_SAFE_NO_PAD.encode(sealed),
-        }))
+            wrapped: String::new(),
+            ..wrapped.clone()
+        };
+        let sealed = seal_bytes(cipher, &wrap_associated_data(&new), &bytes)?;
+        new.wrapped = URL_SAFE_NO_PAD.encode(sealed);
+        Ok(Some(new))
     }
 
     /// `text` sealed again under the sealing key, if it is a value sealed
@@ -378,8 +394,10 @@ impl DataKey {
 /// A data key as the key table stores it: wrapped by ring key `ring_key`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct WrappedKey {
-    /// The data key's id: the row it seals.
+    /// The data key's id (a ULID of its own, named by what it seals).
     pub(crate) id: String,
+    /// The keyed hash of the subject of the row it seals.
+    pub(crate) subject: String,
     pub(crate) ring_key: String,
     /// Nonce, ciphertext and tag, URL-safe base64.
     pub(crate) wrapped: String,
@@ -387,11 +405,22 @@ pub(crate) struct WrappedKey {
 
 /// Whether `value` is a keyed hash.
 pub(crate) fn is_hash(value: &str) -> bool {
-    value.len() == HASH_PREFIX.len() + 43 && value.starts_with(HASH_PREFIX)
+    value.len() == HASH_PREFIX.len() + 43
+        && value.strip_prefix(HASH_PREFIX).is_some_and(|digest| {
+            digest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
 }
 
-fn wrap_associated_data(id: &str, ring_key: &str) -> String {
-    format!("workers-outbox/data-key/1/{ring_key}/{id}")
+/// A wrapped data key's associated data: its id, its subject's keyed hash
+/// and the ring key wrapping it, so a key row moved to another subject or
+/// id does not unwrap.
+fn wrap_associated_data(key: &WrappedKey) -> String {
+    format!(
+        "workers-outbox/data-key/2/{}/{}/{}",
+        key.ring_key, key.subject, key.id
+    )
 }
 
 fn seal_with(cipher: &Aes256Gcm, kind: Kind, key: &str, plain: &str) -> Result<String> {
@@ -536,14 +565,14 @@ mod tests {
     #[test]
     fn a_data_key_opens_only_with_its_row_and_rewraps_under_the_new_key() {
         let old = ring(&["a"]);
-        let key = old.new_data_key("m1").unwrap();
+        let key = old.new_data_key("m1", "h1:s").unwrap();
         let wrapped = key.wrapped.clone();
         let sealed = key.seal("hello").unwrap();
         assert!(sealed.starts_with("sealed:1:d:m1:"));
         assert_eq!(old.open(&sealed, Some(&wrapped)).unwrap(), "hello");
         let gone = old.open(&sealed, None).unwrap_err();
         assert!(gone.to_string().contains("data key is gone"), "{gone}");
-        let other = old.new_data_key("m2").unwrap();
+        let other = old.new_data_key("m2", "h1:s").unwrap();
         assert!(old.open(&sealed, Some(&other.wrapped)).is_err());
 
         let rotated = ring(&["b", "a"]);
@@ -553,10 +582,19 @@ mod tests {
         assert_eq!(rotated.rewrap(&rewrapped).unwrap(), None);
         let renamed = WrappedKey {
             id: "m1".into(),
+            subject: "h1:s".into(),
             ring_key: "a".into(),
             wrapped: rewrapped.wrapped.clone(),
         };
         assert!(rotated.open(&sealed, Some(&renamed)).is_err());
+        let moved = WrappedKey {
+            subject: "h1:other".into(),
+            ..rewrapped.clone()
+        };
+        assert!(
+            rotated.open(&sealed, Some(&moved)).is_err(),
+            "a key row moved to another subject opened"
+        );
     }
 
     #[test]
@@ -594,6 +632,8 @@ mod tests {
         assert_eq!(ring.key_ids().collect::<Vec<_>>(), ["new", "old"]);
         assert_eq!(ring.sealing_key_id(), "new");
         assert!(!format!("{ring:?}").contains(&key));
+        let builder = KeyRing::builder().hash_key(&[200; 32]).key("k", &[201; 32]);
+        assert!(!format!("{builder:?}").contains("200") && !format!("{builder:?}").contains("201"));
         for (keys, hash) in [
             ("new", key.as_str()),
             ("new:AAAA", key.as_str()),

@@ -187,21 +187,25 @@ pub(crate) fn prune(
 }
 
 /// Deletes every attempt logged for `subject`'s messages.
-pub(crate) fn erase(table: &TableName, dialect: Dialect, subject: &str) -> Result<Statement> {
+pub(crate) fn erase(table: &TableName, dialect: Dialect, subject: &[&str]) -> Result<Statement> {
     let mut delete = Query::delete();
     delete
         .from_table(attempts_table(table))
-        .and_where(Expr::col(attempt_col::SUBJECT).eq(subject));
+        .and_where(super::one_of(attempt_col::SUBJECT, subject));
     dialect.render(&delete)
 }
 
 /// The logged attempts of `subject`'s messages, oldest first.
-pub(crate) fn of_subject(table: &TableName, dialect: Dialect, subject: &str) -> Result<Statement> {
+pub(crate) fn of_subject(
+    table: &TableName,
+    dialect: Dialect,
+    subject: &[&str],
+) -> Result<Statement> {
     let mut select = Query::select();
     select
         .column(sea_query::Asterisk)
         .from(attempts_table(table))
-        .and_where(Expr::col(attempt_col::SUBJECT).eq(subject))
+        .and_where(super::one_of(attempt_col::SUBJECT, subject))
         .order_by(attempt_col::AT, Order::Asc)
         .order_by(attempt_col::MESSAGE_ID, Order::Asc);
     dialect.render(&select)

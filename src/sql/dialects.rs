@@ -229,28 +229,37 @@ pub(crate) fn sweep_promotes_heads(dialect: Dialect) -> bool {
 ///   each other on the key, and the later one either conflicts (the guard)
 ///   or runs after the guarded batch committed (the erasure, whose deletes
 ///   then see its rows).
+///
+/// `before` is how the subject was written before a key ring was given (its
+/// tombstones from then are committed: a copy of each onto itself, in
+/// both dialects, refuses on them).
 pub(crate) fn erasure_guard(
     dialect: Dialect,
     table: &TableName,
     subject: &str,
+    before: Option<&str>,
     remembered_from: Timestamp,
 ) -> Result<Vec<Statement>> {
     let table = table.as_str().to_owned();
     let remembered_from = remembered_from.as_unix_millis();
+    let copy_onto_itself = |forms: &[&str]| -> Result<Statement> {
+        let mut tombstone = Query::select();
+        tombstone
+            .columns([SUBJECT, ERASED_AT])
+            .from(table.clone())
+            .and_where(super::one_of(SUBJECT, forms))
+            .and_where(Expr::col(ERASED_AT).gte(remembered_from));
+        let mut copy = Query::insert();
+        copy.into_table(table.clone())
+            .columns([SUBJECT, ERASED_AT])
+            .select_from(tombstone)
+            .map_err(query_error)?;
+        dialect.render(&copy)
+    };
     match dialect {
         Dialect::Sqlite => {
-            let mut tombstone = Query::select();
-            tombstone
-                .columns([SUBJECT, ERASED_AT])
-                .from(table.clone())
-                .and_where(Expr::col(SUBJECT).eq(subject))
-                .and_where(Expr::col(ERASED_AT).gte(remembered_from));
-            let mut copy = Query::insert();
-            copy.into_table(table)
-                .columns([SUBJECT, ERASED_AT])
-                .select_from(tombstone)
-                .map_err(query_error)?;
-            Ok(vec![dialect.render(&copy)?])
+            let forms: Vec<&str> = std::iter::once(subject).chain(before).collect();
+            Ok(vec![copy_onto_itself(&forms)?])
         }
         Dialect::Postgres => {
             let mut expired = Query::delete();
@@ -265,14 +274,18 @@ pub(crate) fn erasure_guard(
                 .map_err(query_error)?;
             let mut give_back = Query::delete();
             give_back
-                .from_table(table)
+                .from_table(table.clone())
                 .and_where(Expr::col(SUBJECT).eq(subject))
                 .and_where(Expr::col(ERASED_AT).eq(GUARD_MARK));
-            Ok(vec![
+            let mut statements = vec![
                 dialect.render(&expired)?,
                 dialect.render(&take)?,
                 dialect.render(&give_back)?,
-            ])
+            ];
+            if let Some(before) = before {
+                statements.push(copy_onto_itself(&[before])?);
+            }
+            Ok(statements)
         }
     }
 }
@@ -308,6 +321,24 @@ pub(crate) fn in_texts_listed(dialect: Dialect) -> &'static str {
     match dialect {
         Dialect::Sqlite => "IN (SELECT value FROM json_each(?))",
         Dialect::Postgres => "= ANY(ARRAY(SELECT json_array_elements_text(CAST(? AS TEXT)::json)))",
+    }
+}
+
+/// `column` (SQL text: a validated, quoted name) is one of the texts of the
+/// JSON array `listed`, bound as one value (as [`in_texts_listed`]), for a
+/// statement built with sea-query.
+pub(crate) fn listed_in(dialect: Dialect, column: &str, listed: String) -> Expr {
+    match dialect {
+        Dialect::Sqlite => Expr::cust_with_exprs(
+            format!("{column} IN (SELECT value FROM json_each(?))"),
+            [Expr::val(listed)],
+        ),
+        Dialect::Postgres => Expr::cust_with_exprs(
+            format!(
+                "{column} = ANY(ARRAY(SELECT json_array_elements_text(CAST($1 AS TEXT)::json)))"
+            ),
+            [Expr::val(listed)],
+        ),
     }
 }
 

@@ -477,13 +477,26 @@ pub(crate) fn fan_out_claim_deaths(
 
 /// The events of `owner` since `since` that its endpoint `id` subscribes to,
 /// oldest first: what [`recover`] writes deliveries of.
+/// Which kept events an endpoint's filter lets through, in a recovery.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Filtered<'a> {
+    /// The endpoint's filter, read by the statement from each event's
+    /// payload (clear payloads).
+    InSql,
+    /// These events only: the filter was read by the caller from payloads
+    /// it opened (sealed payloads, which SQL cannot read).
+    Only(&'a [&'a str]),
+    /// Every event (the caller filters what it reads).
+    Unfiltered,
+}
+
 fn recoverable(
     table: &TableName,
     dialect: Dialect,
-    owner: &str,
-    id: &str,
+    (owner, id): (&str, &str),
     since: Timestamp,
-) -> SelectStatement {
+    through: Filtered<'_>,
+) -> Result<SelectStatement> {
     let events = events_table(table);
     // The endpoint's filter lets the event through.
     let mut filtered = Query::select();
@@ -515,11 +528,47 @@ fn recoverable(
         .from(events.clone())
         .and_where(Expr::col((events.clone(), event_col::OWNER)).eq(owner))
         .and_where(Expr::col((events.clone(), event_col::CREATED_AT)).gte(since.as_unix_millis()))
-        .and_where(Expr::exists(subscribed))
-        .and_where(Expr::exists(filtered))
+        .and_where(Expr::exists(subscribed));
+    match through {
+        Filtered::InSql => {
+            select.and_where(Expr::exists(filtered));
+        }
+        Filtered::Only(ids) => {
+            select.and_where(super::dialects::listed_in(
+                dialect,
+                &format!("\"{events}\".\"{}\"", event_col::ID),
+                super::json_text(&ids, "the events a recovery sends")?,
+            ));
+        }
+        Filtered::Unfiltered => {}
+    }
+    select
         .order_by((events.clone(), event_col::CREATED_AT), Order::Asc)
         .order_by((events, event_col::ID), Order::Asc);
+    Ok(select)
+}
+
+/// The first `limit` events since `since` that `owner`'s endpoint `id`
+/// subscribes to, whatever its filter: their id, payload, subject and time,
+/// for a caller that reads the filter from payloads it opens.
+pub(crate) fn recoverable_events(
+    table: &TableName,
+    dialect: Dialect,
+    (owner, id): (&str, &str),
+    since: Timestamp,
+    limit: u32,
+) -> Result<Statement> {
+    let events = events_table(table);
+    let mut select = recoverable(table, dialect, (owner, id), since, Filtered::Unfiltered)?;
     select
+        .columns([
+            (events.clone(), event_col::ID),
+            (events.clone(), event_col::PAYLOAD),
+            (events.clone(), event_col::SUBJECT),
+            (events, event_col::CREATED_AT),
+        ])
+        .limit(u64::from(limit));
+    dialect.render(&select)
 }
 
 /// Writes, due at once, a delivery to `owner`'s endpoint `id` of each of
@@ -529,11 +578,10 @@ fn recoverable(
 pub(crate) fn recover(
     table: &TableName,
     dialect: Dialect,
-    owner: &str,
-    id: &str,
+    (owner, id): (&str, &str),
     since: Timestamp,
-    now: Timestamp,
-    limit: u32,
+    (now, limit): (Timestamp, u32),
+    through: Filtered<'_>,
 ) -> Result<Statement> {
     let events = events_table(table);
     let delivery_id = || -> Expr {
@@ -575,7 +623,7 @@ pub(crate) fn recover(
         columns.push(col::LATE_DUE);
         values.push(late);
     }
-    let mut select = recoverable(table, dialect, owner, id, since);
+    let mut select = recoverable(table, dialect, (owner, id), since, through)?;
     select
         .exprs(values)
         .and_where(Expr::exists(owned(table, owner, id)))
@@ -593,7 +641,7 @@ pub(crate) fn recover_next(
     since: Timestamp,
     limit: u32,
 ) -> Result<Statement> {
-    let mut select = recoverable(table, dialect, owner, id, since);
+    let mut select = recoverable(table, dialect, (owner, id), since, Filtered::InSql)?;
     select
         .expr_as(
             Expr::col((events_table(table), event_col::CREATED_AT)),
@@ -625,13 +673,13 @@ pub(crate) fn prune_events(
 pub(crate) fn events_of_subject(
     table: &TableName,
     dialect: Dialect,
-    subject: &str,
+    subject: &[&str],
 ) -> Result<Statement> {
     let mut select = Query::select();
     select
         .columns(EVENT_COLUMNS)
         .from(events_table(table))
-        .and_where(Expr::col(event_col::SUBJECT).eq(subject))
+        .and_where(super::one_of(event_col::SUBJECT, subject))
         .order_by(event_col::CREATED_AT, Order::Asc)
         .order_by(event_col::ID, Order::Asc);
     dialect.render(&select)

@@ -72,12 +72,16 @@ pub(crate) fn purge(
 }
 
 /// Every key of `subject`, oldest first.
-pub(crate) fn of_subject(table: &TableName, dialect: Dialect, subject: &str) -> Result<Statement> {
+pub(crate) fn of_subject(
+    table: &TableName,
+    dialect: Dialect,
+    subject: &[&str],
+) -> Result<Statement> {
     let mut select = Query::select();
     select
         .columns([KEY, SUBJECT, SEEN_AT])
         .from(table.as_str().to_owned())
-        .and_where(Expr::col(SUBJECT).eq(subject))
+        .and_where(super::one_of(SUBJECT, subject))
         .order_by(SEEN_AT, Order::Asc);
     dialect.render(&select)
 }
@@ -86,12 +90,12 @@ pub(crate) fn of_subject(table: &TableName, dialect: Dialect, subject: &str) -> 
 pub(crate) fn erase_subject(
     table: &TableName,
     dialect: Dialect,
-    subject: &str,
+    subject: &[&str],
 ) -> Result<Statement> {
     let mut delete = Query::delete();
     delete
         .from_table(table.as_str().to_owned())
-        .and_where(Expr::col(SUBJECT).eq(subject))
+        .and_where(super::one_of(SUBJECT, subject))
         .returning_col(KEY);
     dialect.render(&delete)
 }

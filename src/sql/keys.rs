@@ -2,7 +2,7 @@
 //! [`seal`](crate::seal)): written beside the row they seal, returned with
 //! each claimed row, deleted by an erasure, re-wrapped by a reseal pass.
 
-use sea_query::{Expr, ExprTrait, OnConflict, Order, Query};
+use sea_query::{Expr, ExprTrait, Order, Query};
 
 use super::dialects;
 use super::{col, json_text};
@@ -31,15 +31,15 @@ pub(crate) fn keys_table(table: &TableName) -> String {
 }
 
 /// `(SELECT ring_key || ':' || wrapped FROM <table>_keys WHERE subject =
-/// <table>.subject AND id = COALESCE(<table>.event_id, <table>.id)) AS
-/// sealed_key`: a row's data key (its event's, for an endpoint's
-/// delivery), read by its primary key in the claim's own statement, so
-/// opening costs no call.
+/// <table>.subject AND id = substr(<table>.payload, 12, 26)) AS
+/// sealed_key`: the data key a row's payload names (`sealed:1:d:<id>:…`;
+/// an endpoint's delivery names its event's), read by its primary key in
+/// the claim's own statement, so opening costs no call.
 pub(crate) fn returned_key(table: &TableName) -> Expr {
     Expr::cust(format!(
         "(SELECT \"{ring}\" || ':' || \"{wrapped}\" FROM \"{keys}\" WHERE \"{keys}\".\"{subject}\" = \
          \"{table}\".\"{row_subject}\" AND \"{keys}\".\"{id}\" = \
-         COALESCE(\"{table}\".\"{event}\", \"{table}\".\"{row_id}\")) AS \"{RETURNED_KEY}\"",
+         substr(\"{table}\".\"{payload}\", {start}, {length})) AS \"{RETURNED_KEY}\"",
         ring = key_col::RING_KEY,
         wrapped = key_col::WRAPPED,
         keys = keys_table(table),
@@ -47,29 +47,29 @@ pub(crate) fn returned_key(table: &TableName) -> Expr {
         row_subject = col::SUBJECT,
         id = key_col::ID,
         table = table.as_str(),
-        event = col::EVENT_ID,
-        row_id = col::ID,
+        payload = col::PAYLOAD,
+        start = crate::seal::DATA_KEY_ID_AT,
+        length = crate::seal::DATA_KEY_ID_LEN,
     ))
 }
 
-/// A data key as [`returned_key`] returns it.
-pub(crate) fn read_returned(id: &str, text: &str) -> Option<WrappedKey> {
+/// A data key as [`returned_key`] returns it: key `id` of a row of
+/// `subject` (its keyed hash).
+pub(crate) fn read_returned(id: &str, subject: &str, text: &str) -> Option<WrappedKey> {
     let (ring_key, wrapped) = text.split_once(':')?;
     Some(WrappedKey {
         id: id.to_owned(),
+        subject: subject.to_owned(),
         ring_key: ring_key.to_owned(),
         wrapped: wrapped.to_owned(),
     })
 }
 
-/// Writes `key` for a row of `subject` (its keyed hash), unless a key of
-/// that id is there already (an enqueue of a given id that is a duplicate
-/// keeps the first row's key).
+/// Writes `key` (its id is new: a ULID of its own), at `at`.
 pub(crate) fn insert(
     table: &TableName,
     dialect: Dialect,
     key: &WrappedKey,
-    subject: &str,
     at: Timestamp,
 ) -> Result<Statement> {
     let mut insert = Query::insert();
@@ -84,17 +84,12 @@ pub(crate) fn insert(
         ])
         .values([
             key.id.clone().into(),
-            subject.into(),
+            key.subject.clone().into(),
             key.ring_key.clone().into(),
             key.wrapped.clone().into(),
             at.as_unix_millis().into(),
         ])
-        .map_err(query_error)?
-        .on_conflict(
-            OnConflict::columns([key_col::SUBJECT, key_col::ID])
-                .do_nothing()
-                .to_owned(),
-        );
+        .map_err(query_error)?;
     dialect.render(&insert)
 }
 
@@ -107,7 +102,7 @@ pub(crate) fn of_ids(
     ids: &[&str],
 ) -> Result<Statement> {
     let sql = format!(
-        "SELECT \"{id}\", \"{ring}\", \"{wrapped}\" FROM \"{keys}\" \
+        "SELECT \"{subject}\", \"{id}\", \"{ring}\", \"{wrapped}\" FROM \"{keys}\" \
          WHERE \"{subject}\" {listed} AND \"{id}\" {listed}",
         id = key_col::ID,
         subject = key_col::SUBJECT,

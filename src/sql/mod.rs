@@ -89,6 +89,16 @@ pub(crate) fn json_text(value: &impl serde::Serialize, what: &str) -> crate::err
         .map_err(|error| crate::error::Error::internal(format!("{what} as JSON: {error}")))
 }
 
+/// `column` holds one of `forms` (a subject as stored now, and as it was
+/// stored before a key ring was given: see [`Outbox::subject_forms`](crate::Outbox)):
+/// `= ?` for one form, `IN (?, ?)` for more.
+pub(crate) fn one_of(column: impl sea_query::IntoColumnRef, forms: &[&str]) -> Expr {
+    match forms {
+        [one] => Expr::col(column).eq(*one),
+        _ => Expr::col(column).is_in(forms.iter().copied()),
+    }
+}
+
 /// `"state" = '<value>'`, the value written into the SQL: an index on rows
 /// of one state (`… WHERE state = 'dead'`) serves it whatever the planner
 /// may weigh. (SQLite matches a bound value against an index's condition

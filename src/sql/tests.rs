@@ -318,13 +318,13 @@ fn shared(dialect: Dialect) -> Vec<(&'static str, Statement, String, Vec<Value>)
         ),
         (
             "inbox export",
-            inbox::of_subject(&inbox, dialect, "u1").unwrap(),
+            inbox::of_subject(&inbox, dialect, &["u1"]).unwrap(),
             r#"SELECT "key", "subject", "seen_at" FROM "inbox" WHERE "subject" = ? ORDER BY "seen_at" ASC"#.into(),
             vec![text("u1")],
         ),
         (
             "inbox erasure",
-            inbox::erase_subject(&inbox, dialect, "u1").unwrap(),
+            inbox::erase_subject(&inbox, dialect, &["u1"]).unwrap(),
             r#"DELETE FROM "inbox" WHERE "subject" = ? RETURNING "key""#.into(),
             vec![text("u1")],
         ),
@@ -525,8 +525,14 @@ fn postgres_ordered_insert_locks_the_keys_newest_row() {
 
 #[test]
 fn sqlite_erasure_guard_copies_the_tombstone_onto_itself() {
-    let guard =
-        dialects::erasure_guard(Dialect::Sqlite, &table("erased_subjects"), "u1", at(NOW)).unwrap();
+    let guard = dialects::erasure_guard(
+        Dialect::Sqlite,
+        &table("erased_subjects"),
+        "u1",
+        None,
+        at(NOW),
+    )
+    .unwrap();
     assert_eq!(guard.len(), 1);
     assert_eq!(
         guard[0].sql(),
@@ -538,9 +544,14 @@ fn sqlite_erasure_guard_copies_the_tombstone_onto_itself() {
 #[test]
 #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
 fn postgres_erasure_guard_takes_and_gives_back_the_key() {
-    let guard =
-        dialects::erasure_guard(Dialect::Postgres, &table("erased_subjects"), "u1", at(NOW))
-            .unwrap();
+    let guard = dialects::erasure_guard(
+        Dialect::Postgres,
+        &table("erased_subjects"),
+        "u1",
+        None,
+        at(NOW),
+    )
+    .unwrap();
     let sql: Vec<&str> = guard.iter().map(Statement::sql).collect();
     assert_eq!(
         sql,
@@ -998,6 +1009,7 @@ fn sealed_payloads_keys_are_written_returned_forgotten_and_rewrapped_by_pinned_s
     let outbox = table("outbox");
     let key = WrappedKey {
         id: "m1".into(),
+        subject: "h1:x".into(),
         ring_key: "k1".into(),
         wrapped: "AAAA".into(),
     };
@@ -1007,7 +1019,7 @@ fn sealed_payloads_keys_are_written_returned_forgotten_and_rewrapped_by_pinned_s
         ..key.clone()
     };
     for (dialect, mark) in [(Dialect::Sqlite, "?"), (Dialect::Postgres, "$1")] {
-        let insert = keys::insert(&outbox, dialect, &key, "h1:x", at(NOW)).unwrap();
+        let insert = keys::insert(&outbox, dialect, &key, at(NOW)).unwrap();
         let sql = insert
             .sql()
             .replace("$2", "?")
@@ -1017,7 +1029,7 @@ fn sealed_payloads_keys_are_written_returned_forgotten_and_rewrapped_by_pinned_s
         assert_eq!(
             sql,
             format!(
-                r#"INSERT INTO "outbox_keys" ("id", "subject", "ring_key", "wrapped", "created_at") VALUES ({mark}, ?, ?, ?, ?) ON CONFLICT ("subject", "id") DO NOTHING"#
+                r#"INSERT INTO "outbox_keys" ("id", "subject", "ring_key", "wrapped", "created_at") VALUES ({mark}, ?, ?, ?, ?)"#
             ),
         );
         assert_eq!(
@@ -1058,7 +1070,7 @@ fn sealed_payloads_keys_are_written_returned_forgotten_and_rewrapped_by_pinned_s
         keys::of_ids(&outbox, Dialect::Sqlite, &["h1:x"], &["m1", "evt_2"])
             .unwrap()
             .sql(),
-        r#"SELECT "id", "ring_key", "wrapped" FROM "outbox_keys" WHERE "subject" IN (SELECT value FROM json_each(?)) AND "id" IN (SELECT value FROM json_each(?))"#
+        r#"SELECT "subject", "id", "ring_key", "wrapped" FROM "outbox_keys" WHERE "subject" IN (SELECT value FROM json_each(?)) AND "id" IN (SELECT value FROM json_each(?))"#
     );
     assert_eq!(
         keys::page(&outbox, Dialect::Postgres, ("h1:x", "m0"), 100)
@@ -1104,7 +1116,7 @@ fn a_sealed_outboxs_claim_returns_each_rows_data_key_and_a_hold_keeps_its_error(
         .sql()
         .to_owned();
     assert!(
-        sql.ends_with(r#"(SELECT "ring_key" || ':' || "wrapped" FROM "outbox_keys" WHERE "outbox_keys"."subject" = "outbox"."subject" AND "outbox_keys"."id" = COALESCE("outbox"."event_id", "outbox"."id")) AS "sealed_key""#),
+        sql.ends_with(r#"(SELECT "ring_key" || ':' || "wrapped" FROM "outbox_keys" WHERE "outbox_keys"."subject" = "outbox"."subject" AND "outbox_keys"."id" = substr("outbox"."payload", 12, 26)) AS "sealed_key""#),
         "{sql}"
     );
     assert!(
@@ -1137,4 +1149,33 @@ fn a_sealed_outboxs_claim_returns_each_rows_data_key_and_a_hold_keeps_its_error(
             text("tok")
         ]
     );
+}
+
+#[test]
+fn a_recovery_of_sealed_events_sends_the_events_the_caller_let_through() {
+    let outbox = table("outbox");
+    for dialect in [Dialect::Sqlite, Dialect::Postgres] {
+        let statement = events::recover(
+            &outbox,
+            dialect,
+            ("acme", "ep_1"),
+            at(NOW),
+            (at(NOW), 100),
+            events::Filtered::Only(&["evt_1", "evt_2"]),
+        )
+        .unwrap();
+        let sql = statement.sql();
+        let listed = match dialect {
+            Dialect::Sqlite => r#""outbox_events"."id" IN (SELECT value FROM json_each(?))"#,
+            Dialect::Postgres => {
+                r#""outbox_events"."id" = ANY(ARRAY(SELECT json_array_elements_text(CAST($"#
+            }
+        };
+        assert!(sql.contains(listed), "{sql}");
+        assert!(
+            !sql.contains("json_extract") && !sql.contains("#>>"),
+            "{sql}"
+        );
+        assert!(statement.values().contains(&text(r#"["evt_1","evt_2"]"#)));
+    }
 }

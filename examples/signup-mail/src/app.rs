@@ -105,7 +105,8 @@ impl App {
         // Sign-up mails carry addresses: sealed at rest when the two secrets are set.
         let ring = key_ring(env)?;
         let sealed = |builder: workers_outbox::outbox::OutboxBuilder| match &ring {
-            Some(ring) => builder.key_ring(ring.clone()),
+            // The mail's dedup key is the address: hashed too.
+            Some(ring) => builder.key_ring(ring.clone()).hash_keys(true),
             None => builder,
         };
         let outbox = sealed(Outbox::builder(db.clone(), "outbox"))
