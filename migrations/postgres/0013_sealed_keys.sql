@@ -12,18 +12,24 @@ CREATE TABLE IF NOT EXISTS "outbox_keys" (
 DO $$
 BEGIN
     IF to_regproc('"outbox_forget_key"') IS NULL THEN
-        CREATE FUNCTION "outbox_forget_key"() RETURNS trigger LANGUAGE plpgsql AS $body$
         BEGIN
-            DELETE FROM "outbox_keys" WHERE subject = OLD.subject AND id = substr(OLD.payload, 12, 26);
-            RETURN NULL;
-        END
-        $body$;
+            CREATE FUNCTION "outbox_forget_key"() RETURNS trigger LANGUAGE plpgsql AS $body$
+            BEGIN
+                DELETE FROM "outbox_keys" WHERE subject = OLD.subject AND id = substr(OLD.payload, 12, 26);
+                RETURN NULL;
+            END
+            $body$;
+        EXCEPTION WHEN duplicate_function THEN NULL; -- another session created it meanwhile
+        END;
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'outbox_forget_key'
                    AND tgrelid = to_regclass('"outbox"')) THEN
-        CREATE TRIGGER "outbox_forget_key" AFTER DELETE ON "outbox" FOR EACH ROW
-        WHEN (OLD.subject IS NOT NULL AND OLD.event_id IS NULL AND substr(OLD.payload, 1, 11) = 'sealed:1:d:')
-        EXECUTE PROCEDURE "outbox_forget_key"();
+        BEGIN
+            CREATE TRIGGER "outbox_forget_key" AFTER DELETE ON "outbox" FOR EACH ROW
+            WHEN (OLD.subject IS NOT NULL AND OLD.event_id IS NULL AND substr(OLD.payload, 1, 11) = 'sealed:1:d:')
+            EXECUTE PROCEDURE "outbox_forget_key"();
+        EXCEPTION WHEN duplicate_object THEN NULL; -- another session created it meanwhile
+        END;
     END IF;
 END
 $$;

@@ -1162,6 +1162,14 @@ async fn filtered_events(
         endpoints.recover("acme", &eu.id, since).await?.deliveries,
         2
     );
+    // Without a filter, every event it subscribes to, no payload read.
+    ensure_eq!(
+        endpoints
+            .recover("acme", &every.id, since)
+            .await?
+            .deliveries,
+        4
+    );
     endpoints
         .update("acme", &eu.id, EndpointUpdate::default().without_filter())
         .await?;

@@ -257,10 +257,17 @@ pub struct EndpointFilter {
 }
 
 /// Whether `payload` (JSON text) holds `equals` at the dot-separated path
-/// `field`, read as text as the SQL filter reads it: a string as it is, a
-/// number as written, `true`/`false`, an object or array as JSON; never a
-/// missing field or `null`.
-pub(crate) fn filter_lets_through(payload: &str, field: &str, equals: &str) -> bool {
+/// `field`, read as text as `dialect`'s SQL filter reads it: a string as it
+/// is, a number as written, a boolean as `1`/`0` (SQLite's `json_extract`)
+/// or `true`/`false` (Postgres's `#>>`), an object or array as JSON; never
+/// a missing field or `null`. (An object's text may differ from the
+/// database's in key order or spacing: filter on a scalar.)
+pub(crate) fn filter_lets_through(
+    dialect: crate::database::Dialect,
+    payload: &str,
+    field: &str,
+    equals: &str,
+) -> bool {
     let Ok(mut value) = serde_json::from_str::<serde_json::Value>(payload) else {
         return false;
     };
@@ -273,6 +280,9 @@ pub(crate) fn filter_lets_through(payload: &str, field: &str, equals: &str) -> b
     match value {
         serde_json::Value::Null => false,
         serde_json::Value::String(text) => text == equals,
+        serde_json::Value::Bool(yes) if dialect == crate::database::Dialect::Sqlite => {
+            equals == if yes { "1" } else { "0" }
+        }
         // A number as written, `true`, an object or array as JSON.
         other => serde_json::to_string(&other).is_ok_and(|written| written == equals),
     }
@@ -730,15 +740,37 @@ mod tests {
 
     #[test]
     fn a_filter_reads_an_opened_payload_as_the_sql_filter_reads_a_clear_one() {
+        use crate::database::Dialect::{Postgres, Sqlite};
         let payload = r#"{"customer":{"region":"eu","vip":true},"total":42,"note":null}"#;
-        assert!(filter_lets_through(payload, "customer.region", "eu"));
-        assert!(!filter_lets_through(payload, "customer.region", "us"));
-        assert!(filter_lets_through(payload, "total", "42"));
-        assert!(filter_lets_through(payload, "customer.vip", "true"));
-        assert!(!filter_lets_through(payload, "note", "null"));
-        assert!(!filter_lets_through(payload, "customer.city", "eu"));
-        assert!(!filter_lets_through(payload, "total.x", "42"));
-        assert!(!filter_lets_through("sealed:1:r:k:AAAA", "total", "42"));
+        for dialect in [Sqlite, Postgres] {
+            let through = |field, equals| filter_lets_through(dialect, payload, field, equals);
+            assert!(through("customer.region", "eu"));
+            assert!(!through("customer.region", "us"));
+            assert!(through("total", "42"));
+            assert!(!through("note", "null"));
+            assert!(!through("customer.city", "eu"));
+            assert!(!through("total.x", "42"));
+            assert!(!filter_lets_through(
+                dialect,
+                "sealed:1:r:k:AAAA",
+                "total",
+                "42"
+            ));
+        }
+        // As json_extract and #>> read a boolean.
+        assert!(filter_lets_through(Sqlite, payload, "customer.vip", "1"));
+        assert!(!filter_lets_through(
+            Sqlite,
+            payload,
+            "customer.vip",
+            "true"
+        ));
+        assert!(filter_lets_through(
+            Postgres,
+            payload,
+            "customer.vip",
+            "true"
+        ));
     }
     use super::*;
 

@@ -372,30 +372,38 @@ impl Endpoints {
     /// missed events while it was failing or disabled, or a new one that
     /// should see the recent past. Events are kept for the outbox's
     /// [event retention](crate::outbox::OutboxBuilder::event_retention). At most
-    /// [`RECOVERED_PER_CALL`](Self::RECOVERED_PER_CALL) events a call:
-    /// [`Recovered::next_since`] says where the next call starts.
+    /// [`RECOVERED_PER_CALL`](Self::RECOVERED_PER_CALL) events a call
+    /// ([`RECOVERED_OPENED_PER_CALL`](Self::RECOVERED_OPENED_PER_CALL) for an
+    /// endpoint with a filter in an outbox that seals, whose events are
+    /// opened here to read the filter): [`Recovered::next_since`] says where
+    /// the next call starts.
     ///
     /// # Errors
     /// [`Error::NotFound`]; database errors.
     pub async fn recover(&self, owner: &str, id: &str, since: Timestamp) -> Result<Recovered> {
         let endpoint = self.get(owner, id).await?;
         let (table, dialect, now) = self.at_now();
-        let limit = Self::RECOVERED_PER_CALL;
-        // Sealed payloads cannot be read by SQL: their filter is read here,
-        // from the payloads opened, among the next `limit` events.
-        let opened = match (&endpoint.filter, self.outbox.key_ring()) {
-            (Some(filter), Some(_)) => {
-                Some(self.recoverable_opened(owner, id, since, filter).await?)
-            }
+        let sealed = self.outbox.key_ring().is_some();
+        // SQL cannot read a sealed payload (nor must it try: a filter's
+        // JSON read of sealed text fails the statement). With a filter, it
+        // is read here, from the payloads opened, among fewer events.
+        let opened = match (&endpoint.filter, sealed) {
+            (Some(filter), true) => Some(self.recoverable_opened(owner, id, since, filter).await?),
             _ => None,
+        };
+        let limit = if opened.is_some() {
+            Self::RECOVERED_OPENED_PER_CALL
+        } else {
+            Self::RECOVERED_PER_CALL
         };
         let ids: Vec<&str> = opened
             .iter()
             .flat_map(|(ids, _)| ids.iter().map(String::as_str))
             .collect();
-        let through = match &opened {
-            Some(_) => Filtered::Only(&ids),
-            None => Filtered::InSql,
+        let through = match (&opened, sealed) {
+            (Some(_), _) => Filtered::Only(&ids),
+            (None, true) => Filtered::Unfiltered,
+            (None, false) => Filtered::InSql,
         };
         let mut statements = vec![
             crate::sql::events::forget_dead_deliveries(table, dialect, owner, id, since)?,
@@ -403,7 +411,12 @@ impl Endpoints {
         ];
         if opened.is_none() {
             statements.push(crate::sql::events::recover_next(
-                table, dialect, owner, id, since, limit,
+                table,
+                dialect,
+                (owner, id),
+                since,
+                limit,
+                through,
             )?);
         }
         let outcomes = self.outbox.database().run_atomic(&statements).await?;
@@ -430,9 +443,10 @@ impl Endpoints {
         })
     }
 
-    /// Of the next [`RECOVERED_PER_CALL`](Self::RECOVERED_PER_CALL) events
-    /// `owner`'s endpoint `id` subscribes to since `since`, the ids of those
-    /// whose opened payloads `filter` lets through, and the time of the
+    /// Of the next [`RECOVERED_OPENED_PER_CALL`](Self::RECOVERED_OPENED_PER_CALL)
+    /// events `owner`'s endpoint `id` subscribes to since `since`, the ids
+    /// of those whose opened payloads `filter` lets through (read as this
+    /// database's SQL filter reads a clear payload), and the time of the
     /// event after them, if any.
     async fn recoverable_opened(
         &self,
@@ -443,7 +457,7 @@ impl Endpoints {
     ) -> Result<(Vec<String>, Option<Timestamp>)> {
         use crate::sql::endpoints::event_col;
         let (table, dialect, _) = self.at_now();
-        let limit = Self::RECOVERED_PER_CALL;
+        let limit = Self::RECOVERED_OPENED_PER_CALL;
         let statement = crate::sql::events::recoverable_events(
             table,
             dialect,
@@ -491,7 +505,7 @@ impl Endpoints {
             let Ok(opened) = self.outbox.open_payload(&payload, key) else {
                 continue;
             };
-            if super::model::filter_lets_through(&opened, &filter.field, &filter.equals) {
+            if super::model::filter_lets_through(dialect, &opened, &filter.field, &filter.equals) {
                 through.push(event);
             }
         }
@@ -572,6 +586,11 @@ impl Endpoints {
 
     /// The most events one [`recover`](Self::recover) call goes through.
     pub const RECOVERED_PER_CALL: u32 = 1000;
+
+    /// The most events one [`recover`](Self::recover) call goes through for
+    /// an endpoint with a filter in an outbox that seals: each is read and
+    /// opened in the Worker (100 payloads of at most 64 KiB fit its memory).
+    pub const RECOVERED_OPENED_PER_CALL: u32 = 100;
 
     /// Disables `owner`'s endpoint `id`: it is given no new events, and its
     /// pending deliveries are held (no attempt spent, none dead) until it

@@ -175,18 +175,24 @@ CREATE TABLE IF NOT EXISTS "{table}_keys" (
 DO $$
 BEGIN
     IF to_regproc('"{table}_forget_key"') IS NULL THEN
-        CREATE FUNCTION "{table}_forget_key"() RETURNS trigger LANGUAGE plpgsql AS $body$
         BEGIN
-            DELETE FROM "{table}_keys" WHERE subject = OLD.subject AND id = substr(OLD.payload, 12, 26);
-            RETURN NULL;
-        END
-        $body$;
+            CREATE FUNCTION "{table}_forget_key"() RETURNS trigger LANGUAGE plpgsql AS $body$
+            BEGIN
+                DELETE FROM "{table}_keys" WHERE subject = OLD.subject AND id = substr(OLD.payload, 12, 26);
+                RETURN NULL;
+            END
+            $body$;
+        EXCEPTION WHEN duplicate_function THEN NULL; -- another session created it meanwhile
+        END;
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '{table}_forget_key'
                    AND tgrelid = to_regclass('"{table}"')) THEN
-        CREATE TRIGGER "{table}_forget_key" AFTER DELETE ON "{table}" FOR EACH ROW
-        WHEN (OLD.subject IS NOT NULL AND OLD.event_id IS NULL AND substr(OLD.payload, 1, 11) = 'sealed:1:d:')
-        EXECUTE PROCEDURE "{table}_forget_key"();
+        BEGIN
+            CREATE TRIGGER "{table}_forget_key" AFTER DELETE ON "{table}" FOR EACH ROW
+            WHEN (OLD.subject IS NOT NULL AND OLD.event_id IS NULL AND substr(OLD.payload, 1, 11) = 'sealed:1:d:')
+            EXECUTE PROCEDURE "{table}_forget_key"();
+        EXCEPTION WHEN duplicate_object THEN NULL; -- another session created it meanwhile
+        END;
     END IF;
 END
 $$;

@@ -505,9 +505,13 @@ fn check_key_id(id: &str) -> Result<()> {
     if fits {
         Ok(())
     } else {
+        // Not echoed: a secret written the wrong way round puts key text here.
         Err(Error::invalid(
             "sealing key",
-            format!("key id {id:?} must be 1 to 32 letters, digits, - or _"),
+            format!(
+                "a key id ({} characters) must be 1 to 32 letters, digits, - or _",
+                id.len()
+            ),
         ))
     }
 }
@@ -638,6 +642,7 @@ mod tests {
             ("new", key.as_str()),
             ("new:AAAA", key.as_str()),
             ("bad id:{key}", key.as_str()),
+            ("{key}:abc", key.as_str()),
             ("", key.as_str()),
             (&format!("a:{key}") as &str, "AAAA"),
         ] {

@@ -636,12 +636,12 @@ pub(crate) fn recover(
 pub(crate) fn recover_next(
     table: &TableName,
     dialect: Dialect,
-    owner: &str,
-    id: &str,
+    (owner, id): (&str, &str),
     since: Timestamp,
     limit: u32,
+    through: Filtered<'_>,
 ) -> Result<Statement> {
-    let mut select = recoverable(table, dialect, (owner, id), since, Filtered::InSql)?;
+    let mut select = recoverable(table, dialect, (owner, id), since, through)?;
     select
         .expr_as(
             Expr::col((events_table(table), event_col::CREATED_AT)),

@@ -2,7 +2,7 @@
 //! [`seal`](crate::seal)): written beside the row they seal, returned with
 //! each claimed row, deleted by an erasure, re-wrapped by a reseal pass.
 
-use sea_query::{Expr, ExprTrait, Order, Query};
+use sea_query::{Expr, ExprTrait, OnConflict, Order, Query};
 
 use super::dialects;
 use super::{col, json_text};
@@ -89,7 +89,14 @@ pub(crate) fn insert(
             key.wrapped.clone().into(),
             at.as_unix_millis().into(),
         ])
-        .map_err(query_error)?;
+        .map_err(query_error)?
+        // Its id is new: a conflict is this very statement sent again
+        // after it committed (a retried batch), which changes nothing.
+        .on_conflict(
+            OnConflict::columns([key_col::SUBJECT, key_col::ID])
+                .do_nothing()
+                .to_owned(),
+        );
     dialect.render(&insert)
 }
 

@@ -1029,7 +1029,7 @@ fn sealed_payloads_keys_are_written_returned_forgotten_and_rewrapped_by_pinned_s
         assert_eq!(
             sql,
             format!(
-                r#"INSERT INTO "outbox_keys" ("id", "subject", "ring_key", "wrapped", "created_at") VALUES ({mark}, ?, ?, ?, ?)"#
+                r#"INSERT INTO "outbox_keys" ("id", "subject", "ring_key", "wrapped", "created_at") VALUES ({mark}, ?, ?, ?, ?) ON CONFLICT ("subject", "id") DO NOTHING"#
             ),
         );
         assert_eq!(
