@@ -23,6 +23,14 @@ if ! grep -q '^PORTAL_KEY=' .dev.vars; then
   echo "==> added a random PORTAL_KEY to .dev.vars (the console's tenant portal)"
 fi
 # Local endpoints (the mail sink's /hooks) may be registered in development only.
+if ! grep -q '^OUTBOX_SEALING_KEYS=' .dev.vars; then
+  # Payloads sealed at rest in local D1 (docs/security.md): a random key of this machine's own.
+  [[ -z $(tail -c 1 .dev.vars) ]] || echo >> .dev.vars
+  key() { node -e 'process.stdout.write(require("crypto").randomBytes(32).toString("base64"))'; }
+  echo "OUTBOX_SEALING_KEYS=dev-1:$(key)" >> .dev.vars
+  echo "OUTBOX_HASH_KEY=$(key)" >> .dev.vars
+  echo "==> added random OUTBOX_SEALING_KEYS and OUTBOX_HASH_KEY to .dev.vars (payloads sealed at rest)"
+fi
 if ! grep -q '^ENDPOINTS_ALLOW_LOCAL=' .dev.vars; then
   [[ -z $(tail -c 1 .dev.vars) ]] || echo >> .dev.vars
   echo 'ENDPOINTS_ALLOW_LOCAL=1' >> .dev.vars

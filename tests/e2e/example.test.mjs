@@ -11,7 +11,7 @@ import { consoleChange, eventually, outboxCounts, root, start } from "./harness.
 import { MailSink } from "./mail_sink.mjs";
 
 const TOKEN = "test-admin-token";
-// The development keys of .dev.vars.
+// A key ring of the test's own.
 const SEALING_KEYS = "dev-2026-12:+cAr37BR+FF7XWK/v9VFsD1GmmSh7S+oHQHj1kVoRwI=";
 const HASH_KEY = "3WmyXSUN52tssMbSMupOLA1npbyxz7+UTRoM6wMCkPU=";
 // The Queues as the example's wrangler.toml declares them.
@@ -306,7 +306,7 @@ describe("example Worker", () => {
   });
 
   it("seals sign-up mails at rest, delivers them clear, and an erasure leaves a copy that nothing opens", async () => {
-    // As .dev.vars sets them for `npm run dev`.
+    // Keys of the test's own (`npm run dev` puts random ones into .dev.vars).
     const { mf, sink, signup, exported, erase } = await example({ OUTBOX_SEALING_KEYS: SEALING_KEYS, OUTBOX_HASH_KEY: HASH_KEY });
     try {
       sink.status = 400;
