@@ -326,20 +326,21 @@ impl ClaimStatement {
                     }),
                 _ => None,
             };
+            let leased = lease(
+                topic.clone(),
+                attempts.saturating_add(1),
+                row.get(col::ORDERING_KEY)?,
+                row.get(col::DEFERRALS)?,
+                created_at,
+                row.get(col::BECAME_DUE)?,
+                Some(unsettled_leases),
+            );
             let payload = match crate::seal::open(self.ring.as_ref(), &stored, key.as_ref()) {
                 Ok(payload) => payload,
                 Err(error) => {
                     return Ok(Returned::Held(Box::new(HeldMessage {
                         error,
-                        lease: lease(
-                            topic,
-                            attempts.saturating_add(1),
-                            row.get(col::ORDERING_KEY)?,
-                            row.get(col::DEFERRALS)?,
-                            created_at,
-                            row.get(col::BECAME_DUE)?,
-                            Some(unsettled_leases),
-                        ),
+                        lease: leased,
                     })));
                 }
             };
@@ -359,15 +360,7 @@ impl ClaimStatement {
                     .get::<Option<String>>(crate::sql::endpoints::RETURNED_TARGET)?
                     .map(Secretive),
                 unsettled_leases,
-                lease: lease(
-                    topic,
-                    attempts.saturating_add(1),
-                    row.get(col::ORDERING_KEY)?,
-                    row.get(col::DEFERRALS)?,
-                    created_at,
-                    row.get(col::BECAME_DUE)?,
-                    Some(unsettled_leases),
-                ),
+                lease: leased,
             })))
         })();
         decoded.map_err(|error: Error| {

@@ -131,13 +131,29 @@ pub(crate) fn release(
     due: Timestamp,
     held_for: Option<&str>,
 ) -> Result<Statement> {
+    given_back(
+        table,
+        dialect,
+        (lease, attempt, due),
+        (col::HELD_FOR, held_for),
+    )
+}
+
+/// Gives lease `attempt` back due at `due`, writing `also` beside: what
+/// [`release`] and [`hold`] share.
+fn given_back(
+    table: &TableName,
+    dialect: Dialect,
+    (lease, attempt, due): (&Fence<'_>, u32, Timestamp),
+    also: (&'static str, Option<&str>),
+) -> Result<Statement> {
     let mut update = Query::update();
     update
         .table(table.as_str().to_owned())
         .value(col::DUE_AT, due.as_unix_millis())
         .value(col::LEASE_TOKEN, Option::<String>::None)
         .value(col::ATTEMPTS, i64::from(attempt.saturating_sub(1)))
-        .value(col::HELD_FOR, held_for)
+        .value(also.0, also.1)
         .and_where(lease.holds());
     claim_floor::mark(dialect, table, &mut update, due.as_unix_millis().into());
     dialect.render(&update)
@@ -154,16 +170,12 @@ pub(crate) fn hold(
     due: Timestamp,
     error: &str,
 ) -> Result<Statement> {
-    let mut update = Query::update();
-    update
-        .table(table.as_str().to_owned())
-        .value(col::DUE_AT, due.as_unix_millis())
-        .value(col::LEASE_TOKEN, Option::<String>::None)
-        .value(col::ATTEMPTS, i64::from(attempt.saturating_sub(1)))
-        .value(col::LAST_ERROR, error)
-        .and_where(lease.holds());
-    claim_floor::mark(dialect, table, &mut update, due.as_unix_millis().into());
-    dialect.render(&update)
+    given_back(
+        table,
+        dialect,
+        (lease, attempt, due),
+        (col::LAST_ERROR, Some(error)),
+    )
 }
 
 /// Makes due at `now` every row of `topic` held for one of its receivers
