@@ -15,10 +15,15 @@ fn db() -> Arc<dyn Database> {
 
 /// Runs every file of `migrations/` in order, as wrangler does.
 async fn apply_migrations(db: &Arc<dyn Database>) {
+    apply_migrations_where(db, |_| true).await;
+}
+
+/// Runs the files of `migrations/` whose name `wanted` accepts, in order.
+async fn apply_migrations_where(db: &Arc<dyn Database>, wanted: impl Fn(&str) -> bool) {
     let mut files: Vec<_> = std::fs::read_dir("migrations")
         .unwrap()
         .map(|entry| entry.unwrap().path())
-        .filter(|path| path.is_file())
+        .filter(|path| path.is_file() && wanted(&path.to_string_lossy()))
         .collect();
     files.sort();
     for file in files {
@@ -148,6 +153,8 @@ async fn the_migrations_build_the_rendered_schema() {
         "erased_subjects",
         "outbox_keys",
         "account_events_keys",
+        "outbox_periods",
+        "account_events_periods",
     ] {
         let expected = structure(&fresh, table).await;
         assert!(expected.len() > 3, "{table}: {expected:?}");
@@ -188,6 +195,68 @@ async fn triggers(db: &Arc<dyn Database>) -> Vec<String> {
 }
 
 #[tokio::test]
+async fn the_rollup_periods_migration_moves_0_5s_counts_into_one_row_per_period_and_topic() {
+    let db = db();
+    apply_migrations_where(&db, |file| !file.contains("rollup_periods")).await;
+    // 0.5's rows: a row per metric and bucket, two minutes of one hour.
+    for (start, metric, le, count) in [
+        (3_600_000, "delivered", 0, 3),
+        (3_600_000, "lateness_ms", 50, 2),
+        (3_600_000, "lateness_ms", -1, 1),
+        (3_600_000, "dead_at_claim", 0, 4),
+        (3_660_000, "dead", 0, 1),
+        (3_660_000, "delivered", 0, 5),
+    ] {
+        db.execute(&Statement::new(
+            "INSERT INTO \"outbox_rollups\" (period_ms, period_start, topic, metric, le, count) \
+             VALUES (60000, ?, 'mail', ?, ?, ?)",
+            vec![
+                i64::from(start).into(),
+                metric.into(),
+                i64::from(le).into(),
+                i64::from(count).into(),
+            ],
+        ))
+        .await
+        .unwrap();
+    }
+    apply_migrations_where(&db, |file| file.contains("rollup_periods")).await;
+    let outbox = Outbox::new(db.clone(), "outbox").unwrap();
+    let at = |ms| workers_outbox::Timestamp::from_unix_millis(ms).unwrap();
+    let minutes = outbox
+        .rollups(
+            at(3_600_000),
+            at(3_720_000),
+            workers_outbox::outbox::Resolution::Minute,
+        )
+        .await
+        .unwrap();
+    let seen: Vec<MinuteSeen> = minutes
+        .iter()
+        .map(|m| {
+            let buckets = m
+                .lateness
+                .buckets()
+                .map(|(bound, n)| (bound.map(|b| b.as_millis()), n))
+                .collect();
+            (m.counts.delivered, m.counts.dead, buckets)
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [(3, 4, vec![(Some(50), 2), (None, 1)]), (5, 1, vec![])]
+    );
+    let old = db
+        .query(&Statement::new(
+            "SELECT name FROM sqlite_master WHERE name LIKE '%_rollups'",
+            vec![],
+        ))
+        .await
+        .unwrap();
+    assert!(old.is_empty(), "0.5's rollups tables are dropped");
+}
+
+#[tokio::test]
 async fn every_migration_applies_cleanly_in_order() {
     let files = std::fs::read_dir("migrations")
         .unwrap()
@@ -212,3 +281,7 @@ fn the_durable_examples_migration_is_the_fleets_schema() {
         "examples/durable-webhooks/migrations/ must ship Fleet::schema_sql for outbox_fleet"
     );
 }
+
+/// A minute's delivered and dead counts, and its lateness buckets (bound
+/// in ms, count).
+type MinuteSeen = (u64, u64, Vec<(Option<u128>, u64)>);

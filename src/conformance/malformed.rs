@@ -44,23 +44,15 @@ async fn loose_outbox(h: &Harness) -> Result<Outbox, Failure> {
         vec![],
     )
     .await?;
-    h.sql(
-        &format!(
-            "CREATE TABLE \"{table}_rollups\" (period_ms INTEGER NOT NULL, period_start INTEGER NOT NULL, \
-             topic TEXT NOT NULL, metric TEXT NOT NULL, le INTEGER NOT NULL, count INTEGER NOT NULL, \
-             PRIMARY KEY (period_ms, period_start, topic, metric, le)) WITHOUT ROWID"
-        ),
-        vec![],
-    )
-    .await?;
     let outbox = h.outbox_builder(h.db(), &table).build()?;
-    // Postgres's claim floor, and the endpoints tables, as its schema makes them.
+    // Postgres's claim floor, and the rollups and endpoints tables, as its
+    // schema makes them.
     for statement in outbox.schema_statements() {
         let sql = statement.sql();
         if sql.contains("claim_")
             || sql.contains("late_due")
             || (sql.starts_with("CREATE")
-                && ["_endpoints", "_subscriptions", "_events"]
+                && ["_periods", "_endpoints", "_subscriptions", "_events"]
                     .iter()
                     .any(|t| sql.contains(t)))
         {

@@ -243,45 +243,37 @@ impl Outbox {
             Timestamp::from_unix_millis(end)?,
         );
         let rows = self.inner.db.query(&statement).await?;
-        let table = format!("{}_rollups", self.table().as_str());
-        let mut periods: BTreeMap<(i64, String), Rollup> = BTreeMap::new();
+        let table = rollups::periods_table(self.table());
+        let mut periods = Vec::with_capacity(rows.len());
         for row in rows.iter() {
             let in_row = |error: Error| error.in_row(&table, None);
-            let stored_start: i64 = row.get(rollup_col::PERIOD_START).map_err(in_row)?;
+            let period_start: i64 = row.get(rollup_col::PERIOD_START).map_err(in_row)?;
             let topic: String = row.get(rollup_col::TOPIC).map_err(in_row)?;
-            let metric_name: String = row.get(rollup_col::METRIC).map_err(in_row)?;
-            let le: i64 = row.get(rollup_col::LE).map_err(in_row)?;
-            let count: u64 = row.get(rollup_col::COUNT).map_err(in_row)?;
-            let period_start = stored_start;
-            if !rollups::is_known(&metric_name) {
-                // Written by a newer version, perhaps: the rest still reads.
-                log::warn!("{table}: a rollup of unknown metric {metric_name:?} is left out");
-                continue;
-            }
-            let rollup = match periods.entry((period_start, topic)) {
-                std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
-                std::collections::btree_map::Entry::Vacant(entry) => {
-                    let topic = entry.key().1.clone();
-                    entry.insert(Rollup {
-                        period_start: Timestamp::from_unix_millis(period_start)?,
-                        period: Duration::from_millis(period_ms.unsigned_abs()),
-                        topic,
-                        counts: Counts::default(),
-                        lateness: Histogram::default(),
-                        age: Histogram::default(),
-                        duration: Histogram::default(),
-                    })
-                }
+            let mut rollup = Rollup {
+                period_start: Timestamp::from_unix_millis(period_start)?,
+                period: Duration::from_millis(period_ms.unsigned_abs()),
+                topic,
+                counts: Counts::default(),
+                lateness: Histogram::default(),
+                age: Histogram::default(),
+                duration: Histogram::default(),
             };
-            rollup
-                .add(&metric_name, le, count)
-                .map_err(|reason| Error::MalformedRow {
-                    table: Some(table.clone()),
-                    row: None,
-                    column: rollup_col::METRIC.into(),
-                    reason,
-                })?;
+            for column in rollups::count_columns() {
+                let name = column.name();
+                let count: u64 = row.get(&name).map_err(in_row)?;
+                if count > 0 {
+                    rollup
+                        .add(column.metric, column.le, count)
+                        .map_err(|reason| Error::MalformedRow {
+                            table: Some(table.clone()),
+                            row: None,
+                            column: name,
+                            reason,
+                        })?;
+                }
+            }
+            periods.push(rollup);
         }
-        Ok(periods.into_values().collect())
+        Ok(periods)
     }
 }

@@ -68,19 +68,83 @@ CREATE TABLE IF NOT EXISTS "{table}_paused" (
     reason    TEXT    NOT NULL,
     paused_at INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
--- Counts of "{table}" per period (a minute, or an hour once the minute is 48 h old; hours are kept
--- 90 days), topic and metric, written in the same atomic call as the changes they count: a counter
--- (delivered, retried, deferred, dead, handed_back, lease_lost, suspects_alone, breaker_trips) has
--- le = 0; a histogram (lateness_ms, age_ms, duration_ms) has a row per bucket, le its upper bound in
--- ms (-1: no bound).
-CREATE TABLE IF NOT EXISTS "{table}_rollups" (
-    period_ms    INTEGER NOT NULL,
-    period_start INTEGER NOT NULL,
-    topic        TEXT    NOT NULL,
-    metric       TEXT    NOT NULL,
-    le           INTEGER NOT NULL,
-    count        INTEGER NOT NULL,
-    PRIMARY KEY (period_ms, period_start, topic, metric, le)
+-- Rollups of "{table}": a row per period (a minute, or an hour once the minute is 48 h old; hours are
+-- kept 90 days) and topic, written in the same atomic call as the changes they count, so that a settle
+-- writes one row however many metrics it counts. A counter (delivered, retried, deferred, dead,
+-- dead_at_claim, handed_back, lease_lost, suspects_alone, breaker_trips) is a column; a histogram
+-- (lateness_ms, age_ms, duration_ms) is a column per bucket, <histogram>_le_<upper bound in ms>
+-- (_le_inf: no bound). src/sql/rollups.rs names the same columns in the same order.
+CREATE TABLE IF NOT EXISTS "{table}_periods" (
+    period_ms               INTEGER NOT NULL,
+    period_start            INTEGER NOT NULL,
+    topic                   TEXT    NOT NULL,
+    delivered               INTEGER NOT NULL DEFAULT 0,
+    retried                 INTEGER NOT NULL DEFAULT 0,
+    deferred                INTEGER NOT NULL DEFAULT 0,
+    dead                    INTEGER NOT NULL DEFAULT 0,
+    dead_at_claim           INTEGER NOT NULL DEFAULT 0,
+    handed_back             INTEGER NOT NULL DEFAULT 0,
+    lease_lost              INTEGER NOT NULL DEFAULT 0,
+    suspects_alone          INTEGER NOT NULL DEFAULT 0,
+    breaker_trips           INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_5        INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_10       INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_25       INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_50       INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_100      INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_250      INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_500      INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_1000     INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_2500     INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_5000     INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_10000    INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_30000    INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_60000    INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_300000   INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_900000   INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_3600000  INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_21600000 INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_86400000 INTEGER NOT NULL DEFAULT 0,
+    lateness_ms_le_inf      INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_5             INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_10            INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_25            INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_50            INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_100           INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_250           INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_500           INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_1000          INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_2500          INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_5000          INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_10000         INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_30000         INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_60000         INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_300000        INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_900000        INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_3600000       INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_21600000      INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_86400000      INTEGER NOT NULL DEFAULT 0,
+    age_ms_le_inf           INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_5        INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_10       INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_25       INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_50       INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_100      INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_250      INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_500      INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_1000     INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_2500     INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_5000     INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_10000    INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_30000    INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_60000    INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_300000   INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_900000   INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_3600000  INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_21600000 INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_86400000 INTEGER NOT NULL DEFAULT 0,
+    duration_ms_le_inf      INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (period_ms, period_start, topic)
 ) STRICT, WITHOUT ROWID;
 -- Endpoints of "{table}" (receivers as data, src/endpoint/): an endpoint's deliveries are rows of
 -- "{table}" whose topic is its id, so its breaker, streak and pause are its own. owner is the tenant

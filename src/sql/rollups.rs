@@ -22,14 +22,11 @@ use crate::error::Result;
 use crate::identifier::TableName;
 use crate::time::Timestamp;
 
-/// The rollups table's column names.
+/// The rollups table's key columns.
 pub(crate) mod rollup_col {
     pub(crate) const PERIOD_MS: &str = "period_ms";
     pub(crate) const PERIOD_START: &str = "period_start";
     pub(crate) const TOPIC: &str = "topic";
-    pub(crate) const METRIC: &str = "metric";
-    pub(crate) const LE: &str = "le";
-    pub(crate) const COUNT: &str = "count";
 }
 
 /// The stored names of the metrics.
@@ -52,24 +49,63 @@ pub(crate) mod metric {
     pub(crate) const DURATION: &str = "duration_ms";
 }
 
-/// Whether `name` is a metric this version writes.
-pub(crate) fn is_known(name: &str) -> bool {
-    use metric::*;
-    [
-        DELIVERED,
-        RETRIED,
-        DEFERRED,
-        DEAD,
-        DEAD_AT_CLAIM,
-        HANDED_BACK,
-        LEASE_LOST,
-        SUSPECTS_ALONE,
-        BREAKER_TRIPS,
-        LATENESS,
-        AGE,
-        DURATION,
-    ]
-    .contains(&name)
+/// The counters, each a column of its own.
+const COUNTERS: [&str; 9] = [
+    metric::DELIVERED,
+    metric::RETRIED,
+    metric::DEFERRED,
+    metric::DEAD,
+    metric::DEAD_AT_CLAIM,
+    metric::HANDED_BACK,
+    metric::LEASE_LOST,
+    metric::SUSPECTS_ALONE,
+    metric::BREAKER_TRIPS,
+];
+
+/// The histograms, each a column per bucket.
+const HISTOGRAMS: [&str; 3] = [metric::LATENESS, metric::AGE, metric::DURATION];
+
+/// One count column of a rollup row: a counter (`le` 0) or a histogram's
+/// bucket (`le` its upper bound, or [`UNBOUNDED`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CountColumn {
+    pub(crate) metric: &'static str,
+    pub(crate) le: i64,
+}
+
+impl CountColumn {
+    /// Its name: the counter's, or `<histogram>_le_<bound>` (`_le_inf`
+    /// for the last bucket).
+    pub(crate) fn name(&self) -> String {
+        match (self.le, COUNTERS.contains(&self.metric)) {
+            (_, true) => self.metric.to_owned(),
+            (UNBOUNDED, false) => format!("{}_le_inf", self.metric),
+            (le, false) => format!("{}_le_{le}", self.metric),
+        }
+    }
+}
+
+/// Every count column of a rollup row, in the table's order: the counters,
+/// then each histogram's buckets in bound order.
+pub(crate) fn count_columns() -> impl Iterator<Item = CountColumn> {
+    let counters = COUNTERS
+        .into_iter()
+        .map(|metric| CountColumn { metric, le: 0 });
+    let buckets = HISTOGRAMS.into_iter().flat_map(|metric| {
+        BUCKETS_MS
+            .into_iter()
+            .chain(std::iter::once(UNBOUNDED))
+            .map(move |le| CountColumn { metric, le })
+    });
+    counters.chain(buckets)
+}
+
+/// How many count columns a rollup row has.
+pub(crate) const COUNT_COLUMNS: usize = COUNTERS.len() + HISTOGRAMS.len() * (BUCKETS_MS.len() + 1);
+
+/// The position of `metric`'s column for `le` among [`count_columns`].
+fn column_index(metric: &str, le: i64) -> Option<usize> {
+    count_columns().position(|column| column.metric == metric && column.le == le)
 }
 
 /// A minute, in ms: the period rollups are written in.
@@ -183,9 +219,9 @@ struct Signature {
 }
 
 impl Signature {
-    /// Its rows: (metric, le, counted from the row's unsettled leases
-    /// rather than as 1).
-    fn rows(&self) -> impl Iterator<Item = (&'static str, i64, bool)> {
+    /// Its count columns: (index among [`count_columns`], counted from the
+    /// row's unsettled leases rather than as 1).
+    fn columns(&self) -> impl Iterator<Item = (usize, bool)> {
         let buckets = [
             (metric::LATENESS, self.lateness),
             (metric::AGE, self.age),
@@ -203,29 +239,56 @@ impl Signature {
             )
             .chain(self.alone.then_some((metric::SUSPECTS_ALONE, 0, false)))
             .chain(self.tripped.then_some((metric::BREAKER_TRIPS, 0, false)))
+            // Every outcome and bucket has its column (a test walks them).
+            .filter_map(|(name, le, from_row)| Some((column_index(name, le)?, from_row)))
     }
 }
 
-fn rollups_table(table: &TableName) -> String {
-    format!("\"{}_rollups\"", table.as_str())
+/// The rollups table of `table`: a row per period and topic.
+pub(crate) fn periods_table(table: &TableName) -> String {
+    format!("{}_periods", table.as_str())
 }
 
-/// `INSERT INTO <rollups> (…)`, the head of every write.
+fn quoted_periods(table: &TableName) -> String {
+    format!("\"{}\"", periods_table(table))
+}
+
+/// `INSERT INTO <periods> (period_ms, period_start, topic, <counts>)`, the
+/// head of every write.
 fn insert_head(table: &TableName) -> String {
     use rollup_col::*;
+    let counts: Vec<String> = count_columns().map(|column| column.name()).collect();
     format!(
-        "INSERT INTO {} ({PERIOD_MS}, {PERIOD_START}, {TOPIC}, {METRIC}, {LE}, \"{COUNT}\")",
-        rollups_table(table)
+        "INSERT INTO {} ({PERIOD_MS}, {PERIOD_START}, {TOPIC}, {})",
+        quoted_periods(table),
+        counts.join(", ")
     )
 }
 
-/// The tail of every write: a count already there grows.
+/// The count columns' values, `value` of each column's index, in order.
+fn per_column(value: impl Fn(usize) -> String) -> String {
+    (0..COUNT_COLUMNS).map(value).collect::<Vec<_>>().join(", ")
+}
+
+/// The count columns summed from a relation of `(col, n)` rows: each
+/// column sums the `n` of the rows that name its index.
+fn pivoted(col: &str, n: &str) -> String {
+    per_column(|index| format!("SUM(CASE WHEN {col} = {index} THEN {n} ELSE 0 END)"))
+}
+
+/// The tail of every write: the counts of a row already there grow.
 fn add_on_conflict(table: &TableName) -> String {
     use rollup_col::*;
+    let rollups = quoted_periods(table);
+    let added: Vec<String> = count_columns()
+        .map(|column| {
+            let name = column.name();
+            format!("{name} = {rollups}.{name} + excluded.{name}")
+        })
+        .collect();
     format!(
-        "ON CONFLICT ({PERIOD_MS}, {PERIOD_START}, {TOPIC}, {METRIC}, {LE}) DO UPDATE SET \
-         \"{COUNT}\" = {}.\"{COUNT}\" + excluded.\"{COUNT}\"",
-        rollups_table(table)
+        "ON CONFLICT ({PERIOD_MS}, {PERIOD_START}, {TOPIC}) DO UPDATE SET {}",
+        added.join(", ")
     )
 }
 
@@ -277,12 +340,12 @@ struct Group<'a>(&'a str, &'a str, i64, usize, Vec<&'a str>);
 impl RollupWrites {
     /// `table`'s rollup writes in `dialect`.
     ///
-    /// Leases with the same rollup rows share a signature. A settle's
-    /// count binds them in groups of one topic, one claim's token and lease
-    /// end and one signature (a group's fields are read once, its ids one
-    /// by one): it finds the leases that still hold (one primary-key lookup
-    /// each, see [`held_leases`]), and adds each group's count to its
-    /// signature's rows.
+    /// Leases that add to the same count columns share a signature. A
+    /// settle's count binds them in groups of one topic, one claim's token
+    /// and lease end and one signature (a group's fields are read once, its
+    /// ids one by one): it finds the leases that still hold (one
+    /// primary-key lookup each, see [`held_leases`]), and adds each group's
+    /// count to its signature's columns of its topic's one row.
     pub(crate) fn new(table: &TableName, dialect: Dialect) -> Self {
         let field = |index: usize, integer: bool| entry_field(dialect, "g", index, integer);
         let row_field = |index: usize, integer: bool| entry_field(dialect, "m", index, integer);
@@ -299,20 +362,22 @@ impl RollupWrites {
             entries = entries_from(dialect),
             held = held_leases(dialect, &outbox),
         );
+        // Per held group, per column of its signature: (topic, col, n).
         let counted = format!(
-            "SUM(CASE WHEN {from_row} = 1 THEN lost ELSE leases END)",
-            from_row = row_field(2, true),
+            "SELECT held.topic AS topic, {col} AS col, \
+             CASE WHEN {from_row} = 1 THEN lost ELSE leases END AS n \
+             FROM held CROSS JOIN {signature_rows}",
+            col = row_field(0, true),
+            from_row = row_field(1, true),
+            signature_rows = signature_rows_of(dialect, "held.signature"),
         );
         let (count_settles, apply_stashed) = match dialect {
             Dialect::Sqlite => (
                 format!(
-                    "{groups} {insert} SELECT {MINUTE_MS}, ?, topic, {metric}, {le}, {counted} \
-                     FROM held CROSS JOIN {signature_rows} \
-                     WHERE true GROUP BY 3, 4, 5 HAVING {counted} > 0 ORDER BY 3, 4, 5 {conflict}",
+                    "{groups} {insert} SELECT {MINUTE_MS}, ?, c.topic, {pivot} FROM ({counted}) AS c \
+                     WHERE c.n > 0 GROUP BY c.topic ORDER BY c.topic {conflict}",
                     insert = insert_head(table),
-                    metric = row_field(0, false),
-                    le = row_field(1, true),
-                    signature_rows = signature_rows_of(dialect, "held.signature"),
+                    pivot = pivoted("c.col", "c.n"),
                     conflict = add_on_conflict(table),
                 ),
                 None,
@@ -324,19 +389,18 @@ impl RollupWrites {
                 );
                 let stash = format!(
                     "{groups} SELECT set_config('{setting}', ({stashed} || COALESCE((\
-                     SELECT jsonb_agg(jsonb_build_array(CAST(? AS BIGINT), topic, metric, le, n)) \
-                     FROM (SELECT topic, {metric} AS metric, {le} AS le, {counted} AS n \
-                     FROM held CROSS JOIN {signature_rows} GROUP BY 1, 2, 3 HAVING {counted} > 0) \
-                     AS c), '[]'::jsonb))::text, true) AS stashed",
-                    metric = row_field(0, false),
-                    le = row_field(1, true),
-                    signature_rows = signature_rows_of(dialect, "held.signature"),
+                     SELECT jsonb_agg(jsonb_build_array(CAST(? AS BIGINT), topic, col, n)) \
+                     FROM (SELECT c.topic AS topic, c.col AS col, SUM(c.n) AS n FROM ({counted}) AS c \
+                     GROUP BY 1, 2 HAVING SUM(c.n) > 0) AS s), '[]'::jsonb))::text, true) AS stashed",
                 );
                 let apply = format!(
-                    "{insert} SELECT {MINUTE_MS}, (e ->> 0)::bigint, e ->> 1, e ->> 2, \
-                     (e ->> 3)::bigint, SUM((e ->> 4)::bigint) FROM jsonb_array_elements({stashed}) AS e \
-                     GROUP BY 2, 3, 4, 5 ORDER BY 2, 3, 4, 5 {conflict}",
+                    "{insert} SELECT {MINUTE_MS}, s.minute, s.topic, {pivot} \
+                     FROM (SELECT (e ->> 0)::bigint AS minute, e ->> 1 AS topic, \
+                     (e ->> 2)::bigint AS col, (e ->> 3)::bigint AS n \
+                     FROM jsonb_array_elements({stashed}) AS e) AS s \
+                     GROUP BY 2, 3 ORDER BY 2, 3 {conflict}",
                     insert = insert_head(table),
+                    pivot = pivoted("s.col", "s.n"),
                     conflict = add_on_conflict(table),
                 );
                 let clear = format!("SELECT set_config('{setting}', '', true) AS cleared");
@@ -344,13 +408,18 @@ impl RollupWrites {
             }
         };
         let (per_row, grouped) = summed_per_topic(dialect);
+        let dead_at_claim = column_index(metric::DEAD_AT_CLAIM, 0);
         let count_claim_deaths = format!(
-            "{insert} SELECT {MINUTE_MS}, ?, COALESCE(CAST({topic} AS TEXT), ''), '{dead}', 0, {per_row} \
+            "{insert} SELECT {MINUTE_MS}, ?, COALESCE(CAST({topic} AS TEXT), ''), {counts} \
              FROM \"{outbox}\" WHERE {state_col} = '{dead_state}' AND {due} = ? AND {token_col} = ? \
              {grouped}{conflict}",
             insert = insert_head(table),
             topic = col::TOPIC,
-            dead = metric::DEAD_AT_CLAIM,
+            counts = per_column(|index| if Some(index) == dead_at_claim {
+                per_row.to_owned()
+            } else {
+                "0".to_owned()
+            }),
             outbox = table.as_str(),
             state_col = col::STATE,
             dead_state = state::DEAD,
@@ -360,12 +429,11 @@ impl RollupWrites {
         );
         let count_changes = counts_by_changes(dialect).then(|| {
             format!(
-                "{insert} SELECT {MINUTE_MS}, ?, ?, {metric}, {le}, changes() * {per} \
-                 FROM json_each(?) AS m WHERE changes() > 0 {conflict}",
+                "{insert} SELECT {MINUTE_MS}, ?, ?, {counts} FROM (SELECT ? AS counts) AS a \
+                 WHERE changes() > 0 {conflict}",
                 insert = insert_head(table),
-                metric = row_field(0, false),
-                le = row_field(1, true),
-                per = row_field(2, true),
+                counts =
+                    per_column(|index| format!("changes() * json_extract(a.counts, '$[{index}]')")),
                 conflict = add_on_conflict(table),
             )
         });
@@ -398,18 +466,18 @@ impl RollupWrites {
         let Some(sql) = &self.count_changes else {
             return Ok(None);
         };
-        let rows: Vec<(&str, i64, i64)> = key
-            .signature
-            .rows()
-            .map(|(name, le, from_row)| (name, le, if from_row { key.lost } else { 1 }))
-            .filter(|(_, _, per)| *per > 0)
-            .collect();
+        let mut counts = [0_i64; COUNT_COLUMNS];
+        for (index, from_row) in key.signature.columns() {
+            if let Some(count) = counts.get_mut(index) {
+                *count += if from_row { key.lost } else { 1 };
+            }
+        }
         Ok(Some(Statement::new(
             sql.clone(),
             vec![
                 Value::Integer(minute_of(now)),
                 Value::Text(key.topic.to_owned()),
-                Value::Text(json_text(&rows, "a settle's count")?),
+                Value::Text(json_text(&counts.as_slice(), "a settle's count")?),
             ],
         )))
     }
@@ -461,12 +529,12 @@ impl RollupWrites {
         if groups.is_empty() {
             return Ok(None);
         }
-        let rows: Vec<Vec<(&str, i64, i64)>> = signatures
+        let columns: Vec<Vec<(usize, i64)>> = signatures
             .iter()
             .map(|signature| {
                 signature
-                    .rows()
-                    .map(|(name, le, from_row)| (name, le, i64::from(from_row)))
+                    .columns()
+                    .map(|(index, from_row)| (index, i64::from(from_row)))
                     .collect()
             })
             .collect();
@@ -475,7 +543,7 @@ impl RollupWrites {
             vec![
                 Value::Text(json_text(&groups, "a settle's count")?),
                 Value::Integer(minute_of(now)),
-                Value::Text(json_text(&rows, "a settle's count")?),
+                Value::Text(json_text(&columns, "a settle's count")?),
             ],
         );
         let last = self
@@ -507,20 +575,21 @@ impl RollupWrites {
 pub(crate) fn retention(table: &TableName, dialect: Dialect, now: Timestamp) -> Vec<Statement> {
     use rollup_col::*;
     let now = now.as_unix_millis();
-    let rollups = rollups_table(table);
+    let rollups = quoted_periods(table);
+    let summed: Vec<String> = count_columns()
+        .map(|column| format!("SUM({})", column.name()))
+        .collect();
+    let summed = summed.join(", ");
     let fold = period_fold(
         dialect,
         &rollups,
         &format!("{PERIOD_MS} = {MINUTE_MS} AND {PERIOD_START} < ?",),
         &format!(
             "{insert} SELECT {HOUR_MS}, {PERIOD_START} - {PERIOD_START} % {HOUR_MS}, {TOPIC}, \
-             {METRIC}, {LE}, SUM(\"{COUNT}\")",
+             {summed}",
             insert = insert_head(table)
         ),
-        &format!(
-            "GROUP BY 2, 3, 4, 5 ORDER BY 2, 3, 4, 5 {}",
-            add_on_conflict(table)
-        ),
+        &format!("GROUP BY 2, 3 ORDER BY 2, 3 {}", add_on_conflict(table)),
     );
     let minutes_from = Value::Integer(now.saturating_sub(MINUTES_KEPT_MS));
     let mut statements: Vec<Statement> = fold
@@ -543,7 +612,8 @@ pub(crate) fn retention(table: &TableName, dialect: Dialect, now: Timestamp) -> 
 
 /// The stored rollups starting in `from .. to`, summed per period of
 /// `period_ms` (hours sum their folded row and their minutes not folded
-/// yet), topic, metric and bucket, in period order.
+/// yet) and topic, in period then topic order: a row's count columns are
+/// named as [`CountColumn::name`].
 pub(crate) fn read(
     table: &TableName,
     dialect: Dialect,
@@ -552,12 +622,18 @@ pub(crate) fn read(
     to: Timestamp,
 ) -> Statement {
     use rollup_col::*;
+    let summed: Vec<String> = count_columns()
+        .map(|column| {
+            let name = column.name();
+            format!("CAST(SUM({name}) AS BIGINT) AS {name}")
+        })
+        .collect();
     let sql = format!(
-        "SELECT {PERIOD_START} - {PERIOD_START} % ? AS {PERIOD_START}, {TOPIC}, {METRIC}, {LE}, \
-         CAST(SUM(\"{COUNT}\") AS BIGINT) AS \"{COUNT}\" FROM {} \
+        "SELECT {PERIOD_START} - {PERIOD_START} % ? AS {PERIOD_START}, {TOPIC}, {} FROM {} \
          WHERE {PERIOD_MS} IN (?, ?) AND {PERIOD_START} >= ? AND {PERIOD_START} < ? \
-         GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
-        rollups_table(table)
+         GROUP BY 1, 2 ORDER BY 1, 2",
+        summed.join(", "),
+        quoted_periods(table)
     );
     Statement::new(
         dialect.number_placeholders(&sql),

@@ -615,31 +615,134 @@ fn one_statement_deletes_a_claims_delivered_rows_and_returns_each_it_deleted() {
     );
 }
 
+/// The count columns of a rollup row, in the table's order.
+fn rollup_columns() -> Vec<String> {
+    let mut columns: Vec<String> = [
+        "delivered",
+        "retried",
+        "deferred",
+        "dead",
+        "dead_at_claim",
+        "handed_back",
+        "lease_lost",
+        "suspects_alone",
+        "breaker_trips",
+    ]
+    .map(String::from)
+    .to_vec();
+    for histogram in ["lateness_ms", "age_ms", "duration_ms"] {
+        for le in [
+            "5", "10", "25", "50", "100", "250", "500", "1000", "2500", "5000", "10000", "30000",
+            "60000", "300000", "900000", "3600000", "21600000", "86400000", "inf",
+        ] {
+            columns.push(format!("{histogram}_le_{le}"));
+        }
+    }
+    columns
+}
+
+fn rollup_column(name: &str) -> usize {
+    rollup_columns()
+        .iter()
+        .position(|column| column == name)
+        .unwrap()
+}
+
+/// `INSERT INTO "outbox_periods" (…)` with every column.
+fn rollups_insert() -> String {
+    format!(
+        r#"INSERT INTO "outbox_periods" (period_ms, period_start, topic, {})"#,
+        rollup_columns().join(", ")
+    )
+}
+
+/// The conflict clause of every rollup write: each count grows.
+fn rollups_conflict() -> String {
+    let added: Vec<String> = rollup_columns()
+        .iter()
+        .map(|c| format!(r#"{c} = "outbox_periods".{c} + excluded.{c}"#))
+        .collect();
+    format!(
+        "ON CONFLICT (period_ms, period_start, topic) DO UPDATE SET {}",
+        added.join(", ")
+    )
+}
+
+/// Every count column summed from `(col, n)` rows.
+fn rollups_pivot(col: &str, n: &str) -> String {
+    (0..rollup_columns().len())
+        .map(|i| format!("SUM(CASE WHEN {col} = {i} THEN {n} ELSE 0 END)"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[test]
-fn a_deletes_count_rides_on_the_rows_it_changed() {
+fn a_rollup_row_has_a_column_per_counter_and_bucket_as_the_schema_makes_it() {
+    let names: Vec<String> = rollups::count_columns()
+        .map(|column| column.name())
+        .collect();
+    assert_eq!(names, rollup_columns());
+    assert_eq!(names.len(), rollups::COUNT_COLUMNS);
+    for (template, kind) in [
+        (include_str!("../outbox/schema.sql"), "INTEGER"),
+        (include_str!("../outbox/schema.postgres.sql"), "BIGINT"),
+    ] {
+        let table = template
+            .split("CREATE TABLE IF NOT EXISTS \"{table}_periods\" (")
+            .nth(1)
+            .and_then(|rest| rest.split(')').next())
+            .unwrap();
+        let declared: Vec<&str> = table
+            .lines()
+            .map(str::trim)
+            .filter(|line| line.ends_with(&format!("{kind} NOT NULL DEFAULT 0,")))
+            .map(|line| line.split_whitespace().next().unwrap())
+            .collect();
+        assert_eq!(declared, names, "{template:.40}");
+    }
+}
+
+#[test]
+fn a_deletes_count_rides_on_the_rows_it_changed_into_one_rollup_row() {
     let writes = rollups::RollupWrites::new(&table("outbox"), Dialect::Sqlite);
     assert!(writes.counts_changes());
     let key = counted().changes_key().unwrap();
     let count = writes.count_changes(&key, at(NOW)).unwrap().unwrap();
+    let per_column: Vec<String> = (0..rollup_columns().len())
+        .map(|i| format!("changes() * json_extract(a.counts, '$[{i}]')"))
+        .collect();
     assert_eq!(
         count.sql(),
         format!(
-            r#"INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, ?, ?, json_extract(m.value, '$[0]'), json_extract(m.value, '$[1]'), changes() * json_extract(m.value, '$[2]') FROM json_each(?) AS m WHERE changes() > 0 {ROLLUPS_CONFLICT}"#
+            "{} SELECT 60000, ?, ?, {} FROM (SELECT ? AS counts) AS a WHERE changes() > 0 {}",
+            rollups_insert(),
+            per_column.join(", "),
+            rollups_conflict()
         )
     );
-    // Each rollup row, and what one deleted row adds to it: its unsettled
-    // leases to lease_lost.
+    // What one deleted row adds to each column: 1 to delivered and to its
+    // buckets, its unsettled leases to lease_lost.
+    let dense = |added: &[(&str, i64)]| {
+        let mut counts = vec![0_i64; rollup_columns().len()];
+        for (name, n) in added {
+            counts[rollup_column(name)] = *n;
+        }
+        text(&serde_json::to_string(&counts).unwrap())
+    };
     assert_eq!(
         count.values(),
         [
             Value::Integer(0),
             text("mail"),
-            text(
-                r#"[["delivered",0,1],["lateness_ms",50,1],["age_ms",5000,1],["lease_lost",0,2]]"#
-            ),
+            dense(&[
+                ("delivered", 1),
+                ("lateness_ms_le_50", 1),
+                ("age_ms_le_5000", 1),
+                ("lease_lost", 2)
+            ]),
         ]
     );
-    // No lost leases: no lease_lost row; unknown ones: counted by reading.
+    // No lost leases: nothing to lease_lost; unknown ones: counted by reading.
     let none_lost = rollups::Counted {
         unsettled: Some(0),
         ..counted()
@@ -650,7 +753,11 @@ fn a_deletes_count_rides_on_the_rows_it_changed() {
         .unwrap();
     assert_eq!(
         none_lost.values()[2],
-        text(r#"[["delivered",0,1],["lateness_ms",50,1],["age_ms",5000,1]]"#)
+        dense(&[
+            ("delivered", 1),
+            ("lateness_ms_le_50", 1),
+            ("age_ms_le_5000", 1)
+        ])
     );
     assert!(
         rollups::Counted {
@@ -664,7 +771,45 @@ fn a_deletes_count_rides_on_the_rows_it_changed() {
     assert!(!rollups::RollupWrites::new(&table("outbox"), Dialect::Postgres).counts_changes());
 }
 
-const ROLLUPS_CONFLICT: &str = r#"ON CONFLICT (period_ms, period_start, topic, metric, le) DO UPDATE SET "count" = "outbox_rollups"."count" + excluded."count""#;
+#[test]
+fn every_outcome_and_bucket_has_its_column() {
+    let writes = rollups::RollupWrites::new(&table("outbox"), Dialect::Sqlite);
+    let outcomes = [
+        rollups::metric::DELIVERED,
+        rollups::metric::RETRIED,
+        rollups::metric::DEFERRED,
+        rollups::metric::DEAD,
+        rollups::metric::HANDED_BACK,
+    ];
+    for outcome in outcomes {
+        for ms in [0, 5, 6, 86_400_000, 86_400_001] {
+            let lease = rollups::Counted {
+                outcome,
+                lateness_ms: Some(ms),
+                age_ms: Some(ms),
+                duration_ms: Some(ms),
+                alone: true,
+                tripped: true,
+                ..counted()
+            };
+            let count = writes
+                .count_changes(&lease.changes_key().unwrap(), at(NOW))
+                .unwrap()
+                .unwrap();
+            let Value::Text(counts) = &count.values()[2] else {
+                panic!("{count:?}")
+            };
+            let counts: Vec<i64> = serde_json::from_str(counts).unwrap();
+            // The outcome, 3 buckets, alone and tripped (1 each), 2 lost.
+            assert_eq!(
+                counts.iter().sum::<i64>(),
+                1 + 3 + 1 + 1 + 2,
+                "{outcome} {ms}"
+            );
+            assert_eq!(counts[rollup_column(outcome)], 1, "{outcome}");
+        }
+    }
+}
 
 #[test]
 fn a_settles_count_reads_the_leased_rows_as_they_are_before_the_settle() {
@@ -678,12 +823,15 @@ fn a_settles_count_reads_the_leased_rows_as_they_are_before_the_settle() {
     assert_eq!(
         sqlite.count.sql(),
         format!(
-            r#"WITH groups AS MATERIALIZED (SELECT json_extract(g.value, '$[0]') AS topic, json_extract(g.value, '$[1]') AS token, json_extract(g.value, '$[2]') AS until, json_extract(g.value, '$[3]') AS signature, json_extract(g.value, '$[4]') AS ids FROM json_each(?) AS g), packed AS MATERIALIZED (SELECT groups.topic AS topic, groups.signature AS signature, (SELECT COALESCE(SUM(1 + (MIN(MAX("outbox".unsettled_leases, 0), 65535) << 32)), 0) FROM json_each(groups.ids) AS i CROSS JOIN "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = groups.until AND "outbox".id = i.value AND "outbox".lease_token = groups.token) AS packed FROM groups), held AS MATERIALIZED (SELECT topic, signature, packed & 4294967295 AS leases, packed >> 32 AS lost FROM packed) INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, ?, topic, json_extract(m.value, '$[0]'), json_extract(m.value, '$[1]'), SUM(CASE WHEN json_extract(m.value, '$[2]') = 1 THEN lost ELSE leases END) FROM held CROSS JOIN json_each(?, '$[' || held.signature || ']') AS m WHERE true GROUP BY 3, 4, 5 HAVING SUM(CASE WHEN json_extract(m.value, '$[2]') = 1 THEN lost ELSE leases END) > 0 ORDER BY 3, 4, 5 {ROLLUPS_CONFLICT}"#
+            r#"WITH groups AS MATERIALIZED (SELECT json_extract(g.value, '$[0]') AS topic, json_extract(g.value, '$[1]') AS token, json_extract(g.value, '$[2]') AS until, json_extract(g.value, '$[3]') AS signature, json_extract(g.value, '$[4]') AS ids FROM json_each(?) AS g), packed AS MATERIALIZED (SELECT groups.topic AS topic, groups.signature AS signature, (SELECT COALESCE(SUM(1 + (MIN(MAX("outbox".unsettled_leases, 0), 65535) << 32)), 0) FROM json_each(groups.ids) AS i CROSS JOIN "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = groups.until AND "outbox".id = i.value AND "outbox".lease_token = groups.token) AS packed FROM groups), held AS MATERIALIZED (SELECT topic, signature, packed & 4294967295 AS leases, packed >> 32 AS lost FROM packed) {insert} SELECT 60000, ?, c.topic, {pivot} FROM (SELECT held.topic AS topic, json_extract(m.value, '$[0]') AS col, CASE WHEN json_extract(m.value, '$[1]') = 1 THEN lost ELSE leases END AS n FROM held CROSS JOIN json_each(?, '$[' || held.signature || ']') AS m) AS c WHERE c.n > 0 GROUP BY c.topic ORDER BY c.topic {conflict}"#,
+            insert = rollups_insert(),
+            pivot = rollups_pivot("c.col", "c.n"),
+            conflict = rollups_conflict(),
         )
     );
     // One group per topic, claim token, lease end and signature, with its
     // ids (a lease listed twice counts once); then the minute, then each
-    // signature's rows.
+    // signature's columns (index, counted from the row's lost leases).
     let other_claim = rollups::Counted {
         fence: Fence {
             token: "tok2",
@@ -702,6 +850,13 @@ fn a_settles_count_reads_the_leased_rows_as_they_are_before_the_settle() {
         age_ms: None,
         ..counted()
     };
+    let (delivered, retried, lateness, age, lost) = (
+        rollup_column("delivered"),
+        rollup_column("retried"),
+        rollup_column("lateness_ms_le_50"),
+        rollup_column("age_ms_le_5000"),
+        rollup_column("lease_lost"),
+    );
     assert_eq!(
         writes
             .count_settles(
@@ -717,9 +872,9 @@ fn a_settles_count_reads_the_leased_rows_as_they_are_before_the_settle() {
                 r#"[["mail","tok",61000,0,["m1","m2"]],["mail","tok2",61000,0,["m1"]],["mail","tok",61000,1,["m3"]]]"#
             ),
             Value::Integer(0),
-            text(
-                r#"[[["delivered",0,0],["lateness_ms",50,0],["age_ms",5000,0],["lease_lost",0,1]],[["retried",0,0],["lease_lost",0,1]]]"#
-            ),
+            text(&format!(
+                "[[[{delivered},0],[{lateness},0],[{age},0],[{lost},1]],[[{retried},0],[{lost},1]]]"
+            )),
         ]
     );
     assert!(writes.count_settles(&[], at(NOW)).unwrap().is_none());
@@ -741,26 +896,26 @@ fn a_postgres_settles_count_locks_the_rows_it_counts() {
         sql.contains(r#"FROM groups CROSS JOIN LATERAL json_array_elements_text(groups.ids) AS i(id) CROSS JOIN LATERAL (SELECT LEAST(GREATEST("outbox".unsettled_leases, 0), 65535) AS unsettled FROM "outbox" WHERE "outbox".state = 'ready' AND "outbox".due_at = groups.until AND "outbox".id = i.id AND "outbox".lease_token = groups.token FOR UPDATE) AS o) AS locked GROUP BY 1, 2)"#),
         "{sql}"
     );
-    // It writes no rollup row: it stashes its counts in a setting of the
-    // transaction's, named after the table (hex of "outbox") ...
+    // It writes no rollup row: it stashes its counts, per topic and
+    // column, in a setting of the transaction's, named after the table
+    // (hex of "outbox") ...
     let stashed = "COALESCE(NULLIF(current_setting('workers_outbox.rollups_6f7574626f78', true), ''), '[]')::jsonb";
     assert!(!sql.contains("INSERT"), "{sql}");
     assert!(
-        sql.contains(&format!("SELECT set_config('workers_outbox.rollups_6f7574626f78', ({stashed} || COALESCE((SELECT jsonb_agg(jsonb_build_array(CAST($2 AS BIGINT), topic, metric, le, n))")),
+        sql.contains(&format!("SELECT set_config('workers_outbox.rollups_6f7574626f78', ({stashed} || COALESCE((SELECT jsonb_agg(jsonb_build_array(CAST($2 AS BIGINT), topic, col, n)) FROM (SELECT c.topic AS topic, c.col AS col, SUM(c.n) AS n FROM (SELECT held.topic AS topic, (m.entry ->> 0)::bigint AS col, CASE WHEN (m.entry ->> 1)::bigint = 1 THEN lost ELSE leases END AS n FROM held CROSS JOIN LATERAL json_array_elements(CAST($3 AS TEXT)::json -> CAST(held.signature AS INTEGER)) AS m(entry)) AS c GROUP BY 1, 2 HAVING SUM(c.n) > 0) AS s), '[]'::jsonb))::text, true) AS stashed")),
         "{sql}"
     );
-    assert!(
-        sql.contains("CROSS JOIN LATERAL json_array_elements(CAST($3 AS TEXT)::json -> CAST(held.signature AS INTEGER)) AS m(entry)"),
-        "{sql}"
-    );
-    // ... which the last statements of the transaction add to the rollup
-    // rows (in key order) and clear.
+    // ... which the last statements of the transaction add to the topics'
+    // rollup rows (in key order) and clear.
     let last: Vec<&str> = postgres.last.iter().map(|s| s.sql()).collect();
     assert_eq!(
         last,
         [
             format!(
-                r#"INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, (e ->> 0)::bigint, e ->> 1, e ->> 2, (e ->> 3)::bigint, SUM((e ->> 4)::bigint) FROM jsonb_array_elements({stashed}) AS e GROUP BY 2, 3, 4, 5 ORDER BY 2, 3, 4, 5 {ROLLUPS_CONFLICT}"#
+                "{} SELECT 60000, s.minute, s.topic, {} FROM (SELECT (e ->> 0)::bigint AS minute, e ->> 1 AS topic, (e ->> 2)::bigint AS col, (e ->> 3)::bigint AS n FROM jsonb_array_elements({stashed}) AS e) AS s GROUP BY 2, 3 ORDER BY 2, 3 {}",
+                rollups_insert(),
+                rollups_pivot("s.col", "s.n"),
+                rollups_conflict()
             )
             .as_str(),
             "SELECT set_config('workers_outbox.rollups_6f7574626f78', '', true) AS cleared",
@@ -773,10 +928,20 @@ fn a_postgres_settles_count_locks_the_rows_it_counts() {
 fn a_claims_deaths_are_counted_by_its_token() {
     let statement = rollups::RollupWrites::new(&table("outbox"), Dialect::Sqlite)
         .count_claim_deaths(at(NOW), "tok");
+    let counts = |dead: &str| {
+        rollup_columns()
+            .iter()
+            .map(|c| if c == "dead_at_claim" { dead } else { "0" })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     assert_eq!(
         statement.sql(),
         format!(
-            r#"INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 60000, ?, COALESCE(CAST(topic AS TEXT), ''), 'dead_at_claim', 0, 1 FROM "outbox" WHERE state = 'dead' AND due_at = ? AND lease_token = ? {ROLLUPS_CONFLICT}"#
+            r#"{} SELECT 60000, ?, COALESCE(CAST(topic AS TEXT), ''), {} FROM "outbox" WHERE state = 'dead' AND due_at = ? AND lease_token = ? {}"#,
+            rollups_insert(),
+            counts("1"),
+            rollups_conflict()
         )
     );
     assert_eq!(
@@ -784,20 +949,33 @@ fn a_claims_deaths_are_counted_by_its_token() {
         [Value::Integer(0), Value::Integer(NOW), text("tok")]
     );
     #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
-    assert!(
+    assert_eq!(
         rollups::RollupWrites::new(&table("outbox"), Dialect::Postgres)
             .count_claim_deaths(at(NOW), "tok")
-            .sql()
-            .contains("'dead_at_claim', 0, COUNT(*) FROM \"outbox\" WHERE state = 'dead' AND due_at = $2 AND lease_token = $3 GROUP BY 3 ORDER BY 3 ON CONFLICT")
+            .sql(),
+        format!(
+            r#"{} SELECT 60000, $1, COALESCE(CAST(topic AS TEXT), ''), {} FROM "outbox" WHERE state = 'dead' AND due_at = $2 AND lease_token = $3 GROUP BY 3 ORDER BY 3 {}"#,
+            rollups_insert(),
+            counts("COUNT(*)"),
+            rollups_conflict()
+        )
     );
 }
 
 #[test]
 fn retention_folds_old_minutes_once_in_each_dialect() {
-    let fold = r#"INSERT INTO "outbox_rollups" (period_ms, period_start, topic, metric, le, "count") SELECT 3600000, period_start - period_start % 3600000, topic, metric, le, SUM("count")"#;
-    let grouped = format!("GROUP BY 2, 3, 4, 5 ORDER BY 2, 3, 4, 5 {ROLLUPS_CONFLICT}");
+    let summed: Vec<String> = rollup_columns()
+        .iter()
+        .map(|c| format!("SUM({c})"))
+        .collect();
+    let fold = format!(
+        "{} SELECT 3600000, period_start - period_start % 3600000, topic, {}",
+        rollups_insert(),
+        summed.join(", ")
+    );
+    let grouped = format!("GROUP BY 2, 3 ORDER BY 2, 3 {}", rollups_conflict());
     let minutes = "period_ms = 60000 AND period_start < ?";
-    let forget = r#"DELETE FROM "outbox_rollups" WHERE period_ms = 3600000 AND period_start < ?"#;
+    let forget = r#"DELETE FROM "outbox_periods" WHERE period_ms = 3600000 AND period_start < ?"#;
     let sqlite: Vec<String> = rollups::retention(&table("outbox"), Dialect::Sqlite, at(NOW))
         .iter()
         .map(|statement| statement.sql().to_owned())
@@ -805,8 +983,8 @@ fn retention_folds_old_minutes_once_in_each_dialect() {
     assert_eq!(
         sqlite,
         [
-            format!(r#"{fold} FROM "outbox_rollups" WHERE {minutes} {grouped}"#),
-            format!(r#"DELETE FROM "outbox_rollups" WHERE {minutes}"#),
+            format!(r#"{fold} FROM "outbox_periods" WHERE {minutes} {grouped}"#),
+            format!(r#"DELETE FROM "outbox_periods" WHERE {minutes}"#),
             forget.to_owned(),
         ]
     );
@@ -818,9 +996,41 @@ fn retention_folds_old_minutes_once_in_each_dialect() {
         postgres,
         [
             Dialect::Postgres.number_placeholders(&format!(
-                r#"WITH folded AS (DELETE FROM "outbox_rollups" WHERE {minutes} RETURNING *) {fold} FROM folded {grouped}"#
+                r#"WITH folded AS (DELETE FROM "outbox_periods" WHERE {minutes} RETURNING *) {fold} FROM folded {grouped}"#
             )),
             Dialect::Postgres.number_placeholders(forget),
+        ]
+    );
+}
+
+#[test]
+fn a_rollups_read_sums_each_column_per_period_and_topic() {
+    let summed: Vec<String> = rollup_columns()
+        .iter()
+        .map(|c| format!("CAST(SUM({c}) AS BIGINT) AS {c}"))
+        .collect();
+    let statement = rollups::read(
+        &table("outbox"),
+        Dialect::Sqlite,
+        rollups::HOUR_MS,
+        at(0),
+        at(7_200_000),
+    );
+    assert_eq!(
+        statement.sql(),
+        format!(
+            r#"SELECT period_start - period_start % ? AS period_start, topic, {} FROM "outbox_periods" WHERE period_ms IN (?, ?) AND period_start >= ? AND period_start < ? GROUP BY 1, 2 ORDER BY 1, 2"#,
+            summed.join(", ")
+        )
+    );
+    assert_eq!(
+        statement.values(),
+        [
+            Value::Integer(3_600_000),
+            Value::Integer(3_600_000),
+            Value::Integer(60_000),
+            Value::Integer(0),
+            Value::Integer(7_200_000),
         ]
     );
 }

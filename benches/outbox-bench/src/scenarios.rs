@@ -134,7 +134,7 @@ impl Bench {
             "outbox",
             "outbox_topics",
             "outbox_paused",
-            "outbox_rollups",
+            "outbox_periods",
             "outbox_audit",
             "outbox_alerts",
             "outbox_keys",

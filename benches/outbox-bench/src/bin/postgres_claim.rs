@@ -112,7 +112,7 @@ mod native {
     async fn fresh_outbox(url: &str, table: &str, connections: usize) -> Result<Outbox> {
         let db: Arc<dyn Database> = Arc::new(PostgresDatabase::connect(url, connections).await?);
         db.execute(&Statement::new(
-            format!("DROP TABLE IF EXISTS \"{table}\", \"{table}_topics\", \"{table}_paused\", \"{table}_rollups\""),
+            format!("DROP TABLE IF EXISTS \"{table}\", \"{table}_topics\", \"{table}_paused\", \"{table}_periods\""),
             vec![],
         ))
         .await?;
@@ -126,7 +126,7 @@ mod native {
         outbox
             .database()
             .execute(&Statement::new(
-                format!("DROP TABLE IF EXISTS \"{table}\", \"{table}_topics\", \"{table}_paused\", \"{table}_rollups\""),
+                format!("DROP TABLE IF EXISTS \"{table}\", \"{table}_topics\", \"{table}_paused\", \"{table}_periods\""),
                 vec![],
             ))
             .await?;
