@@ -190,6 +190,28 @@ async function d1Drain(algo, batch, messages = MESSAGES) {
   };
 }
 
+/** What a message costs in D1's billed rows on each path, rollups on and off. */
+async function runCost(messages = Number(process.env.BENCH_COST_MESSAGES ?? 2_000)) {
+  const paths = [];
+  for (const rollups of [true, false]) {
+    const { body } = await call("cost", { rollups, messages });
+    for (const path of body) {
+      const per = (meter, key) => meter[key] / Math.max(1, path.messages);
+      log(`D1 cost ${path.path}, rollups ${rollups}: written ${per(path.enqueue, "rows_written").toFixed(2)} + ${per(path.deliver, "rows_written").toFixed(2)}, read ${per(path.enqueue, "rows_read").toFixed(2)} + ${per(path.deliver, "rows_read").toFixed(2)}`);
+      paths.push(path);
+    }
+  }
+  return paths;
+}
+
+// `BENCH_ONLY=cost`: the rows a message costs on each path, printed
+// (BENCHMARKS.md is written by a whole run only).
+if (process.env.BENCH_ONLY === "cost") {
+  console.log(JSON.stringify(await runCost(), null, 2));
+  await mf.dispose();
+  process.exit(0);
+}
+
 const results = { d1: {}, sqlite: {} };
 
 results.d1.drainRuns = [];

@@ -3,6 +3,13 @@
 use std::fmt;
 use std::sync::Arc;
 
+/// Words of the error a batch fails with when its check of a listed delete
+/// (`sql::dialects::complete_listed`) finds the delete was not exact: SQLite
+/// raises it as an invalid JSON path and Postgres as an invalid integer,
+/// which each adapter keeps in
+/// [`Error::Database`]'s message.
+pub(crate) const SETTLE_NOT_EXACT: &str = "workers-outbox: a listed delete was not exact";
+
 /// Everything that can go wrong in this crate, in the caller's terms.
 ///
 /// Every variant answers one question through [`Error::retry_advice`]: can trying the
@@ -218,6 +225,14 @@ impl Error {
             | Error::Database { .. }
             | Error::Internal { .. } => 500,
         }
+    }
+
+    /// Whether this is the failure of a batch whose check of a listed
+    /// delete found a row of the list not deleted (its lease lost) or one
+    /// too many: the batch changed nothing, and the settle is sent again in
+    /// its exact form (see `sql::dialects::complete_listed`).
+    pub(crate) fn is_settle_not_exact(&self) -> bool {
+        matches!(self, Error::Database { message, .. } if message.contains(SETTLE_NOT_EXACT))
     }
 
     /// Shorthand for `self.retry_advice() != RetryAdvice::Never`.

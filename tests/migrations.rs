@@ -126,7 +126,18 @@ async fn the_migrations_build_the_rendered_schema() {
     let migrated = db();
     apply_migrations(&migrated).await;
     let fresh = db();
-    Outbox::new(fresh.clone(), "outbox")
+    // The example seals both of its outboxes (with its development keys),
+    // so their schema has the trigger that deletes a sealed message's key.
+    let ring = || {
+        workers_outbox::seal::KeyRing::builder()
+            .hash_key(&[7; 32])
+            .key("dev", &[9; 32])
+            .build()
+            .unwrap()
+    };
+    Outbox::builder(fresh.clone(), "outbox")
+        .key_ring(ring())
+        .build()
         .unwrap()
         .create_schema()
         .await
@@ -137,7 +148,9 @@ async fn the_migrations_build_the_rendered_schema() {
         .await
         .unwrap();
     // The example's second outbox, relayed into a Queue.
-    Outbox::new(fresh.clone(), "account_events")
+    Outbox::builder(fresh.clone(), "account_events")
+        .key_ring(ring())
+        .build()
         .unwrap()
         .create_schema()
         .await

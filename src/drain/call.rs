@@ -64,6 +64,30 @@ pub(super) struct Retries<'t> {
     pub(super) timer: &'t dyn Timer,
 }
 
+/// Which form of a call a send carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Send {
+    /// The first: settles delete a claim's rows by checked lists.
+    First,
+    /// The first again, after a listed delete's check failed it (so it
+    /// changed nothing): settles in their exact form, the claim as it was.
+    Exact,
+    /// After an error, when the call may have committed: settles in their
+    /// exact form (a list's check would fail on rows the first send
+    /// deleted), a claim's rows read back rather than claimed again.
+    Retry,
+}
+
+impl Send {
+    /// The form of `settle` this send carries.
+    fn form(self, settle: &PreparedSettle) -> &PreparedSettle {
+        match self {
+            Send::First => settle,
+            Send::Exact | Send::Retry => settle.exact(),
+        }
+    }
+}
+
 /// What a sent call did.
 pub(super) struct Sent {
     /// Database calls made: 1, plus retries.
@@ -155,9 +179,10 @@ impl Call {
         })
     }
 
-    /// The statements of the first send (`retry == false`) or of a send
-    /// after an error, and where each part's statements are among them.
-    fn statements(&self, retry: bool) -> (Vec<Statement>, Vec<Option<Range<usize>>>) {
+    /// The statements of a send, and where each part's statements are
+    /// among them.
+    fn statements(&self, send: Send) -> (Vec<Statement>, Vec<Option<Range<usize>>>) {
+        let retry = send == Send::Retry;
         let mut statements = Vec::new();
         if !retry {
             // Before any write of the call (see `ClaimStatement::advance`).
@@ -172,7 +197,7 @@ impl Call {
             let start = statements.len();
             let sent = match part {
                 Part::Settle(settle) => {
-                    statements.extend(settle.leading().iter().cloned());
+                    statements.extend(send.form(settle).leading().iter().cloned());
                     true
                 }
                 Part::Write(writes) => {
@@ -205,7 +230,7 @@ impl Call {
         // After the claim: what the settles hold until the commit.
         for part in &self.parts {
             if let Part::Settle(settle) = part {
-                statements.extend(settle.trailing().iter().cloned());
+                statements.extend(send.form(settle).trailing().iter().cloned());
             }
         }
         (statements, ranges)
@@ -225,9 +250,19 @@ impl Call {
     /// Sends the call, and again (in its retry form) while the error is
     /// transient, the budget allows and the settles' leases have time left.
     pub(super) async fn send(&self, db: &dyn Database, retries: Retries<'_>) -> Sent {
-        let (first, ranges) = self.statements(false);
+        let (first, mut ranges) = self.statements(Send::First);
         let mut result = db.batch_atomic(&first).await;
         let mut sends = 1;
+        let mut form = Send::First;
+        // A listed delete's check failed the batch, which changed nothing:
+        // the same call with exact deletes.
+        if result.as_ref().is_err_and(Error::is_settle_not_exact) && retries.budget > 1 {
+            let (exact, exact_ranges) = self.statements(Send::Exact);
+            result = db.batch_atomic(&exact).await;
+            ranges = exact_ranges;
+            sends += 1;
+            form = Send::Exact;
+        }
         let mut retried = false;
         while let Err(error) = &result {
             let in_time = self
@@ -243,18 +278,19 @@ impl Call {
                     .sleep(Duration::from_millis(100 << sends))
                     .await;
             }
-            let (again, _) = self.statements(true);
+            let (again, _) = self.statements(Send::Retry);
             result = db.batch_atomic(&again).await;
             sends += 1;
             retried = true;
+            form = Send::Retry;
         }
         let reply = result.map(|outcomes| {
             let ranges = if retried {
-                self.statements(true).1
+                self.statements(Send::Retry).1
             } else {
                 ranges
             };
-            self.read_reply(&outcomes, &ranges, retried)
+            self.read_reply(&outcomes, &ranges, form)
         });
         Sent { sends, reply }
     }
@@ -263,8 +299,9 @@ impl Call {
         &self,
         outcomes: &[Outcome],
         ranges: &[Option<Range<usize>>],
-        retried: bool,
+        send: Send,
     ) -> Reply {
+        let retried = send == Send::Retry;
         let of = |range: &Option<Range<usize>>| -> &[Outcome] {
             range
                 .clone()
@@ -276,7 +313,7 @@ impl Call {
             .iter()
             .zip(ranges)
             .map(|(part, range)| match part {
-                Part::Settle(settle) => Read::Settled(settle.read(of(range))),
+                Part::Settle(settle) => Read::Settled(send.form(settle).read(of(range))),
                 Part::Write(_) => Read::Written,
                 Part::Read(_) => Read::Rows(
                     of(range)

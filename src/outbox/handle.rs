@@ -15,6 +15,9 @@ use crate::time::{Clock, SystemClock};
 
 const SCHEMA_TEMPLATE: &str = include_str!("schema.sql");
 const POSTGRES_SCHEMA_TEMPLATE: &str = include_str!("schema.postgres.sql");
+/// SQLite, with a key ring: the trigger that deletes a sealed message's
+/// data key with its row (Postgres's schema always has it).
+const SEALED_SCHEMA_TEMPLATE: &str = include_str!("schema.sealed.sql");
 
 /// A durable outbox in one table of a [`Database`].
 ///
@@ -361,12 +364,21 @@ impl Outbox {
     /// database's tombstones of erased subjects, in the database's dialect,
     /// as a migration file holds it. `migrations/` ships it for the
     /// table `outbox` (`migrations/postgres/` for Postgres).
+    ///
+    /// On SQLite an outbox with a [key ring](OutboxBuilder::key_ring) has
+    /// one statement more: the trigger that deletes a sealed message's data
+    /// key with its row. Give a ring to an outbox whose tables exist, then
+    /// run [`create_schema`](Outbox::create_schema) (or that statement) so
+    /// that the keys of its delivered messages go with them.
     pub fn schema_sql(&self) -> String {
         let mut sql = dialects::schema_sql(
             self.inner.dialect,
             [SCHEMA_TEMPLATE, POSTGRES_SCHEMA_TEMPLATE],
             &self.inner.table,
         );
+        if self.inner.dialect == crate::database::Dialect::Sqlite && self.key_ring().is_some() {
+            sql.push_str(&schema::render(SEALED_SCHEMA_TEMPLATE, &self.inner.table));
+        }
         sql.push_str(&self.inner.tombstones.schema_sql());
         sql
     }

@@ -242,8 +242,8 @@ CREATE TABLE IF NOT EXISTS "{table}_alerts" (
 -- to 37 of "sealed:1:d:<id>:…"). subject is the subject's keyed hash; ring_key the
 -- ring key that wraps it; wrapped its nonce, ciphertext and tag (URL-safe base64). An erasure deletes
 -- a subject's keys in its own batch, so no copy of its payloads opens again. A message's key goes
--- with its row (the trigger below); an event's stays until its subject's erasure, since deliveries
--- of the event may outlive the event's retention.
+-- with its row (the trigger of schema.sealed.sql, in an outbox with a key ring); an event's stays
+-- until its subject's erasure, since deliveries of the event may outlive the event's retention.
 CREATE TABLE IF NOT EXISTS "{table}_keys" (
     subject    TEXT    NOT NULL,
     id         TEXT    NOT NULL,
@@ -252,7 +252,3 @@ CREATE TABLE IF NOT EXISTS "{table}_keys" (
     created_at INTEGER NOT NULL,
     PRIMARY KEY (subject, id)
 ) STRICT, WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS "{table}_forget_key" AFTER DELETE ON "{table}"
-WHEN OLD.subject IS NOT NULL AND OLD.event_id IS NULL AND substr(OLD.payload, 1, 11) = 'sealed:1:d:' BEGIN
-    DELETE FROM "{table}_keys" WHERE subject = OLD.subject AND id = substr(OLD.payload, 12, 26);
-END;

@@ -117,6 +117,12 @@ pub(crate) struct PreparedSettle {
     /// How many of `statements`, at their end, go last in the transaction.
     trailing: usize,
     plan: Vec<Planned>,
+    /// The same settle with each listed delete in its exact form, where
+    /// this one deletes a claim's rows by a list it checks
+    /// ([`sql::dialects::complete_listed`]): to send instead when that check
+    /// failed the batch ([`Error::is_settle_not_exact`]), or when sending
+    /// again after any error.
+    exact: Option<Box<PreparedSettle>>,
 }
 
 #[derive(Debug, Clone)]
@@ -133,13 +139,16 @@ enum Applied {
     Changed(usize),
     /// Statement `n` returned the lease's id.
     Returned(usize),
+    /// Statement `n` deleted every listed row, or the batch failed (see
+    /// [`sql::dialects::complete_listed`]): applied if the batch replied.
+    Listed(usize),
     /// Never: the lease was listed earlier in the same settle.
     Repeated,
 }
 
 impl Applied {
     fn shift(&mut self, by: usize) {
-        if let Applied::Changed(n) | Applied::Returned(n) = self {
+        if let Applied::Changed(n) | Applied::Returned(n) | Applied::Listed(n) = self {
             *n += by;
         }
     }
@@ -180,6 +189,13 @@ impl PreparedSettle {
         self.statements.is_empty()
     }
 
+    /// The form to send after this one failed its check of a listed delete,
+    /// or to send again after an error: itself where it has no listed
+    /// delete.
+    pub(crate) fn exact(&self) -> &PreparedSettle {
+        self.exact.as_deref().unwrap_or(self)
+    }
+
     /// Reads the outcomes of [`leading`](PreparedSettle::leading) (the start
     /// of [`statements`](PreparedSettle::statements)), in the same order.
     pub(crate) fn read(&self, outcomes: &[Outcome]) -> SettleReport {
@@ -197,6 +213,7 @@ impl PreparedSettle {
                     .entry(n)
                     .or_insert_with(|| returned_ids(outcomes.get(n)))
                     .contains(&planned.id),
+                Applied::Listed(n) => outcomes.get(n).is_some(),
                 Applied::Repeated => false,
             };
             let told = match (applied, planned.effect) {
@@ -255,6 +272,36 @@ const MAX_KEYS_COUNTED_BY_CHANGES: usize = 2;
 
 /// A delivered lease, and where it is planned.
 type DeliveredLease<'a> = (usize, &'a LeaseHandle);
+
+/// The delivered leases of each claim with more than one (to delete by a
+/// checked list), and the rest.
+fn claims_of_many<'a>(
+    delivered: &[DeliveredLease<'a>],
+) -> (Vec<Vec<DeliveredLease<'a>>>, Vec<DeliveredLease<'a>>) {
+    let mut claims: Vec<Vec<DeliveredLease<'a>>> = Vec::new();
+    for &(planned, lease) in delivered {
+        match claims.iter_mut().find(|claim| {
+            claim
+                .first()
+                .is_some_and(|(_, first)| first.token == lease.token && first.until == lease.until)
+        }) {
+            Some(claim) => claim.push((planned, lease)),
+            None => claims.push(vec![(planned, lease)]),
+        }
+    }
+    let (many, one): (Vec<_>, Vec<_>) = claims.into_iter().partition(|claim| claim.len() > 1);
+    (many, one.into_iter().flatten().collect())
+}
+
+/// Whether `fates` deliver more than one row of some claim.
+fn lists_a_claim(fates: &[(&LeaseHandle, Fate)]) -> bool {
+    let delivered: Vec<DeliveredLease<'_>> = fates
+        .iter()
+        .filter(|(_, fate)| *fate == Fate::Complete)
+        .map(|(lease, _)| (0, *lease))
+        .collect();
+    !claims_of_many(&delivered).0.is_empty()
+}
 
 /// The deletes of the `delivered` leases (each with where it is planned):
 /// one per claim, or per claim and rollup key where `by_changes` and its
@@ -395,8 +442,15 @@ impl Outbox {
     /// leases is safe.
     pub async fn settle(&self, deliveries: &[(&LeaseHandle, Delivery)]) -> Result<SettleReport> {
         let prepared = self.prepare_settle(deliveries)?;
-        let outcomes = self.inner.db.batch_atomic(prepared.statements()).await?;
-        Ok(prepared.read(&outcomes))
+        match self.inner.db.batch_atomic(prepared.statements()).await {
+            Ok(outcomes) => Ok(prepared.read(&outcomes)),
+            Err(error) if error.is_settle_not_exact() => {
+                let exact = prepared.exact();
+                let outcomes = self.inner.db.batch_atomic(exact.statements()).await?;
+                Ok(exact.read(&outcomes))
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// The statements of [`settle`](Outbox::settle), for a batch of the
@@ -438,11 +492,32 @@ impl Outbox {
         held_for: impl Fn(&LeaseHandle) -> Option<String>,
     ) -> Result<PreparedSettle> {
         let now = self.now();
+        let exact = self.build_settle(fates, &observed, &held_for, now, false)?;
+        if !lists_a_claim(fates) {
+            return Ok(exact);
+        }
+        let mut listed = self.build_settle(fates, &observed, &held_for, now, true)?;
+        listed.exact = Some(Box::new(exact));
+        Ok(listed)
+    }
+
+    /// The statements of a settle at `now`; `listed`: the delivered rows of
+    /// a claim with more than one are deleted by a checked list
+    /// ([`sql::dialects::complete_listed`]) and counted as known.
+    fn build_settle(
+        &self,
+        fates: &[(&LeaseHandle, Fate)],
+        observed: &impl Fn(&LeaseHandle) -> Observed,
+        held_for: &impl Fn(&LeaseHandle) -> Option<String>,
+        now: Timestamp,
+        listed_deletes: bool,
+    ) -> Result<PreparedSettle> {
         let writes = self.rollup_writes();
         let mut prepared = PreparedSettle {
             statements: Vec::with_capacity(fates.len() + 1),
             trailing: 0,
             plan: Vec::with_capacity(fates.len()),
+            exact: None,
         };
         // Counted by reading their rows first.
         let mut counted = Vec::new();
@@ -550,27 +625,90 @@ impl Outbox {
             });
             prepared.statements.push(statement);
         }
+        let counts_of =
+            |lease| writes.map(|_| counting(lease, Effect::Completed, observed(lease), now));
+        let (lists, delivered) = if listed_deletes {
+            claims_of_many(&delivered)
+        } else {
+            (Vec::new(), delivered)
+        };
+        let mut known = sql::rollups::KnownCounts::default();
+        for list in &lists {
+            let ids: Vec<&str> = list.iter().map(|(_, lease)| lease.id.as_str()).collect();
+            let Some((_, first)) = list.first() else {
+                continue;
+            };
+            let (token, until) = (first.token.as_str(), first.until);
+            let statement = prepared.statements.len();
+            prepared.statements.extend(sql::dialects::complete_listed(
+                self.table(),
+                self.dialect(),
+                token,
+                until,
+                &ids,
+            )?);
+            for (planned, lease) in list {
+                prepared.plan[*planned].applied = Applied::Listed(statement);
+                // Counted as known where its lost leases are; else by
+                // reading its row first.
+                if let Some(lease_counts) = counts_of(lease)
+                    && !known.add(lease_counts.changes_key())
+                {
+                    counted.push(lease_counts);
+                }
+            }
+        }
         let deletions = plan_deletions(
             &delivered,
-            |lease| writes.map(|_| counting(lease, Effect::Completed, observed(lease), now)),
+            counts_of,
             writes.is_some_and(sql::rollups::RollupWrites::counts_changes),
             &mut counted,
         );
         for deletion in &deletions {
             let statement = prepared.statements.len();
-            prepared.statements.push(sql::settle::complete_all(
-                self.table(),
-                self.dialect(),
-                deletion.token,
-                deletion.until,
-                &deletion.ids,
-            )?);
-            for planned in &deletion.planned {
-                prepared.plan[*planned].applied = Applied::Returned(statement);
+            match deletion.ids.as_slice() {
+                [id] => {
+                    let fence = sql::Fence {
+                        id,
+                        token: deletion.token,
+                        until: deletion.until,
+                    };
+                    prepared.statements.push(sql::settle::complete_one(
+                        self.table(),
+                        self.dialect(),
+                        &fence,
+                    )?);
+                    for planned in &deletion.planned {
+                        prepared.plan[*planned].applied = Applied::Changed(statement);
+                    }
+                }
+                ids => {
+                    prepared.statements.push(sql::settle::complete_all(
+                        self.table(),
+                        self.dialect(),
+                        deletion.token,
+                        deletion.until,
+                        ids,
+                    )?);
+                    for planned in &deletion.planned {
+                        prepared.plan[*planned].applied = Applied::Returned(statement);
+                    }
+                }
             }
             if let (Some(writes), Some(key)) = (writes, &deletion.counts)
                 && let Some(count) = writes.count_changes(key, now)?
             {
+                prepared.statements.push(count);
+            }
+        }
+        // Where rollup rows are locked until the commit (Postgres), last.
+        let mut count_last = None;
+        if let Some(writes) = writes
+            && let Some(count) = writes.count_known(&known, now)?
+        {
+            if writes.upserts_last() {
+                count_last = Some(count);
+            } else {
                 prepared.statements.push(count);
             }
         }
@@ -591,6 +729,10 @@ impl Outbox {
             leading.push(count);
             prepared.trailing = last.len();
             prepared.statements.extend(last);
+        }
+        if let Some(count) = count_last {
+            prepared.statements.push(count);
+            prepared.trailing += 1;
         }
         // Before everything, on Postgres: the planner settings of
         // `sql::planner` (the count's estimate, and a delete's, grow with

@@ -10,9 +10,10 @@ use sea_query::{
 };
 
 use super::tombstone_col::{ERASED_AT, GUARD_MARK, SUBJECT};
-use super::{claim_floor, col, schema, state};
+use super::{claim_floor, col, json_text, schema, state};
+use crate::database::value::Value;
 use crate::database::{Dialect, Statement, query_error};
-use crate::error::Result;
+use crate::error::{Result, SETTLE_NOT_EXACT};
 use crate::identifier::TableName;
 use crate::time::Timestamp;
 
@@ -353,7 +354,10 @@ pub(crate) fn listed_in(dialect: Dialect, column: &str, listed: String) -> Expr 
 ///   statement would lock rollup rows in no fixed order); the settle's
 ///   count reads and locks its rows first ([`held_leases`]).
 pub(crate) fn counts_by_changes(dialect: Dialect) -> bool {
-    dialect == Dialect::Sqlite
+    match dialect {
+        Dialect::Sqlite => true,
+        Dialect::Postgres => false,
+    }
 }
 
 /// How an `INSERT … SELECT` into the rollups sums rows per topic: what each
@@ -492,4 +496,91 @@ pub(crate) fn period_fold(
              {insert} FROM folded {grouped}"
         )],
     }
+}
+
+/// Where a row's id is one of a space-separated list bound as one text
+/// (ids are printable ASCII without spaces; a row whose id has one may
+/// match wrongly, which the check after the delete catches).
+const LISTED_BETWEEN_SPACES: &str = "instr(?, ' ' || id || ' ') > 0";
+
+/// The ids `ids` as [`LISTED_BETWEEN_SPACES`] reads them.
+fn between_spaces(ids: &[&str]) -> String {
+    let mut listed = String::with_capacity(ids.iter().map(|id| id.len() + 1).sum::<usize>() + 1);
+    listed.push(' ');
+    for id in ids {
+        listed.push_str(id);
+        listed.push(' ');
+    }
+    listed
+}
+
+/// Deletes the delivered rows `ids` of one claim (its `token` and lease end
+/// `until`) and checks that it deleted exactly those: the batch commits
+/// only if each id was deleted, and otherwise fails with an error whose
+/// text holds [`SETTLE_NOT_EXACT`](crate::error::SETTLE_NOT_EXACT) (it
+/// then changed nothing, and is sent again with [`complete_all`](super::settle::complete_all), which
+/// tells each row apart). Nothing is returned, so nothing is read twice.
+///
+/// - **SQLite** (two statements): the delete walks only the claim's rows
+///   between the least and the greatest of the ids, one read each, where
+///   D1 bills a JSON list four times over (the JSON's row, the list's, the
+///   lookup and `RETURNING`'s copy); the check reads `changes()`.
+/// - **Postgres** (one): the delete's returned rows are counted in the
+///   same statement.
+///
+/// The check's error is an invalid JSON path (SQLite) or integer (Postgres)
+/// built from the count, so no planner raises it before the count is known.
+pub(crate) fn complete_listed(
+    table: &TableName,
+    dialect: Dialect,
+    token: &str,
+    until: Timestamp,
+    ids: &[&str],
+) -> Result<Vec<Statement>> {
+    let (state_col, due, id, token_col) = (col::STATE, col::DUE_AT, col::ID, col::LEASE_TOKEN);
+    let (table, ready) = (table.as_str(), state::READY);
+    let listed = i64::try_from(ids.len()).unwrap_or(i64::MAX);
+    Ok(match dialect {
+        Dialect::Sqlite => {
+            let least = ids.iter().min().copied().unwrap_or_default();
+            let greatest = ids.iter().max().copied().unwrap_or_default();
+            vec![
+                Statement::new(
+                    format!(
+                        "DELETE FROM \"{table}\" WHERE {state_col} = '{ready}' AND {due} = ? \
+                         AND {id} >= ? AND {id} <= ? AND {token_col} = ? AND {LISTED_BETWEEN_SPACES}"
+                    ),
+                    vec![
+                        Value::Integer(until.as_unix_millis()),
+                        Value::Text(least.to_owned()),
+                        Value::Text(greatest.to_owned()),
+                        Value::Text(token.to_owned()),
+                        Value::Text(between_spaces(ids)),
+                    ],
+                ),
+                Statement::new(
+                    format!(
+                        "SELECT CASE WHEN changes() = ? THEN 0 \
+                         ELSE json_extract('{{}}', '$' || changes() || ' {SETTLE_NOT_EXACT}') END AS exact"
+                    ),
+                    vec![Value::Integer(listed)],
+                ),
+            ]
+        }
+        Dialect::Postgres => vec![Statement::new(
+            dialect.number_placeholders(&format!(
+                "WITH deleted AS (DELETE FROM \"{table}\" WHERE {state_col} = '{ready}' \
+                 AND {due} = ? AND {token_col} = ? AND {id} {listed_ids} RETURNING 1) \
+                 SELECT CASE WHEN COUNT(*) = ? THEN 0 \
+                 ELSE CAST(COUNT(*) || ' {SETTLE_NOT_EXACT}' AS INTEGER) END AS exact FROM deleted",
+                listed_ids = in_texts_listed(dialect),
+            )),
+            vec![
+                Value::Integer(until.as_unix_millis()),
+                Value::Text(token.to_owned()),
+                Value::Text(json_text(&ids, "a settle's ids")?),
+                Value::Integer(listed),
+            ],
+        )],
+    })
 }

@@ -205,6 +205,41 @@ pub(crate) struct ChangesKey<'a> {
     lost: i64,
 }
 
+/// What leases known to be settled add to each topic's row, summed.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KnownCounts<'a> {
+    per_topic: Vec<(&'a str, [i64; COUNT_COLUMNS])>,
+}
+
+impl<'a> KnownCounts<'a> {
+    /// Adds what the lease of `key` adds: `false` (nothing added) where its
+    /// lost leases are not known without reading its row.
+    pub(crate) fn add(&mut self, key: Option<ChangesKey<'a>>) -> bool {
+        let Some(key) = key else {
+            return false;
+        };
+        let index = match self
+            .per_topic
+            .iter()
+            .position(|(topic, _)| *topic == key.topic)
+        {
+            Some(index) => index,
+            None => {
+                self.per_topic.push((key.topic, [0; COUNT_COLUMNS]));
+                self.per_topic.len() - 1
+            }
+        };
+        if let Some((_, counts)) = self.per_topic.get_mut(index) {
+            for (column, from_row) in key.signature.columns() {
+                if let Some(count) = counts.get_mut(column) {
+                    *count += if from_row { key.lost } else { 1 };
+                }
+            }
+        }
+        true
+    }
+}
+
 /// The rollup rows a lease adds to, its buckets chosen: leases of one
 /// signature add to the same rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -330,6 +365,7 @@ pub(crate) struct RollupWrites {
     apply_stashed: Option<[String; 2]>,
     count_claim_deaths: String,
     count_changes: Option<String>,
+    count_known: String,
 }
 
 /// One group of a settle's leases, bound as `[topic, token, until,
@@ -437,12 +473,35 @@ impl RollupWrites {
                 conflict = add_on_conflict(table),
             )
         });
+        // One row per topic, bound in topic order; Postgres locks them in
+        // that order (as `apply_stashed`), so drainers never deadlock.
+        let count_known = format!(
+            "{insert} SELECT {MINUTE_MS}, ?, {topic}, {counts} FROM {entries} WHERE true \
+             {order}{conflict}",
+            insert = insert_head(table),
+            topic = entry_field(dialect, "g", 0, false),
+            counts = per_column(|index| entry_field(dialect, "g", index + 1, true)),
+            entries = entries_from(dialect),
+            order = match dialect {
+                Dialect::Sqlite => "",
+                Dialect::Postgres => "ORDER BY 3 ",
+            },
+            conflict = add_on_conflict(table),
+        );
         RollupWrites {
             count_settles: dialect.number_placeholders(&count_settles),
             apply_stashed,
             count_claim_deaths: dialect.number_placeholders(&count_claim_deaths),
             count_changes,
+            count_known: dialect.number_placeholders(&count_known),
         }
+    }
+
+    /// Whether rollup upserts go last in their transaction, after its
+    /// claim (Postgres: a rollup row's lock is held until the commit; see
+    /// [`SettleCount::last`]).
+    pub(crate) fn upserts_last(&self) -> bool {
+        self.apply_stashed.is_some()
     }
 
     /// Whether a settle statement's changes can be counted by the
@@ -478,6 +537,43 @@ impl RollupWrites {
                 Value::Integer(minute_of(now)),
                 Value::Text(key.topic.to_owned()),
                 Value::Text(json_text(&counts.as_slice(), "a settle's count")?),
+            ],
+        )))
+    }
+
+    /// Counts `counted` into the minute of `now`, each lease as its row
+    /// added with none of its unsettled leases lost (see
+    /// [`KnownCounts`]): to send after statements that changed every
+    /// counted row for sure (a delete checked by
+    /// [`complete_listed`](super::dialects::complete_listed)), in the same atomic
+    /// call. Reads nothing but its own rows: one per topic.
+    ///
+    /// # Errors
+    /// [`Error::Internal`](crate::error::Error::Internal) if the counts cannot be written as JSON.
+    pub(crate) fn count_known(
+        &self,
+        known: &KnownCounts<'_>,
+        now: Timestamp,
+    ) -> Result<Option<Statement>> {
+        if known.per_topic.is_empty() {
+            return Ok(None);
+        }
+        let mut per_topic = known.per_topic.clone();
+        per_topic.sort_by(|a, b| a.0.cmp(b.0));
+        let rows: Vec<serde_json::Value> = per_topic
+            .iter()
+            .map(|(topic, counts)| {
+                let mut row = Vec::with_capacity(COUNT_COLUMNS + 1);
+                row.push(serde_json::Value::from(*topic));
+                row.extend(counts.iter().map(|count| serde_json::Value::from(*count)));
+                serde_json::Value::Array(row)
+            })
+            .collect();
+        Ok(Some(Statement::new(
+            self.count_known.clone(),
+            vec![
+                Value::Integer(minute_of(now)),
+                Value::Text(json_text(&rows, "a settle's counts")?),
             ],
         )))
     }

@@ -47,6 +47,21 @@ pub(crate) fn complete_all(
     ))
 }
 
+/// Deletes the delivered row `lease` holds: one primary-key lookup, and
+/// its changes tell whether the lease held (no `RETURNING`, which D1 bills
+/// as a second read of the row).
+pub(crate) fn complete_one(
+    table: &TableName,
+    dialect: Dialect,
+    lease: &Fence<'_>,
+) -> Result<Statement> {
+    let mut delete = Query::delete();
+    delete
+        .from_table(table.as_str().to_owned())
+        .and_where(lease.holds());
+    dialect.render(&delete)
+}
+
 /// A failed delivery of lease `attempt`, due again at `due`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Retry<'a> {

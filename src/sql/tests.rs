@@ -5,8 +5,8 @@ use super::claim::{ClaimSpec, claim, isolate, recovery};
 use super::claim_floor;
 use super::enqueue::{NewRow, insert};
 use super::settle::{
-    Retry, bury, complete_all, promote_all_heads, promote_next, release, release_held,
-    release_held_topic, retry,
+    Retry, bury, complete_all, complete_one, promote_all_heads, promote_next, release,
+    release_held, release_held_topic, retry,
 };
 use super::*;
 use crate::database::value::Value;
@@ -580,6 +580,124 @@ fn counted() -> rollups::Counted<'static> {
         tripped: false,
         unsettled: Some(2),
     }
+}
+
+#[test]
+fn a_delivered_row_alone_is_deleted_by_its_key_and_counted_by_its_changes() {
+    let statement = complete_one(&table("outbox"), Dialect::Sqlite, &held()).unwrap();
+    assert_eq!(
+        statement.sql(),
+        format!(r#"DELETE FROM "outbox" WHERE {FENCE}"#)
+    );
+    assert_eq!(statement.values(), fence_values());
+}
+
+#[test]
+fn a_claims_listed_rows_are_deleted_and_checked_each_was_deleted() {
+    let sqlite = dialects::complete_listed(
+        &table("outbox"),
+        Dialect::Sqlite,
+        "tok",
+        at(UNTIL),
+        &["m2", "m1", "m3"],
+    )
+    .unwrap();
+    let texts: Vec<&str> = sqlite.iter().map(Statement::sql).collect();
+    assert_eq!(
+        texts,
+        [
+            r#"DELETE FROM "outbox" WHERE state = 'ready' AND due_at = ? AND id >= ? AND id <= ? AND lease_token = ? AND instr(?, ' ' || id || ' ') > 0"#,
+            "SELECT CASE WHEN changes() = ? THEN 0 ELSE json_extract('{}', '$' || changes() || ' workers-outbox: a listed delete was not exact') END AS exact",
+        ]
+    );
+    assert_eq!(
+        sqlite[0].values(),
+        [
+            Value::Integer(UNTIL),
+            text("m1"),
+            text("m3"),
+            text("tok"),
+            text(" m2 m1 m3 "),
+        ]
+    );
+    assert_eq!(sqlite[1].values(), [Value::Integer(3)]);
+    #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+    {
+        let postgres = dialects::complete_listed(
+            &table("outbox"),
+            Dialect::Postgres,
+            "tok",
+            at(UNTIL),
+            &["m2", "m1"],
+        )
+        .unwrap();
+        let texts: Vec<&str> = postgres.iter().map(Statement::sql).collect();
+        assert_eq!(
+            texts,
+            [
+                r#"WITH deleted AS (DELETE FROM "outbox" WHERE state = 'ready' AND due_at = $1 AND lease_token = $2 AND id = ANY(ARRAY(SELECT json_array_elements_text(CAST($3 AS TEXT)::json))) RETURNING 1) SELECT CASE WHEN COUNT(*) = $4 THEN 0 ELSE CAST(COUNT(*) || ' workers-outbox: a listed delete was not exact' AS INTEGER) END AS exact FROM deleted"#
+            ]
+        );
+        assert_eq!(
+            postgres[0].values(),
+            [
+                Value::Integer(UNTIL),
+                text("tok"),
+                text(r#"["m2","m1"]"#),
+                Value::Integer(2)
+            ]
+        );
+    }
+}
+
+#[test]
+fn leases_known_settled_are_counted_without_reading_a_row() {
+    let writes = rollups::RollupWrites::new(&table("outbox"), Dialect::Sqlite);
+    let mut known = rollups::KnownCounts::default();
+    assert!(writes.count_known(&known, at(NOW)).unwrap().is_none());
+    assert!(known.add(counted().changes_key()));
+    assert!(known.add(counted().changes_key()));
+    assert!(
+        !known.add(
+            rollups::Counted {
+                unsettled: None,
+                ..counted()
+            }
+            .changes_key()
+        )
+    );
+    let count = writes.count_known(&known, at(NOW)).unwrap().unwrap();
+    assert!(!writes.upserts_last());
+    let counts: Vec<String> = (1..=rollup_columns().len())
+        .map(|i| format!("json_extract(g.value, '$[{i}]')"))
+        .collect();
+    assert_eq!(
+        count.sql(),
+        format!(
+            "{} SELECT 60000, ?, json_extract(g.value, '$[0]'), {} FROM json_each(?) AS g WHERE true {}",
+            rollups_insert(),
+            counts.join(", "),
+            rollups_conflict()
+        )
+    );
+    let mut row = vec![serde_json::Value::from("mail")];
+    let mut dense = vec![0_i64; rollup_columns().len()];
+    for (name, n) in [
+        ("delivered", 2),
+        ("lateness_ms_le_50", 2),
+        ("age_ms_le_5000", 2),
+        ("lease_lost", 4),
+    ] {
+        dense[rollup_column(name)] = n;
+    }
+    row.extend(dense.into_iter().map(serde_json::Value::from));
+    assert_eq!(
+        count.values(),
+        [
+            Value::Integer(0),
+            text(&serde_json::to_string(&[row]).unwrap())
+        ]
+    );
 }
 
 #[test]

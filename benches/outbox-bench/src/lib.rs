@@ -6,6 +6,7 @@
 pub mod baseline;
 pub mod batch_loop;
 pub mod console_reads;
+pub mod cost;
 pub mod endpoint_costs;
 pub mod latency;
 pub mod scenarios;

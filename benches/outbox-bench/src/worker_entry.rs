@@ -86,6 +86,11 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
                 .await,
         ),
         "/signup" => answer(bench.signup(number("iterations")).await),
+        "/cost" => answer(
+            bench
+                .cost(param("rollups") == "true", number("messages"))
+                .await,
+        ),
         "/sealing" => answer(
             bench
                 .sealing(

@@ -246,3 +246,44 @@ fn a_claim_alone_without_recovery_is_not_sent_again() {
     assert_eq!(sent.sends, 1);
     assert!(sent.reply.is_err());
 }
+
+#[test]
+fn a_listed_delete_whose_lease_was_lost_is_sent_again_exact_with_its_claim() {
+    let world = world(0..0, false);
+    let claim = claim_everything(&world);
+    // One of the three is taken by another drainer after its lease ends.
+    world.clock.advance(Duration::from_secs(61));
+    let other = world
+        .outbox
+        .claim(1, Duration::from_secs(60))
+        .now_or_never()
+        .expect("sync")
+        .expect("claimed");
+    assert_eq!(other.messages.len(), 1);
+    let taken = other.messages[0].id.clone();
+    let mut call = Call::new();
+    let (settle, until) = completions(&world, &claim);
+    let settled = call.settle(settle, until);
+    let (next, recovery) = claim_part(&world);
+    let claimed = call.claim(next, recovery);
+    let sent = send(&world, &call, 10);
+    // The listed delete's check failed the first send (it changed
+    // nothing); the second deleted exactly, and claimed as the first would.
+    assert_eq!(sent.sends, 2);
+    let mut reply = sent.reply.expect("sent");
+    let report = reply.settled(settled);
+    assert_eq!(report.completed, 2);
+    assert_eq!(report.lease_lost, vec![taken]);
+    assert!(reply.claimed(claimed).expect("claimed").is_empty());
+    assert_eq!(
+        world
+            .outbox
+            .stats()
+            .now_or_never()
+            .expect("sync")
+            .expect("stats")
+            .leased,
+        1,
+        "the row the other drainer holds"
+    );
+}
