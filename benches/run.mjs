@@ -622,7 +622,7 @@ function markdown(r) {
     "",
     "Each request of the console's page and API once, in the order a page view sends them, then",
     "the filters a user adds: 500 due rows, the rest half scheduled for tomorrow, half dead, and a",
-    "minute of rollups. Default bounds: counts stop at 10,000 per state, a page walks at most 1,000",
+    "minute of rollups. Default bounds: counts stop at 200 per state, a page walks at most 1,000",
     "rows of its state. Then an operator's changes, each written with its audit entry (one row",
     "inserted in the change's call, its result written right after: 2 rows, and their index",
     "entries): 100 scheduled messages made due now by the keys a page of them gave, a topic paused",
@@ -638,6 +638,23 @@ function markdown(r) {
   table(
     ["request", "path", "status", "D1 calls", "rows read", "rows written", "ms"],
     r.d1.console.reads.map((x) => [x.request, `\`${x.path.replace(/ep_[0-9A-Z]{26}/, "ep_…")}\``, x.status, x.meter.calls, int(x.meter.rows_read), int(x.meter.rows_written), fmt(x.ms, 1)]),
+  );
+  // What an open page costs a day: its first view, and an auto-refresh
+  // (the live numbers and the charts' last two minutes) at each interval.
+  const read = (name) => r.d1.console.reads.find((x) => x.request === name)?.meter.rows_read ?? 0;
+  const refreshRows = read("an auto-refresh: due now, oldest, paused") + read("an auto-refresh: the charts' last 2 minutes");
+  const FREE_READS_A_DAY = 5_000_000;
+  lines.push(
+    `**An auto-refresh reads ${int(refreshRows)} rows** (the two requests above); the overview's counts are read`,
+    "on a page view, after an action and on \"Refresh now\" only. An open page a day, by interval:",
+    "",
+  );
+  table(
+    ["interval", "auto-refreshes a day", "rows read a day", "of the free plan's 5,000,000"],
+    [10, 30, 60].map((seconds) => {
+      const refreshes = 86_400 / seconds;
+      return [`${seconds} s${seconds === 30 ? " (default)" : ""}`, int(refreshes), int(refreshes * refreshRows), `${fmt((100 * refreshes * refreshRows) / FREE_READS_A_DAY, 1)} %`];
+    }),
   );
   const sweeps = r.d1.console.alertSweeps;
   const none = sweeps.find((x) => x.rules === "none");

@@ -297,6 +297,42 @@ async fn counts_stop_at_their_cap_and_say_so() {
 }
 
 #[tokio::test]
+async fn the_live_numbers_count_the_due_messages_up_to_their_cap_and_name_the_paused_topics() {
+    let t = TestOutbox::new().await.unwrap();
+    let live = |console: Console| async move {
+        get(&console, "/admin/outbox/api/outboxes/mail/live", VIEWER)
+            .await
+            .json()
+    };
+    let body = live(self::console(&t)).await;
+    assert_eq!(
+        body["live"],
+        json!({ "due": { "count": 0, "capped": false }, "oldest_due_age_ms": null })
+    );
+    assert_eq!(
+        body["due_cap"],
+        json!(workers_outbox::console::LIVE_DUE_CAP)
+    );
+    assert_eq!(body["paused"], json!([]));
+    let cap = workers_outbox::console::LIVE_DUE_CAP;
+    for n in 0..=cap {
+        enqueue(&t, "mail", json!({ "n": n }), None).await;
+    }
+    t.outbox
+        .pause_topic("mail", "receiver migrating")
+        .await
+        .unwrap();
+    t.clock.advance(std::time::Duration::from_secs(3));
+    let body = live(self::console(&t)).await;
+    assert_eq!(
+        body["live"],
+        json!({ "due": { "count": cap, "capped": true }, "oldest_due_age_ms": 3000 })
+    );
+    assert_eq!(body["paused"][0]["topic"], "mail");
+    assert_eq!(body["paused"][0]["reason"], "receiver migrating");
+}
+
+#[tokio::test]
 async fn dead_letters_show_their_error_as_data_and_hide_payloads_and_keys() {
     let t = TestOutbox::new().await.unwrap();
     let mut batch = Batch::new(t.db.clone());
@@ -1689,6 +1725,7 @@ async fn a_portal_link_reaches_its_owners_endpoints_and_deliveries_and_nothing_o
     // Every route that is not an endpoint's or a delivery's is refused.
     let refused = [
         ("GET", "outboxes/mail".to_owned(), None),
+        ("GET", "outboxes/mail/live".to_owned(), None),
         ("GET", "outboxes/mail/rollups".to_owned(), None),
         ("GET", "outboxes/mail/messages?state=dead".to_owned(), None),
         (

@@ -10,8 +10,8 @@ use serde_json::{Value as Json, json};
 use super::Console;
 use super::call::{Call, DeadAction, TopicAction};
 use super::views::{
-    AuditView, CountView, DeadCountView, GroupsView, MessagePage, MessageView, OverviewView,
-    PausedView, RollupView, Seen, attempt_views,
+    AuditView, CountView, DeadCountView, GroupsView, LiveView, MessagePage, MessageView,
+    OverviewView, PausedView, RollupView, Seen, attempt_views,
 };
 use super::wire::{named, no_nul, read_body, whole};
 use crate::error::{Error, Result};
@@ -85,6 +85,20 @@ pub(super) async fn overview(call: &mut Call<'_>, name: &str) -> Result<Json> {
     Ok(json!({
         "counts": OverviewView::from(&overview),
         "count_cap": console.inner.count_cap,
+        "paused": paused.iter().map(PausedView::from).collect::<Vec<_>>(),
+    }))
+}
+
+/// What an auto-refresh reads: the messages due now, counted up to
+/// [`LIVE_DUE_CAP`](super::LIVE_DUE_CAP), how overdue the oldest is, and
+/// the paused topics; at most 51 rows and the paused ones.
+pub(super) async fn live(call: &mut Call<'_>, name: &str) -> Result<Json> {
+    let outbox = outbox(call.console, name)?;
+    let due = outbox.due_now(super::LIVE_DUE_CAP).await?;
+    let paused = outbox.paused_topics().await?;
+    Ok(json!({
+        "live": LiveView::from(&due),
+        "due_cap": super::LIVE_DUE_CAP,
         "paused": paused.iter().map(PausedView::from).collect::<Vec<_>>(),
     }))
 }

@@ -144,8 +144,15 @@ pub struct ConsoleBuilder {
     fleet: Option<(Fleet, String)>,
 }
 
-/// Counts stop here unless [`ConsoleBuilder::count_cap`] says otherwise.
-pub const DEFAULT_COUNT_CAP: u32 = 10_000;
+/// Counts stop here unless [`ConsoleBuilder::count_cap`] says otherwise:
+/// an overview walks at most about four times this many rows (one walk per
+/// state), 1,000 rows whatever the table's size, so a page view stays
+/// cheap on D1's free plan.
+pub const DEFAULT_COUNT_CAP: u32 = 200;
+
+/// An auto-refresh counts the messages due now up to this many (at most
+/// 51 rows read, and the paused topics).
+pub const LIVE_DUE_CAP: u32 = 50;
 /// A list's page walks this many rows unless [`ConsoleBuilder::scan`] says
 /// otherwise.
 pub const DEFAULT_SCAN: u32 = 1_000;

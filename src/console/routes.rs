@@ -19,6 +19,7 @@ pub(super) enum Route<'p> {
     Session,
     /// `GET outboxes/{name}`
     Overview(&'p str),
+    Live(&'p str),
     /// `GET outboxes/{name}/rollups`
     Rollups(&'p str),
     /// `GET outboxes/{name}/messages`
@@ -107,6 +108,7 @@ impl<'p> Route<'p> {
             ["inboxes", name, "keys"] if get => R::InboxKey(name),
             ["outboxes", name, rest @ ..] => match rest {
                 [] if get => R::Overview(name),
+                ["live"] if get => R::Live(name),
                 ["rollups"] if get => R::Rollups(name),
                 ["messages"] if get => R::Messages(name),
                 ["message"] if get => R::Message(name),
@@ -150,6 +152,7 @@ impl<'p> Route<'p> {
             },
             R::Reschedule(_) | R::DeadLetters(..) | R::Topic(..) | R::SubjectErase => CHANGE,
             R::Overview(_)
+            | R::Live(_)
             | R::Rollups(_)
             | R::Messages(_)
             | R::Message(_)
@@ -181,6 +184,7 @@ impl<'p> Route<'p> {
         match self {
             R::Session => api::session(call).await,
             R::Overview(name) => api::overview(call, name).await,
+            R::Live(name) => api::live(call, name).await,
             R::Rollups(name) => api::rollups(call, name).await,
             R::Messages(name) => api::messages(call, name).await,
             R::Message(name) => api::message(call, name).await,

@@ -14,7 +14,7 @@ use crate::endpoint::{BodyFormat, Endpoint, EndpointKind, EndpointState};
 use crate::fleet::FleetEntry;
 use crate::inbox::InboxEntry;
 use crate::outbox::{
-    AuditEntry, BrowsedMessage, CappedCount, DeadCount, DeadLetterGroups, Head, Histogram,
+    AuditEntry, BrowsedMessage, CappedCount, DeadCount, DeadLetterGroups, DueNow, Head, Histogram,
     LoggedAttempt, MessageState, Overview, PausedTopic, Rollup, StoredMessage,
 };
 use crate::time::Timestamp;
@@ -251,6 +251,23 @@ impl From<&Overview> for OverviewView {
             waiting: overview.waiting.into(),
             dead: overview.dead.into(),
             oldest_due_age_ms: overview.oldest_due_age.map(millis),
+        }
+    }
+}
+
+/// The messages due now and how overdue the oldest is, as an
+/// auto-refresh reads them.
+#[derive(Debug, Serialize)]
+pub(super) struct LiveView {
+    due: CountView,
+    oldest_due_age_ms: Option<u64>,
+}
+
+impl From<&DueNow> for LiveView {
+    fn from(live: &DueNow) -> Self {
+        LiveView {
+            due: live.due.into(),
+            oldest_due_age_ms: live.oldest_due_age.map(millis),
         }
     }
 }

@@ -83,6 +83,19 @@ pub struct CappedCount {
     pub capped: bool,
 }
 
+/// The messages due now, as a console's auto-refresh reads them
+/// ([`Outbox::due_now`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DueNow {
+    /// Messages deliverable now (expired leases included), counted up to
+    /// the cap.
+    pub due: CappedCount,
+    /// How far behind schedule the most overdue is; `None` when nothing is
+    /// due.
+    pub oldest_due_age: Option<Duration>,
+}
+
 /// An outbox's counts per state, each read no further than a cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Overview {
@@ -394,6 +407,32 @@ impl Outbox {
             },
             waiting: count("waiting")?,
             dead: count("dead")?,
+            oldest_due_age: oldest.map(|at| self.now().duration_since(at)),
+        })
+    }
+
+    /// The messages due now, counted up to `cap` (1 ..= [`MAX_SCAN`]), and
+    /// how overdue the oldest is: one query reading at most `cap + 1` rows
+    /// (a console's auto-refresh, where [`overview`](Outbox::overview)
+    /// reads about four times its cap).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a cap out of range; any database error.
+    pub async fn due_now(&self, cap: u32) -> Result<DueNow> {
+        check_scan("count cap", cap)?;
+        let statement = crate::sql::browse::due_now(self.table(), self.dialect(), self.now(), cap);
+        let rows = self.inner.db.query(&statement).await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| Error::database("an aggregate query returned no row"))?;
+        let in_table = |error: Error| error.in_row(self.table().as_str(), None);
+        let due: u64 = row.get("due").map_err(in_table)?;
+        let oldest: Option<Timestamp> = row.get("oldest_due_at").map_err(in_table)?;
+        Ok(DueNow {
+            due: CappedCount {
+                count: due,
+                capped: due >= u64::from(cap),
+            },
             oldest_due_age: oldest.map(|at| self.now().duration_since(at)),
         })
     }

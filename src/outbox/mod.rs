@@ -69,7 +69,7 @@ pub use audit::{Audit, AuditEntry, AuditKey};
 pub(crate) use browse::check_scan;
 pub use browse::{
     BrowseCursor, BrowseFilter, BrowsePage, BrowsedMessage, CappedCount, DeadCount, DeadFilter,
-    DeadLetterGroup, DeadLetterGroups, Head, Listed, MAX_SCAN, MAX_SELECTION, Overview,
+    DeadLetterGroup, DeadLetterGroups, DueNow, Head, Listed, MAX_SCAN, MAX_SELECTION, Overview,
     error_class,
 };
 pub(crate) use claim::ClaimStatement;

@@ -15,6 +15,7 @@
 pub(crate) mod alerts;
 pub(crate) mod attempts;
 pub(crate) mod audit;
+pub(crate) mod browse;
 pub(crate) mod claim;
 pub(crate) mod claim_floor;
 pub(crate) mod dialects;

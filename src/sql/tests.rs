@@ -583,6 +583,19 @@ fn counted() -> rollups::Counted<'static> {
 }
 
 #[test]
+fn a_consoles_live_numbers_walk_at_most_the_cap_of_due_rows_and_the_oldest() {
+    let statement = browse::due_now(&table("outbox"), Dialect::Sqlite, at(NOW), 50);
+    assert_eq!(
+        statement.sql(),
+        r#"SELECT (SELECT count(*) FROM (SELECT 1 AS one FROM "outbox" WHERE state = 'ready' AND due_at <= ? ORDER BY due_at LIMIT ?) AS due_rows) AS due, (SELECT due_at FROM "outbox" WHERE state = 'ready' AND due_at <= ? ORDER BY due_at LIMIT 1) AS oldest_due_at"#
+    );
+    assert_eq!(
+        statement.values(),
+        [Value::Integer(NOW), Value::Integer(50), Value::Integer(NOW)]
+    );
+}
+
+#[test]
 fn a_delivered_row_alone_is_deleted_by_its_key_and_counted_by_its_changes() {
     let statement = complete_one(&table("outbox"), Dialect::Sqlite, &held()).unwrap();
     assert_eq!(

@@ -231,7 +231,7 @@ describe("the operator console, in a real browser", () => {
     x.sink.status = 400;
     x.sink.refusal = answer;
     assert.equal((await x.signup("detail@example.com")).status, 201);
-    await page.locator("#refresh").selectOption("2");
+    await page.locator("#refresh-now").click();
     const row = page.locator("#messages tr").first();
     await row.locator("td.error .ctl").first().waitFor();
     assert.deepEqual(await row.locator("td.error .ctl").allTextContents(), ["U+202E", "U+202C"]);
@@ -540,7 +540,7 @@ describe("the operator console, in a real browser", () => {
     assert.match(result, /"done":2/);
     await w.cron();
     assert.equal(w.sink.delivered().length, 2);
-    await page.locator("#refresh").selectOption("2");
+    await page.locator("#refresh-now").click();
     await page.locator('#counts [data-state="dead"] dd').filter({ hasText: /^0$/ }).waitFor();
     await page.locator('#topics tr[data-topic="signup-confirmation"] td:nth-child(3)').filter({ hasText: /^2$/ }).waitFor();
 
@@ -552,6 +552,18 @@ describe("the operator console, in a real browser", () => {
     assert.equal((await w.signup("ada@example.com")).status, 201);
     await w.cron();
     assert.equal(w.sink.delivered().length, 2, "the paused topic was not drained");
+    // The live numbers: every 10 s the page reads the messages due now, the
+    // paused topics and the charts' last two minutes, and nothing else.
+    const requested = [];
+    page.on("request", (request) => {
+      const url = new URL(request.url());
+      if (url.pathname.includes("/api/")) requested.push(`${url.pathname.split("/api/")[1]}${url.search}`);
+    });
+    await page.locator("#refresh").selectOption("10");
+    await page.locator('#counts [data-state="due"] dd').filter({ hasText: /^1$/ }).waitFor({ timeout: 15_000 });
+    await page.locator("#oldest").filter({ hasText: "due counted live" }).waitFor();
+    assert.deepEqual([...new Set(requested)].sort(), ["outboxes/mail/live", "outboxes/mail/rollups?minutes=2"]);
+    await page.locator("#refresh").selectOption("0");
     await page.locator('#topics tr[data-topic="signup-confirmation"] button', { hasText: "Resume" }).click();
     await page.locator('#topics tr[data-topic="signup-confirmation"] button', { hasText: "Pause" }).waitFor();
     await w.cron();
@@ -561,6 +573,8 @@ describe("the operator console, in a real browser", () => {
     // shows the state after the action.
     w.sink.status = 400;
     assert.equal((await w.signup("purged@example.com")).status, 201);
+    // The live numbers count the due messages only: the states are counted again on request.
+    await page.locator("#refresh-now").click();
     await page.locator('#counts [data-state="dead"] dd').filter({ hasText: /^1$/ }).waitFor();
     const [purged] = (await w.api("outboxes/mail/messages?state=dead")).body.messages;
     assert.match(purged.payload, /purged@example\.com/);

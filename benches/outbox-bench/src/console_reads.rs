@@ -52,7 +52,7 @@ enum Caller<'a> {
 const TOKEN: &str = "bench-console-token";
 
 /// The requests a page view makes, then the ones a user's filters make.
-const REQUESTS: [(&str, &str); 10] = [
+const REQUESTS: [(&str, &str); 12] = [
     ("the page", "/"),
     ("session", "/api/session"),
     ("overview: counts per state", "/api/outboxes/bench"),
@@ -80,6 +80,14 @@ const REQUESTS: [(&str, &str); 10] = [
     (
         "rollups, last day",
         "/api/outboxes/bench/rollups?minutes=1440",
+    ),
+    (
+        "an auto-refresh: due now, oldest, paused",
+        "/api/outboxes/bench/live",
+    ),
+    (
+        "an auto-refresh: the charts' last 2 minutes",
+        "/api/outboxes/bench/rollups?minutes=2",
     ),
 ];
 

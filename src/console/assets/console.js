@@ -31,7 +31,7 @@ const portalToken = () => sessionStorage.getItem(PORTAL_KEY);
 const UTC_KEY = "outbox-console-utc";
 // `pageStart`: the cursor the shown page of messages began at (a refresh
 // shows the same page); `after`: where the next page begins.
-const state = { session: null, outbox: null, pageStart: null, after: null, timer: null, paused: new Map(), refreshFailed: false };
+const state = { session: null, outbox: null, pageStart: null, after: null, timer: null, paused: new Map(), series: new Map(), counted: null, refreshFailed: false };
 
 const $ = (id) => document.getElementById(id);
 
@@ -277,10 +277,7 @@ async function refresh() {
     await overview();
     await Promise.all([topics(), groups(), inboxCount(), keepSelection() ? null : messages("same")]);
     // Read when the outbox is chosen and after a change, not on each refresh.
-    if (state.auditStale && state.session.role === "operator") {
-      state.auditStale = false;
-      await auditLog("first");
-    }
+    await freshAudit();
     // A refresh clears only its own earlier failure, never an action's report.
     if (state.refreshFailed) say("");
     state.refreshFailed = false;
@@ -312,15 +309,44 @@ async function overview() {
       el("div", undefined, { "data-state": name }, [el("dt", name), el("dd", countText(body.counts[name]))]),
     ),
   );
-  const capped = Object.values(body.counts).some((count) => count && count.capped);
+  state.counted = {
+    at: Date.now(),
+    capped: Object.values(body.counts).some((count) => count && count.capped),
+    cap: body.count_cap,
+  };
   state.paused = new Map(body.paused.map((p) => [p.topic, p]));
+  showOldest(body.counts.oldest_due_age_ms);
+}
+
+/**
+ * An auto-refresh: the messages due now (counted up to a small cap), how
+ * overdue the oldest is, the paused topics and the last two minutes of the
+ * charts, about a hundred rows read, where a full refresh (on choosing an
+ * outbox, after an action, or "Refresh now") counts every state and reads
+ * the lists again.
+ */
+async function live() {
+  const body = await call(outboxPath("live"));
+  const due = document.querySelector('#counts [data-state="due"] dd');
+  if (due) due.textContent = countText(body.live.due);
+  state.paused = new Map(body.paused.map((p) => [p.topic, p]));
+  showOldest(body.live.oldest_due_age_ms);
+  const recent = await call(`${outboxPath("rollups")}?minutes=2`);
+  for (const point of recent.series) state.series.set(point.at_ms, point);
+  charts();
+}
+
+/** The line under the counts: how overdue the oldest due message is, the paused topics, and when the counts were read. */
+function showOldest(oldestMs) {
   const paused = [...state.paused.keys()];
+  const counted = state.counted;
   $("oldest").replaceChildren();
   appendText(
     $("oldest"),
-    `Oldest due message: ${body.counts.oldest_due_age_ms === null ? "none due" : `${duration(body.counts.oldest_due_age_ms)} overdue`}` +
+    `Oldest due message: ${oldestMs === null ? "none due" : `${duration(oldestMs)} overdue`}` +
       (paused.length > 0 ? ` · paused, their messages held: ${paused.join(", ")}` : "") +
-      (capped ? ` · counts stop at ${body.count_cap.toLocaleString()} rows each` : ""),
+      (counted ? ` · states counted ${when(counted.at)}, due counted live` : "") +
+      (counted?.capped ? ` · counts stop at ${counted.cap.toLocaleString()} rows each` : ""),
   );
 }
 
@@ -350,19 +376,24 @@ function bars(svg, values, kind, from, empty) {
   chart.parentElement.querySelector(".x-axis .from").textContent = when(from);
 }
 
-async function topics() {
+/** The charts of the window's minutes (`state.series`), empty minutes at zero. */
+function charts() {
   const minutes = Number($("window").value);
-  const body = await call(`${outboxPath("rollups")}?minutes=${minutes}`);
-  // One slot per minute of the window, empty minutes at zero.
   const now = Date.now();
   const first = Math.floor((now - minutes * 60_000) / 60_000) * 60_000;
-  const slots = new Map(body.series.map((point) => [point.at_ms, point]));
   const series = [];
-  for (let at = first; at <= now; at += 60_000) series.push(slots.get(at));
+  for (let at = first; at <= now; at += 60_000) series.push(state.series.get(at));
   const pick = (f) => series.map((point) => (point ? f(point) : 0));
   bars($("chart-delivered"), pick((p) => p.delivered), "delivered", first, "nothing delivered in this window");
   bars($("chart-failures"), pick((p) => p.retried + p.deferred + p.dead), "failures", first, "no failure in this window");
   bars($("chart-lateness"), pick((p) => p.lateness.p99_ms ?? 0), "lateness", first, "nothing delivered late or on time in this window");
+}
+
+async function topics() {
+  const minutes = Number($("window").value);
+  const body = await call(`${outboxPath("rollups")}?minutes=${minutes}`);
+  state.series = new Map(body.series.map((point) => [point.at_ms, point]));
+  charts();
 
   const names = new Set([...Object.keys(body.topics), ...state.paused.keys()]);
   const rows = [...names].sort().map((topic) => {
@@ -737,6 +768,7 @@ async function endpointAction(verb, extra = {}) {
     say(`${target.id}: ${done}`);
     await openEndpoint(target.owner, target.id);
     await endpoints("same");
+    await freshAudit();
   } catch (error) {
     if (error instanceof Unauthorized) return showSignIn(error.message);
     say(`${verb} failed: ${error.message}`);
@@ -938,8 +970,31 @@ function scheduleRefresh() {
   const seconds = Number($("refresh").value);
   if (seconds > 0) {
     state.timer = setInterval(() => {
-      if (!document.hidden) refresh();
+      if (!document.hidden) autoRefresh();
     }, seconds * 1000);
+  }
+}
+
+/** The audit log's first page, when a change was made since it was read (an operator's view only). */
+async function freshAudit() {
+  if (!state.auditStale || state.portal || state.session?.role !== "operator") return;
+  state.auditStale = false;
+  await auditLog("first");
+}
+
+/** What the timer reads: an outbox's live numbers (see `live`); the fleet's page and a portal's endpoints as a full refresh does. */
+async function autoRefresh() {
+  if (state.portal || !state.outbox) return refresh();
+  try {
+    await live();
+    await freshAudit();
+    if (state.refreshFailed) say("");
+    state.refreshFailed = false;
+    $("updated").textContent = `updated ${when(Date.now())}`;
+  } catch (error) {
+    if (error instanceof Unauthorized) return showSignIn(error.message);
+    state.refreshFailed = true;
+    say(error.message);
   }
 }
 
@@ -1013,8 +1068,9 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   }
   $("refresh").addEventListener("change", scheduleRefresh);
+  $("refresh-now").addEventListener("click", () => refresh());
   document.addEventListener("visibilitychange", () => {
-    if (!document.hidden && Number($("refresh").value) > 0) refresh();
+    if (!document.hidden && Number($("refresh").value) > 0) autoRefresh();
   });
   $("window").addEventListener("change", () => topics().catch((error) => say(error.message)));
   $("filter").addEventListener("submit", (event) => {
