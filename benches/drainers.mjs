@@ -20,6 +20,59 @@ export function runDrainers(root, log) {
   );
 }
 
+/**
+ * Rollups on and off on Postgres with 4 drainers, side by side: a warm-up of
+ * each and PAIRS pairs, the order swapped every pair.
+ */
+export function runRollupPairs(root, log) {
+  const url = process.env.WORKERS_OUTBOX_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:54329/postgres";
+  const pairs = Number(process.env.BENCH_PG_ROLLUP_PAIRS ?? 7);
+  log(`Postgres rollups on and off: ${MESSAGES} messages, 4 drainers, ${pairs} pairs`);
+  return JSON.parse(
+    execFileSync(path.join(root, "target/release/outbox-bench-drainers"), [String(MESSAGES), url], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "inherit"],
+      env: { ...process.env, OUTBOX_BENCH_ROLLUP_PAIRS: String(pairs), OUTBOX_BENCH_ROLLUP_DRAINERS: "4" },
+      maxBuffer: 16 * 1024 * 1024,
+    }),
+  );
+}
+
+/** The report's section of `runRollupPairs`. */
+export function rollupPairsMarkdown(r) {
+  const lines = [];
+  const table = tableInto(lines);
+  const fmt = (n, digits) => Number(n).toFixed(digits);
+  const median = (values) => {
+    const sorted = [...values].sort((a, b) => a - b);
+    return sorted[Math.floor(sorted.length / 2)];
+  };
+  const ratios = r.pairs.map((pair) => pair.on.per_second / pair.off.per_second);
+  const speeds = (key) => r.pairs.map((pair) => pair[key].per_second);
+  lines.push(
+    "## Postgres: rollups on and off with 4 drainers",
+    "",
+    `The drain above (${int(r.messages)} messages, ${r.drainers} drainers, the server's default naptime) with the`,
+    `outbox's rollups on and off: a warm-up of each, then ${r.pairs.length} pairs whose order swaps every pair.`,
+    "Messages a second: median (range) of the runs; on ÷ off: median (range) of the pairs' ratios.",
+    "",
+  );
+  table(
+    ["rollups", "messages / s", "database calls / message", "statements / message"],
+    ["on", "off"].map((key) => [
+      key,
+      `${int(median(speeds(key)))} (${int(Math.min(...speeds(key)))} – ${int(Math.max(...speeds(key)))})`,
+      fmt(median(r.pairs.map((pair) => pair[key].calls_per_message)), 4),
+      fmt(median(r.pairs.map((pair) => pair[key].statements / pair[key].delivered)), 3),
+    ]),
+  );
+  lines.push(
+    `**On ÷ off: ${fmt(100 * median(ratios), 1)} % (${fmt(100 * Math.min(...ratios), 1)} – ${fmt(100 * Math.max(...ratios), 1)})**.`,
+    "",
+  );
+  return lines;
+}
+
 /** The report's section. */
 export function drainersMarkdown(r) {
   const lines = [];

@@ -10,7 +10,7 @@ import { gzipSync } from "node:zlib";
 import { root, start } from "../tests/e2e/harness.mjs";
 import { renderChart } from "./chart.mjs";
 import { int, tableInto } from "./markdown.mjs";
-import { drainersMarkdown, runDrainers } from "./drainers.mjs";
+import { drainersMarkdown, rollupPairsMarkdown, runDrainers, runRollupPairs } from "./drainers.mjs";
 import { postgresClaimMarkdown, runPostgresClaim } from "./postgres_claim.mjs";
 import { runSimulation, simulationMarkdown } from "./simulation.mjs";
 import { queuesMarkdown, runFanOut, runRelay } from "./queues.mjs";
@@ -399,6 +399,7 @@ results.sqlite.rollups = native.rollups.map(({ algo, run }) => ({
 results.sqlite.sealing = native.sealing;
 
 results.drainers = runDrainers(root, log);
+results.rollupPairs = runRollupPairs(root, log);
 results.recovery = runRecovery(root, log);
 results.postgresClaim = runPostgresClaim(root, log);
 results.simulation = runSimulation(root, log);
@@ -725,6 +726,7 @@ function markdown(r) {
   lines.push(...wakeupsMarkdown(r.wakeups));
   lines.push(...queuesMarkdown(r.relay, r.fanOut, r.httpDrain, r.platform));
   lines.push(...drainersMarkdown(r.drainers));
+  lines.push(...rollupPairsMarkdown(r.rollupPairs));
   lines.push(...recoveryMarkdown(r.recovery));
   lines.push(...postgresClaimMarkdown(r.postgresClaim));
   lines.push(...simulationMarkdown(r.simulation));

@@ -193,6 +193,7 @@ async fn every_public_future_can_be_spawned() {
         async move {
             use workers_outbox::outbox::{BrowseFilter, Listed};
             outbox.overview(100).await.unwrap();
+            outbox.due_now(50).await.unwrap();
             let filter = BrowseFilter::new(Listed::Dead);
             outbox.browse(&filter, None, 10, 100).await.unwrap();
             outbox.dead_letter_groups(100).await.unwrap();

@@ -702,14 +702,13 @@ impl Outbox {
             }
         }
         // Where rollup rows are locked until the commit (Postgres), last.
-        let mut count_last = None;
-        if let Some(writes) = writes
-            && let Some(count) = writes.count_known(&known, now)?
-        {
+        let mut count_last = Vec::new();
+        if let Some(writes) = writes {
+            let counts = writes.count_known(&known, now);
             if writes.upserts_last() {
-                count_last = Some(count);
+                count_last = counts;
             } else {
-                prepared.statements.push(count);
+                prepared.statements.extend(counts);
             }
         }
         // After the deletes: each makes the next row of its key the head.
@@ -730,10 +729,8 @@ impl Outbox {
             prepared.trailing = last.len();
             prepared.statements.extend(last);
         }
-        if let Some(count) = count_last {
-            prepared.statements.push(count);
-            prepared.trailing += 1;
-        }
+        prepared.trailing += count_last.len();
+        prepared.statements.extend(count_last);
         // Before everything, on Postgres: the planner settings of
         // `sql::planner` (the count's estimate, and a delete's, grow with
         // the table's dead tuples).

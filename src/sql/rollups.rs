@@ -289,14 +289,36 @@ fn quoted_periods(table: &TableName) -> String {
 }
 
 /// `INSERT INTO <periods> (period_ms, period_start, topic, <counts>)`, the
-/// head of every write.
+/// head of every write of all the count columns.
 fn insert_head(table: &TableName) -> String {
-    use rollup_col::*;
     let counts: Vec<String> = count_columns().map(|column| column.name()).collect();
+    insert_into(&quoted_periods(table), &counts)
+}
+
+/// `INSERT INTO <periods> (period_ms, period_start, topic, <columns>)`:
+/// the columns left out are 0 in a new row, and unchanged in one there.
+fn insert_into(periods: &str, columns: &[impl AsRef<str>]) -> String {
+    use rollup_col::*;
+    let columns: Vec<&str> = columns.iter().map(AsRef::as_ref).collect();
     format!(
-        "INSERT INTO {} ({PERIOD_MS}, {PERIOD_START}, {TOPIC}, {})",
-        quoted_periods(table),
-        counts.join(", ")
+        "INSERT INTO {periods} ({PERIOD_MS}, {PERIOD_START}, {TOPIC}, {})",
+        columns.join(", ")
+    )
+}
+
+/// The tail of a write of `columns`: a row already there grows by them.
+fn grow_on_conflict(periods: &str, columns: &[impl AsRef<str>]) -> String {
+    use rollup_col::*;
+    let added: Vec<String> = columns
+        .iter()
+        .map(|name| {
+            let name = name.as_ref();
+            format!("{name} = {periods}.{name} + excluded.{name}")
+        })
+        .collect();
+    format!(
+        "ON CONFLICT ({PERIOD_MS}, {PERIOD_START}, {TOPIC}) DO UPDATE SET {}",
+        added.join(", ")
     )
 }
 
@@ -311,20 +333,10 @@ fn pivoted(col: &str, n: &str) -> String {
     per_column(|index| format!("SUM(CASE WHEN {col} = {index} THEN {n} ELSE 0 END)"))
 }
 
-/// The tail of every write: the counts of a row already there grow.
+/// The tail of every write of all the count columns.
 fn add_on_conflict(table: &TableName) -> String {
-    use rollup_col::*;
-    let rollups = quoted_periods(table);
-    let added: Vec<String> = count_columns()
-        .map(|column| {
-            let name = column.name();
-            format!("{name} = {rollups}.{name} + excluded.{name}")
-        })
-        .collect();
-    format!(
-        "ON CONFLICT ({PERIOD_MS}, {PERIOD_START}, {TOPIC}) DO UPDATE SET {}",
-        added.join(", ")
-    )
+    let counts: Vec<String> = count_columns().map(|column| column.name()).collect();
+    grow_on_conflict(&quoted_periods(table), &counts)
 }
 
 /// The transaction-local setting in which a settle's count on Postgres
@@ -364,8 +376,12 @@ pub(crate) struct RollupWrites {
     /// statement that clears the stash.
     apply_stashed: Option<[String; 2]>,
     count_claim_deaths: String,
-    count_changes: Option<String>,
-    count_known: String,
+    /// SQLite: a delete's changes are counted by the statement after it.
+    count_changes: bool,
+    /// The rollups table, quoted: the known counts' statements name only
+    /// the columns they add to.
+    periods: String,
+    dialect: Dialect,
 }
 
 /// One group of a settle's leases, bound as `[topic, token, until,
@@ -444,56 +460,28 @@ impl RollupWrites {
             }
         };
         let (per_row, grouped) = summed_per_topic(dialect);
-        let dead_at_claim = column_index(metric::DEAD_AT_CLAIM, 0);
+        let periods = quoted_periods(table);
+        let dead_at_claim = [metric::DEAD_AT_CLAIM];
         let count_claim_deaths = format!(
-            "{insert} SELECT {MINUTE_MS}, ?, COALESCE(CAST({topic} AS TEXT), ''), {counts} \
+            "{insert} SELECT {MINUTE_MS}, ?, COALESCE(CAST({topic} AS TEXT), ''), {per_row} \
              FROM \"{outbox}\" WHERE {state_col} = '{dead_state}' AND {due} = ? AND {token_col} = ? \
              {grouped}{conflict}",
-            insert = insert_head(table),
+            insert = insert_into(&periods, &dead_at_claim),
             topic = col::TOPIC,
-            counts = per_column(|index| if Some(index) == dead_at_claim {
-                per_row.to_owned()
-            } else {
-                "0".to_owned()
-            }),
             outbox = table.as_str(),
             state_col = col::STATE,
             dead_state = state::DEAD,
             due = col::DUE_AT,
             token_col = col::LEASE_TOKEN,
-            conflict = add_on_conflict(table),
-        );
-        let count_changes = counts_by_changes(dialect).then(|| {
-            format!(
-                "{insert} SELECT {MINUTE_MS}, ?, ?, {counts} FROM (SELECT ? AS counts) AS a \
-                 WHERE changes() > 0 {conflict}",
-                insert = insert_head(table),
-                counts =
-                    per_column(|index| format!("changes() * json_extract(a.counts, '$[{index}]')")),
-                conflict = add_on_conflict(table),
-            )
-        });
-        // One row per topic, bound in topic order; Postgres locks them in
-        // that order (as `apply_stashed`), so drainers never deadlock.
-        let count_known = format!(
-            "{insert} SELECT {MINUTE_MS}, ?, {topic}, {counts} FROM {entries} WHERE true \
-             {order}{conflict}",
-            insert = insert_head(table),
-            topic = entry_field(dialect, "g", 0, false),
-            counts = per_column(|index| entry_field(dialect, "g", index + 1, true)),
-            entries = entries_from(dialect),
-            order = match dialect {
-                Dialect::Sqlite => "",
-                Dialect::Postgres => "ORDER BY 3 ",
-            },
-            conflict = add_on_conflict(table),
+            conflict = grow_on_conflict(&periods, &dead_at_claim),
         );
         RollupWrites {
             count_settles: dialect.number_placeholders(&count_settles),
             apply_stashed,
             count_claim_deaths: dialect.number_placeholders(&count_claim_deaths),
-            count_changes,
-            count_known: dialect.number_placeholders(&count_known),
+            count_changes: counts_by_changes(dialect),
+            periods,
+            dialect,
         }
     }
 
@@ -507,7 +495,7 @@ impl RollupWrites {
     /// Whether a settle statement's changes can be counted by the
     /// statement after it ([`count_changes`](RollupWrites::count_changes)).
     pub(crate) fn counts_changes(&self) -> bool {
-        self.count_changes.is_some()
+        self.count_changes
     }
 
     /// Counts into the minute of `now`, once per row the statement just
@@ -522,60 +510,70 @@ impl RollupWrites {
         key: &ChangesKey<'_>,
         now: Timestamp,
     ) -> Result<Option<Statement>> {
-        let Some(sql) = &self.count_changes else {
+        if !self.count_changes {
             return Ok(None);
-        };
+        }
         let mut counts = [0_i64; COUNT_COLUMNS];
         for (index, from_row) in key.signature.columns() {
             if let Some(count) = counts.get_mut(index) {
                 *count += if from_row { key.lost } else { 1 };
             }
         }
-        Ok(Some(Statement::new(
-            sql.clone(),
-            vec![
-                Value::Integer(minute_of(now)),
-                Value::Text(key.topic.to_owned()),
-                Value::Text(json_text(&counts.as_slice(), "a settle's count")?),
-            ],
-        )))
+        let added: Vec<(String, i64)> = count_columns()
+            .zip(counts)
+            .filter(|(_, per)| *per != 0)
+            .map(|(column, per)| (column.name(), per))
+            .collect();
+        let columns: Vec<&str> = added.iter().map(|(name, _)| name.as_str()).collect();
+        let sql = format!(
+            "{insert} SELECT {MINUTE_MS}, ?, ?, {per} WHERE changes() > 0 {conflict}",
+            insert = insert_into(&self.periods, &columns),
+            per = vec!["changes() * ?"; columns.len()].join(", "),
+            conflict = grow_on_conflict(&self.periods, &columns),
+        );
+        let mut values = vec![
+            Value::Integer(minute_of(now)),
+            Value::Text(key.topic.to_owned()),
+        ];
+        values.extend(added.iter().map(|(_, per)| Value::Integer(*per)));
+        Ok(Some(Statement::new(sql, values)))
     }
 
-    /// Counts `counted` into the minute of `now`, each lease as its row
-    /// added with none of its unsettled leases lost (see
-    /// [`KnownCounts`]): to send after statements that changed every
-    /// counted row for sure (a delete checked by
-    /// [`complete_listed`](super::dialects::complete_listed)), in the same atomic
-    /// call. Reads nothing but its own rows: one per topic.
-    ///
-    /// # Errors
-    /// [`Error::Internal`](crate::error::Error::Internal) if the counts cannot be written as JSON.
-    pub(crate) fn count_known(
-        &self,
-        known: &KnownCounts<'_>,
-        now: Timestamp,
-    ) -> Result<Option<Statement>> {
-        if known.per_topic.is_empty() {
-            return Ok(None);
-        }
-        let mut per_topic = known.per_topic.clone();
+    /// Counts `known` into the minute of `now`: to send after statements
+    /// that changed every counted row for sure (a delete checked by
+    /// [`complete_listed`](super::dialects::complete_listed)), in the same
+    /// atomic call. One upsert per topic, in topic order, naming only the
+    /// columns it adds to (a few, of the row's 66: a statement that named
+    /// them all took Postgres about a millisecond to plan); it reads only
+    /// its own row.
+    pub(crate) fn count_known(&self, known: &KnownCounts<'_>, now: Timestamp) -> Vec<Statement> {
+        let mut per_topic: Vec<_> = known.per_topic.iter().collect();
         per_topic.sort_by(|a, b| a.0.cmp(b.0));
-        let rows: Vec<serde_json::Value> = per_topic
-            .iter()
+        let names: Vec<String> = count_columns().map(|column| column.name()).collect();
+        per_topic
+            .into_iter()
             .map(|(topic, counts)| {
-                let mut row = Vec::with_capacity(COUNT_COLUMNS + 1);
-                row.push(serde_json::Value::from(*topic));
-                row.extend(counts.iter().map(|count| serde_json::Value::from(*count)));
-                serde_json::Value::Array(row)
+                let added: Vec<(&str, i64)> = names
+                    .iter()
+                    .zip(counts.iter())
+                    .filter(|(_, count)| **count != 0)
+                    .map(|(name, count)| (name.as_str(), *count))
+                    .collect();
+                let columns: Vec<&str> = added.iter().map(|(name, _)| *name).collect();
+                let sql = format!(
+                    "{insert} VALUES ({MINUTE_MS}, ?, ?, {placeholders}) {conflict}",
+                    insert = insert_into(&self.periods, &columns),
+                    placeholders = vec!["?"; columns.len()].join(", "),
+                    conflict = grow_on_conflict(&self.periods, &columns),
+                );
+                let mut values = vec![
+                    Value::Integer(minute_of(now)),
+                    Value::Text((*topic).to_owned()),
+                ];
+                values.extend(added.iter().map(|(_, count)| Value::Integer(*count)));
+                Statement::new(self.dialect.number_placeholders(&sql), values)
             })
-            .collect();
-        Ok(Some(Statement::new(
-            self.count_known.clone(),
-            vec![
-                Value::Integer(minute_of(now)),
-                Value::Text(json_text(&rows, "a settle's counts")?),
-            ],
-        )))
+            .collect()
     }
 
     /// Counts `counted` into the minute of `now`: to send before the settle

@@ -76,6 +76,45 @@ mod native {
             .enable_all()
             .build()
             .map_err(|e| Error::database(e.to_string()))?;
+        // `OUTBOX_BENCH_ROLLUP_PAIRS=n`: Postgres with 4 drainers, rollups on
+        // and off, a warm-up of each and `n` pairs, the order swapped every
+        // pair (at the server's setting of autovacuum's naptime).
+        if let Some(pairs) = std::env::var("OUTBOX_BENCH_ROLLUP_PAIRS")
+            .ok()
+            .and_then(|pairs| pairs.parse::<usize>().ok())
+        {
+            let drainers: usize = std::env::var("OUTBOX_BENCH_ROLLUP_DRAINERS")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(4);
+            let pairs_run = runtime.block_on(async {
+                for rollups in [true, false] {
+                    one_run(Engine::Postgres, &url, messages, drainers, rollups).await?;
+                }
+                let mut pairs_run = Vec::with_capacity(pairs);
+                for pair in 0..pairs {
+                    let order = if pair % 2 == 0 {
+                        [true, false]
+                    } else {
+                        [false, true]
+                    };
+                    let mut runs = serde_json::Map::new();
+                    for rollups in order {
+                        let run =
+                            one_run(Engine::Postgres, &url, messages, drainers, rollups).await?;
+                        eprintln!("  postgres × {drainers}, rollups {rollups}: {run}");
+                        runs.insert(if rollups { "on" } else { "off" }.to_owned(), run);
+                    }
+                    pairs_run.push(Json::Object(runs));
+                }
+                Ok::<_, Error>(pairs_run)
+            })?;
+            println!(
+                "{}",
+                json!({ "messages": messages, "drainers": drainers, "pairs": pairs_run })
+            );
+            return Ok(());
+        }
         let mut runs = Vec::new();
         // Postgres twice: with the server's default autovacuum naptime, and
         // with the 1 s a queue-heavy server is tuned to (the outbox table's
@@ -84,7 +123,7 @@ mod native {
             for naptime in [None, Some("1s")] {
                 set_naptime(&url, naptime).await?;
                 for &drainers in &counts {
-                    let mut run = one_run(Engine::Postgres, &url, messages, drainers).await?;
+                    let mut run = one_run(Engine::Postgres, &url, messages, drainers, true).await?;
                     run["naptime"] = json!(naptime.unwrap_or("60s (default)"));
                     eprintln!("  postgres × {drainers}: {run}");
                     runs.push(run);
@@ -96,7 +135,7 @@ mod native {
         runtime.block_on(set_naptime(&url, None))?;
         postgres?;
         for &drainers in &counts {
-            let run = runtime.block_on(one_run(Engine::Sqlite, &url, messages, drainers))?;
+            let run = runtime.block_on(one_run(Engine::Sqlite, &url, messages, drainers, true))?;
             eprintln!("  sqlite × {drainers}: {run}");
             runs.push(run);
         }
@@ -130,7 +169,13 @@ mod native {
         })
     }
 
-    async fn one_run(engine: Engine, url: &str, messages: u32, drainers: usize) -> Result<Json> {
+    async fn one_run(
+        engine: Engine,
+        url: &str,
+        messages: u32,
+        drainers: usize,
+        rollups: bool,
+    ) -> Result<Json> {
         let table = format!("bench_drainers_{drainers}");
         let file = std::env::temp_dir().join(format!(
             "outbox-bench-drainers-{}-{drainers}.sqlite",
@@ -165,7 +210,7 @@ mod native {
             let counting = CountingDatabase::new(connect(engine, url, &file).await?);
             meters.push(counting.clone());
             let db: Arc<dyn Database> = Arc::new(counting);
-            let outbox = Outbox::new(db, &table)?;
+            let outbox = Outbox::builder(db, &table).rollups(rollups).build()?;
             let ledger = ledger.clone();
             let deliver = deliver_fn(move |message: ClaimedMessage| {
                 let ledger = ledger.clone();
@@ -238,6 +283,7 @@ mod native {
         }
         Ok(json!({
             "engine": engine.name(),
+            "rollups": rollups,
             "drainers": drainers,
             "messages": messages,
             "fill_ms": fill_ms,
