@@ -250,13 +250,19 @@ impl Call {
     /// Sends the call, and again (in its retry form) while the error is
     /// transient, the budget allows and the settles' leases have time left.
     pub(super) async fn send(&self, db: &dyn Database, retries: Retries<'_>) -> Sent {
-        let (first, mut ranges) = self.statements(Send::First);
+        // With no call to spare, the exact form at once: a listed delete's
+        // failed check could not be sent again.
+        let mut form = if retries.budget > 1 {
+            Send::First
+        } else {
+            Send::Exact
+        };
+        let (first, mut ranges) = self.statements(form);
         let mut result = db.batch_atomic(&first).await;
         let mut sends = 1;
-        let mut form = Send::First;
         // A listed delete's check failed the batch, which changed nothing:
         // the same call with exact deletes.
-        if result.as_ref().is_err_and(Error::is_settle_not_exact) && retries.budget > 1 {
+        if form == Send::First && result.as_ref().is_err_and(Error::is_settle_not_exact) {
             let (exact, exact_ranges) = self.statements(Send::Exact);
             result = db.batch_atomic(&exact).await;
             ranges = exact_ranges;

@@ -326,12 +326,16 @@ async function overview() {
  * the lists again.
  */
 async function live() {
+  const outbox = state.outbox;
   const body = await call(outboxPath("live"));
+  // Another outbox chosen meanwhile: these numbers are not its.
+  if (state.outbox !== outbox) return;
   const due = document.querySelector('#counts [data-state="due"] dd');
   if (due) due.textContent = countText(body.live.due);
   state.paused = new Map(body.paused.map((p) => [p.topic, p]));
   showOldest(body.live.oldest_due_age_ms);
   const recent = await call(`${outboxPath("rollups")}?minutes=2`);
+  if (state.outbox !== outbox) return;
   for (const point of recent.series) state.series.set(point.at_ms, point);
   charts();
 }

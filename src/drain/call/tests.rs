@@ -287,3 +287,25 @@ fn a_listed_delete_whose_lease_was_lost_is_sent_again_exact_with_its_claim() {
         "the row the other drainer holds"
     );
 }
+
+#[test]
+fn with_no_call_to_spare_a_listed_delete_is_sent_exact_at_once() {
+    let world = world(0..0, false);
+    let claim = claim_everything(&world);
+    world.clock.advance(Duration::from_secs(61));
+    let other = world
+        .outbox
+        .claim(1, Duration::from_secs(60))
+        .now_or_never()
+        .expect("sync")
+        .expect("claimed");
+    let taken = other.messages[0].id.clone();
+    let mut call = Call::new();
+    let (settle, until) = completions(&world, &claim);
+    let settled = call.settle(settle, until);
+    let sent = send(&world, &call, 1);
+    assert_eq!(sent.sends, 1);
+    let report = sent.reply.expect("sent").settled(settled);
+    assert_eq!(report.completed, 2);
+    assert_eq!(report.lease_lost, vec![taken]);
+}
