@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::seal::KeyRing;
 use crate::sql::dialects;
+use crate::sql::schema::Templates;
 use crate::sql::tombstone_col::{ERASED_AT, GUARD_MARK, SUBJECT};
 use crate::time::Timestamp;
 
@@ -30,8 +31,10 @@ pub const ERASED_SUBJECTS: &str = "erased_subjects";
 /// dead letter queue after a month) is written again.
 pub const ERASURE_MEMORY: Duration = Duration::from_secs(30 * 24 * 3600);
 
-const SCHEMA_TEMPLATE: &str = include_str!("erasure/schema.sql");
-const POSTGRES_SCHEMA_TEMPLATE: &str = include_str!("erasure/schema.postgres.sql");
+const SCHEMA: Templates = Templates {
+    sqlite: include_str!("erasure/schema.sql"),
+    postgres: include_str!("erasure/schema.postgres.sql"),
+};
 
 /// The tombstone table of one database, in its dialect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,11 +88,7 @@ impl Tombstones {
 
     /// The DDL of the table.
     pub(crate) fn schema_sql(&self) -> String {
-        dialects::schema_sql(
-            self.dialect,
-            [SCHEMA_TEMPLATE, POSTGRES_SCHEMA_TEMPLATE],
-            &self.table,
-        )
+        SCHEMA.render(self.dialect, &self.table)
     }
 
     fn name(&self) -> String {

@@ -24,13 +24,15 @@ use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::outbox::OutboxSummary;
 use crate::sql::fleet::{self, After, FleetRow, PageOrder, fleet_col};
-use crate::sql::{dialects, schema};
+use crate::sql::schema::{self, Templates};
 use crate::time::Timestamp;
 
 pub use member::FleetMember;
 
-const SCHEMA_TEMPLATE: &str = include_str!("schema.sql");
-const POSTGRES_SCHEMA_TEMPLATE: &str = include_str!("schema.postgres.sql");
+const SCHEMA: Templates = Templates {
+    sqlite: include_str!("schema.sql"),
+    postgres: include_str!("schema.postgres.sql"),
+};
 
 /// The registry of a fleet's outboxes: one row per member's outbox.
 #[derive(Clone)]
@@ -202,11 +204,7 @@ impl Fleet {
     /// The DDL of the registry's table and indexes, in the database's
     /// dialect, as a migration file holds it.
     pub fn schema_sql(&self) -> String {
-        dialects::schema_sql(
-            self.inner.dialect,
-            [SCHEMA_TEMPLATE, POSTGRES_SCHEMA_TEMPLATE],
-            &self.inner.table,
-        )
+        SCHEMA.render(self.inner.dialect, &self.inner.table)
     }
 
     /// The DDL as separate statements.

@@ -12,12 +12,14 @@ use crate::identifier::TableName;
 use crate::outbox::{CappedCount, check_key as check, check_scan};
 use crate::seal::KeyRing;
 use crate::sql::inbox::{self as sql, KEY, SEEN_AT, SUBJECT};
-use crate::sql::{dialects, schema};
+use crate::sql::schema::{self, Templates};
 use crate::time::{Clock, SystemClock, Timestamp};
 use crate::webhook::{HeaderSource, Verified, Verifier};
 
-const SCHEMA_TEMPLATE: &str = include_str!("schema.sql");
-const POSTGRES_SCHEMA_TEMPLATE: &str = include_str!("schema.postgres.sql");
+const SCHEMA: Templates = Templates {
+    sqlite: include_str!("schema.sql"),
+    postgres: include_str!("schema.postgres.sql"),
+};
 
 /// First-writer-wins keys, in one table of a [`Database`].
 #[derive(Clone)]
@@ -208,11 +210,7 @@ impl Inbox {
     /// The DDL of the inbox table and of the database's tombstones of
     /// erased subjects, as a migration file holds it.
     pub fn schema_sql(&self) -> String {
-        let mut sql = dialects::schema_sql(
-            self.dialect,
-            [SCHEMA_TEMPLATE, POSTGRES_SCHEMA_TEMPLATE],
-            &self.table,
-        );
+        let mut sql = SCHEMA.render(self.dialect, &self.table);
         sql.push_str(&self.tombstones.schema_sql());
         sql
     }

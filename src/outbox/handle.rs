@@ -10,14 +10,20 @@ use crate::identifier::TableName;
 use crate::random::{FastRandom, RandomSource};
 use crate::retry::RetryPolicy;
 use crate::seal::KeyRing;
-use crate::sql::{self, dialects, schema};
+use crate::sql;
+use crate::sql::schema::{self, Templates};
 use crate::time::{Clock, SystemClock};
 
-const SCHEMA_TEMPLATE: &str = include_str!("schema.sql");
-const POSTGRES_SCHEMA_TEMPLATE: &str = include_str!("schema.postgres.sql");
-/// SQLite, with a key ring: the trigger that deletes a sealed message's
-/// data key with its row (Postgres's schema always has it).
-const SEALED_SCHEMA_TEMPLATE: &str = include_str!("schema.sealed.sql");
+const SCHEMA: Templates = Templates {
+    sqlite: include_str!("schema.sql"),
+    postgres: include_str!("schema.postgres.sql"),
+};
+/// With a key ring: SQLite's trigger that deletes a sealed message's data
+/// key with its row (Postgres's schema always has it).
+const SEALED_SCHEMA: Templates = Templates {
+    sqlite: include_str!("schema.sealed.sql"),
+    postgres: "",
+};
 
 /// A durable outbox in one table of a [`Database`].
 ///
@@ -371,13 +377,9 @@ impl Outbox {
     /// run [`create_schema`](Outbox::create_schema) (or that statement) so
     /// that the keys of its delivered messages go with them.
     pub fn schema_sql(&self) -> String {
-        let mut sql = dialects::schema_sql(
-            self.inner.dialect,
-            [SCHEMA_TEMPLATE, POSTGRES_SCHEMA_TEMPLATE],
-            &self.inner.table,
-        );
-        if self.inner.dialect == crate::database::Dialect::Sqlite && self.key_ring().is_some() {
-            sql.push_str(&schema::render(SEALED_SCHEMA_TEMPLATE, &self.inner.table));
+        let mut sql = SCHEMA.render(self.inner.dialect, &self.inner.table);
+        if self.key_ring().is_some() {
+            sql.push_str(&SEALED_SCHEMA.render(self.inner.dialect, &self.inner.table));
         }
         sql.push_str(&self.inner.tombstones.schema_sql());
         sql

@@ -10,7 +10,7 @@ use sea_query::{
 };
 
 use super::tombstone_col::{ERASED_AT, GUARD_MARK, SUBJECT};
-use super::{claim_floor, col, json_text, schema, state};
+use super::{claim_floor, col, json_text, state};
 use crate::database::value::Value;
 use crate::database::{Dialect, Statement, query_error};
 use crate::error::{Result, SETTLE_NOT_EXACT};
@@ -288,16 +288,6 @@ pub(crate) fn erasure_guard(
             }
             Ok(statements)
         }
-    }
-}
-
-/// The DDL of `templates` (SQLite's, then Postgres's) for `dialect`, for
-/// `table`.
-pub(crate) fn schema_sql(dialect: Dialect, templates: [&str; 2], table: &TableName) -> String {
-    let [sqlite, postgres] = templates;
-    match dialect {
-        Dialect::Sqlite => schema::render(sqlite, table),
-        Dialect::Postgres => schema::render(postgres, table),
     }
 }
 

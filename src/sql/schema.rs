@@ -4,8 +4,28 @@
 //! is returned by the `schema_*` accessors, so the two cannot drift: a test
 //! compares them.
 
-use crate::database::Statement;
+use crate::database::{Dialect, Statement};
 use crate::identifier::TableName;
+
+/// A schema's DDL templates, one per dialect: rendering one for a dialect
+/// reads its own (a dialect added fails to compile until each schema has
+/// its template).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Templates {
+    pub(crate) sqlite: &'static str,
+    pub(crate) postgres: &'static str,
+}
+
+impl Templates {
+    /// The DDL of `dialect`'s template for `table`.
+    pub(crate) fn render(&self, dialect: Dialect, table: &TableName) -> String {
+        let template = match dialect {
+            Dialect::Sqlite => self.sqlite,
+            Dialect::Postgres => self.postgres,
+        };
+        render(template, table)
+    }
+}
 
 /// The SQL of `template` for `table`: every `{table}` becomes the name.
 /// Only a [`TableName`] (validated) is ever substituted.
