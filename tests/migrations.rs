@@ -7,6 +7,9 @@
 
 use std::sync::Arc;
 
+#[path = "support/moved_rollups.rs"]
+mod moved_rollups;
+
 use workers_outbox::{Database, Inbox, Outbox, SqliteDatabase, Statement};
 
 fn db() -> Arc<dyn Database> {
@@ -211,54 +214,17 @@ async fn triggers(db: &Arc<dyn Database>) -> Vec<String> {
 async fn the_rollup_periods_migration_moves_0_5s_counts_into_one_row_per_period_and_topic() {
     let db = db();
     apply_migrations_where(&db, |file| !file.contains("rollup_periods")).await;
-    // 0.5's rows: a row per metric and bucket, two minutes of one hour.
-    for (start, metric, le, count) in [
-        (3_600_000, "delivered", 0, 3),
-        (3_600_000, "lateness_ms", 50, 2),
-        (3_600_000, "lateness_ms", -1, 1),
-        (3_600_000, "dead_at_claim", 0, 4),
-        (3_660_000, "dead", 0, 1),
-        (3_660_000, "delivered", 0, 5),
-    ] {
+    for (start, metric, le, count) in moved_rollups::OLD_ROWS {
         db.execute(&Statement::new(
             "INSERT INTO \"outbox_rollups\" (period_ms, period_start, topic, metric, le, count) \
              VALUES (60000, ?, 'mail', ?, ?, ?)",
-            vec![
-                i64::from(start).into(),
-                metric.into(),
-                i64::from(le).into(),
-                i64::from(count).into(),
-            ],
+            vec![start.into(), metric.into(), le.into(), count.into()],
         ))
         .await
         .unwrap();
     }
     apply_migrations_where(&db, |file| file.contains("rollup_periods")).await;
-    let outbox = Outbox::new(db.clone(), "outbox").unwrap();
-    let at = |ms| workers_outbox::Timestamp::from_unix_millis(ms).unwrap();
-    let minutes = outbox
-        .rollups(
-            at(3_600_000),
-            at(3_720_000),
-            workers_outbox::outbox::Resolution::Minute,
-        )
-        .await
-        .unwrap();
-    let seen: Vec<MinuteSeen> = minutes
-        .iter()
-        .map(|m| {
-            let buckets = m
-                .lateness
-                .buckets()
-                .map(|(bound, n)| (bound.map(|b| b.as_millis()), n))
-                .collect();
-            (m.counts.delivered, m.counts.dead, buckets)
-        })
-        .collect();
-    assert_eq!(
-        seen,
-        [(3, 4, vec![(Some(50), 2), (None, 1)]), (5, 1, vec![])]
-    );
+    moved_rollups::assert_moved(&Outbox::new(db.clone(), "outbox").unwrap()).await;
     let old = db
         .query(&Statement::new(
             "SELECT name FROM sqlite_master WHERE name LIKE '%_rollups'",
@@ -294,7 +260,3 @@ fn the_durable_examples_migration_is_the_fleets_schema() {
         "examples/durable-webhooks/migrations/ must ship Fleet::schema_sql for outbox_fleet"
     );
 }
-
-/// A minute's delivered and dead counts, and its lateness buckets (bound
-/// in ms, count).
-type MinuteSeen = (u64, u64, Vec<(Option<u128>, u64)>);

@@ -5,6 +5,8 @@
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
+#[path = "support/moved_rollups.rs"]
+mod moved_rollups;
 #[path = "support/postgres.rs"]
 mod postgres;
 
@@ -105,49 +107,23 @@ async fn the_rollup_periods_migration_moves_0_5s_counts_into_one_row_per_period_
     let database = TestDatabase::create("periods").await;
     let handle = database.connect(1).await;
     apply_migrations(&handle, |file| !file.contains("rollup_periods")).await;
-    handle
-        .pool()
-        .get()
-        .await
-        .unwrap()
-        .batch_execute(
-            "INSERT INTO \"outbox_rollups\" (period_ms, period_start, topic, metric, le, count) VALUES \
-             (60000, 3600000, 'mail', 'delivered', 0, 3), (60000, 3600000, 'mail', 'lateness_ms', 50, 2), \
-             (60000, 3600000, 'mail', 'lateness_ms', -1, 1), (60000, 3600000, 'mail', 'dead_at_claim', 0, 4), \
-             (60000, 3660000, 'mail', 'dead', 0, 1), (60000, 3660000, 'mail', 'delivered', 0, 5)",
-        )
-        .await
-        .unwrap();
+    for (start, metric, le, count) in moved_rollups::OLD_ROWS {
+        handle
+            .execute(&Statement::new(
+                "INSERT INTO \"outbox_rollups\" (period_ms, period_start, topic, metric, le, count) \
+                 VALUES (60000, $1, 'mail', $2, $3, $4)",
+                vec![start.into(), metric.into(), le.into(), count.into()],
+            ))
+            .await
+            .unwrap();
+    }
     assert_eq!(
         apply_migrations(&handle, |file| file.contains("rollup_periods")).await,
         1
     );
     let db: Arc<dyn Database> = Arc::new(database.connect(1).await);
     let outbox = Outbox::new(db, "outbox").unwrap();
-    let at = |ms| workers_outbox::Timestamp::from_unix_millis(ms).unwrap();
-    let minutes = outbox
-        .rollups(
-            at(3_600_000),
-            at(3_720_000),
-            workers_outbox::outbox::Resolution::Minute,
-        )
-        .await
-        .unwrap();
-    let seen: Vec<MinuteSeen> = minutes
-        .iter()
-        .map(|m| {
-            let buckets = m
-                .lateness
-                .buckets()
-                .map(|(bound, n)| (bound.map(|b| b.as_millis()), n))
-                .collect();
-            (m.counts.delivered, m.counts.dead, buckets)
-        })
-        .collect();
-    assert_eq!(
-        seen,
-        [(3, 4, vec![(Some(50), 2), (None, 1)]), (5, 1, vec![])]
-    );
+    moved_rollups::assert_moved(&outbox).await;
     drop((handle, outbox));
     database.drop_now().await;
 }
@@ -1046,7 +1022,3 @@ async fn claims_and_rollup_counts_run_without_jit_whatever_the_server_says() {
     );
     database.drop_now().await;
 }
-
-/// A minute's delivered and dead counts, and its lateness buckets (bound
-/// in ms, count).
-type MinuteSeen = (u64, u64, Vec<(Option<u128>, u64)>);

@@ -295,12 +295,11 @@ fn claims_of_many<'a>(
 
 /// Whether `fates` deliver more than one row of some claim.
 fn lists_a_claim(fates: &[(&LeaseHandle, Fate)]) -> bool {
-    let delivered: Vec<DeliveredLease<'_>> = fates
+    let mut claims = HashSet::new();
+    fates
         .iter()
         .filter(|(_, fate)| *fate == Fate::Complete)
-        .map(|(lease, _)| (0, *lease))
-        .collect();
-    !claims_of_many(&delivered).0.is_empty()
+        .any(|(lease, _)| !claims.insert((lease.token.as_str(), lease.until)))
 }
 
 /// The deletes of the `delivered` leases (each with where it is planned):
@@ -696,7 +695,7 @@ impl Outbox {
                 }
             }
             if let (Some(writes), Some(key)) = (writes, &deletion.counts)
-                && let Some(count) = writes.count_changes(key, now)?
+                && let Some(count) = writes.count_changes(key, now)
             {
                 prepared.statements.push(count);
             }

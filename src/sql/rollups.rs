@@ -233,14 +233,41 @@ impl<'a> KnownCounts<'a> {
             }
         };
         if let Some((_, counts)) = self.per_topic.get_mut(index) {
-            for (column, from_row) in key.signature.columns() {
-                if let Some(count) = counts.get_mut(column) {
-                    *count += if from_row { key.lost } else { 1 };
-                }
-            }
+            key.add_to(counts);
         }
         true
     }
+}
+
+impl ChangesKey<'_> {
+    /// Adds what one row of this key adds to each count column.
+    fn add_to(&self, counts: &mut [i64; COUNT_COLUMNS]) {
+        for (column, from_row) in self.signature.columns() {
+            if let Some(count) = counts.get_mut(column) {
+                *count += if from_row { self.lost } else { 1 };
+            }
+        }
+    }
+}
+
+/// What an upsert of `added` into `topic`'s row of the minute of `now`
+/// binds: the minute, the topic, then each column's count.
+fn upsert_values(now: Timestamp, topic: &str, added: &[(String, i64)]) -> Vec<Value> {
+    let mut values = vec![
+        Value::Integer(minute_of(now)),
+        Value::Text(topic.to_owned()),
+    ];
+    values.extend(added.iter().map(|(_, count)| Value::Integer(*count)));
+    values
+}
+
+/// The count columns `counts` adds to: each one's name and count.
+fn added_columns(counts: &[i64; COUNT_COLUMNS]) -> Vec<(String, i64)> {
+    count_columns()
+        .zip(counts.iter().copied())
+        .filter(|(_, count)| *count != 0)
+        .map(|(column, count)| (column.name(), count))
+        .collect()
 }
 
 /// The rollup rows a lease adds to, its buckets chosen: leases of one
@@ -379,8 +406,6 @@ pub(crate) struct RollupWrites {
     /// statement that clears the stash.
     apply_stashed: Option<[String; 2]>,
     count_claim_deaths: String,
-    /// SQLite: a delete's changes are counted by the statement after it.
-    count_changes: bool,
     /// The rollups table, quoted: the known counts' statements name only
     /// the columns they add to.
     periods: String,
@@ -482,7 +507,6 @@ impl RollupWrites {
             count_settles: dialect.number_placeholders(&count_settles),
             apply_stashed,
             count_claim_deaths: dialect.number_placeholders(&count_claim_deaths),
-            count_changes: counts_by_changes(dialect),
             periods,
             dialect,
         }
@@ -498,35 +522,20 @@ impl RollupWrites {
     /// Whether a settle statement's changes can be counted by the
     /// statement after it ([`count_changes`](RollupWrites::count_changes)).
     pub(crate) fn counts_changes(&self) -> bool {
-        self.count_changes
+        counts_by_changes(self.dialect)
     }
 
     /// Counts into the minute of `now`, once per row the statement just
     /// before it changed, what a lease of `key` adds: to send right after
     /// that statement, in the same atomic call. `None` where the dialect
     /// does not count this way (see [`counts_by_changes`]).
-    ///
-    /// # Errors
-    /// [`Error::Internal`](crate::error::Error::Internal) if the rows cannot be written as JSON.
-    pub(crate) fn count_changes(
-        &self,
-        key: &ChangesKey<'_>,
-        now: Timestamp,
-    ) -> Result<Option<Statement>> {
-        if !self.count_changes {
-            return Ok(None);
+    pub(crate) fn count_changes(&self, key: &ChangesKey<'_>, now: Timestamp) -> Option<Statement> {
+        if !self.counts_changes() {
+            return None;
         }
         let mut counts = [0_i64; COUNT_COLUMNS];
-        for (index, from_row) in key.signature.columns() {
-            if let Some(count) = counts.get_mut(index) {
-                *count += if from_row { key.lost } else { 1 };
-            }
-        }
-        let added: Vec<(String, i64)> = count_columns()
-            .zip(counts)
-            .filter(|(_, per)| *per != 0)
-            .map(|(column, per)| (column.name(), per))
-            .collect();
+        key.add_to(&mut counts);
+        let added = added_columns(&counts);
         let columns: Vec<&str> = added.iter().map(|(name, _)| name.as_str()).collect();
         let sql = format!(
             "{insert} SELECT {MINUTE_MS}, ?, ?, {per} WHERE changes() > 0 {conflict}",
@@ -534,12 +543,7 @@ impl RollupWrites {
             per = vec!["changes() * ?"; columns.len()].join(", "),
             conflict = grow_on_conflict(&self.periods, &columns),
         );
-        let mut values = vec![
-            Value::Integer(minute_of(now)),
-            Value::Text(key.topic.to_owned()),
-        ];
-        values.extend(added.iter().map(|(_, per)| Value::Integer(*per)));
-        Ok(Some(Statement::new(sql, values)))
+        Some(Statement::new(sql, upsert_values(now, key.topic, &added)))
     }
 
     /// Counts `known` into the minute of `now`: to send after statements
@@ -552,29 +556,21 @@ impl RollupWrites {
     pub(crate) fn count_known(&self, known: &KnownCounts<'_>, now: Timestamp) -> Vec<Statement> {
         let mut per_topic: Vec<_> = known.per_topic.iter().collect();
         per_topic.sort_by(|a, b| a.0.cmp(b.0));
-        let names: Vec<String> = count_columns().map(|column| column.name()).collect();
         per_topic
             .into_iter()
             .map(|(topic, counts)| {
-                let added: Vec<(&str, i64)> = names
-                    .iter()
-                    .zip(counts.iter())
-                    .filter(|(_, count)| **count != 0)
-                    .map(|(name, count)| (name.as_str(), *count))
-                    .collect();
-                let columns: Vec<&str> = added.iter().map(|(name, _)| *name).collect();
+                let added = added_columns(counts);
+                let columns: Vec<&str> = added.iter().map(|(name, _)| name.as_str()).collect();
                 let sql = format!(
                     "{insert} VALUES ({MINUTE_MS}, ?, ?, {placeholders}) {conflict}",
                     insert = insert_into(&self.periods, &columns),
                     placeholders = vec!["?"; columns.len()].join(", "),
                     conflict = grow_on_conflict(&self.periods, &columns),
                 );
-                let mut values = vec![
-                    Value::Integer(minute_of(now)),
-                    Value::Text((*topic).to_owned()),
-                ];
-                values.extend(added.iter().map(|(_, count)| Value::Integer(*count)));
-                Statement::new(self.dialect.number_placeholders(&sql), values)
+                Statement::new(
+                    self.dialect.number_placeholders(&sql),
+                    upsert_values(now, topic, &added),
+                )
             })
             .collect()
     }

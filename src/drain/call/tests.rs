@@ -247,11 +247,9 @@ fn a_claim_alone_without_recovery_is_not_sent_again() {
     assert!(sent.reply.is_err());
 }
 
-#[test]
-fn a_listed_delete_whose_lease_was_lost_is_sent_again_exact_with_its_claim() {
-    let world = world(0..0, false);
-    let claim = claim_everything(&world);
-    // One of the three is taken by another drainer after its lease ends.
+/// After the leases of the world's first claim end, another drainer takes
+/// one of its rows: its id.
+fn another_drainer_takes_one(world: &World) -> String {
     world.clock.advance(Duration::from_secs(61));
     let other = world
         .outbox
@@ -260,7 +258,14 @@ fn a_listed_delete_whose_lease_was_lost_is_sent_again_exact_with_its_claim() {
         .expect("sync")
         .expect("claimed");
     assert_eq!(other.messages.len(), 1);
-    let taken = other.messages[0].id.clone();
+    other.messages[0].id.clone()
+}
+
+#[test]
+fn a_listed_delete_whose_lease_was_lost_is_sent_again_exact_with_its_claim() {
+    let world = world(0..0, false);
+    let claim = claim_everything(&world);
+    let taken = another_drainer_takes_one(&world);
     let mut call = Call::new();
     let (settle, until) = completions(&world, &claim);
     let settled = call.settle(settle, until);
@@ -292,14 +297,7 @@ fn a_listed_delete_whose_lease_was_lost_is_sent_again_exact_with_its_claim() {
 fn with_no_call_to_spare_a_listed_delete_is_sent_exact_at_once() {
     let world = world(0..0, false);
     let claim = claim_everything(&world);
-    world.clock.advance(Duration::from_secs(61));
-    let other = world
-        .outbox
-        .claim(1, Duration::from_secs(60))
-        .now_or_never()
-        .expect("sync")
-        .expect("claimed");
-    let taken = other.messages[0].id.clone();
+    let taken = another_drainer_takes_one(&world);
     let mut call = Call::new();
     let (settle, until) = completions(&world, &claim);
     let settled = call.settle(settle, until);
