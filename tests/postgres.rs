@@ -49,6 +49,8 @@ async fn structure(db: &PostgresDatabase, table: &str) -> Vec<String> {
         "SELECT 'trigger ' || pg_get_triggerdef(g.oid) AS fact FROM pg_trigger g \
          JOIN pg_class t ON t.oid = g.tgrelid WHERE t.relname = $1 AND NOT g.tgisinternal \
          ORDER BY g.tgname",
+        "SELECT 'function ' || pg_get_functiondef(p.oid) AS fact FROM pg_proc p \
+         WHERE p.proname LIKE $1 || '\\_%' ORDER BY p.proname",
     ] {
         let rows = db
             .query(&Statement::new(sql, vec![table.into()]))
@@ -149,6 +151,102 @@ async fn create_schema_upgrades_an_outbox_an_earlier_release_created() {
     let claimed = outbox.claim(1, Duration::from_secs(30)).await.unwrap();
     assert_eq!(claimed.messages[0].trace, Some(trace));
     drop((handle, outbox));
+    database.drop_now().await;
+}
+
+/// The function that adds a transaction's counts adds each count to the
+/// column of its index, in the table's column order, reads and clears
+/// what the transaction stashed, and counts the claim's dead rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_add_counts_function_adds_each_index_to_its_column_and_clears_the_stash() {
+    let database = TestDatabase::create("add_counts").await;
+    let db = database.connect(1).await;
+    let outbox = Outbox::new(Arc::new(database.connect(1).await), "outbox").unwrap();
+    outbox.create_schema().await.unwrap();
+    let columns: Vec<String> = db
+        .query(&Statement::new(
+            "SELECT column_name FROM information_schema.columns \
+             WHERE table_name = 'outbox_periods' ORDER BY ordinal_position OFFSET 3",
+            vec![],
+        ))
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<String>("column_name").unwrap())
+        .collect();
+    assert_eq!(columns.len(), 66);
+    // Column k (from 0) counted k + 1 times: half bound, half stashed.
+    let entry = |k: usize| format!(r#"[60000,"t",{k},{}]"#, k + 1);
+    let bound: Vec<String> = (0..33).map(entry).collect();
+    let stashed: Vec<String> = (33..66).map(entry).collect();
+    let stash = "workers_outbox.rollups_6f7574626f78";
+    let add = |counted: String| {
+        Statement::new(
+            "SELECT \"outbox_add_counts\"(CAST($1 AS JSONB), NULL, NULL, NULL) AS added",
+            vec![counted.into()],
+        )
+    };
+    let outcomes = db
+        .run_atomic(&[
+            Statement::new(
+                "SELECT set_config($1, $2, true) AS stashed",
+                vec![stash.into(), format!("[{}]", stashed.join(",")).into()],
+            ),
+            add(format!("[{}]", bound.join(","))),
+            Statement::new(
+                "SELECT current_setting($1, true) AS left_over",
+                vec![stash.into()],
+            ),
+            add("[]".to_owned()),
+        ])
+        .await
+        .unwrap();
+    let added = |n: usize| {
+        outcomes[n]
+            .rows
+            .iter()
+            .next()
+            .unwrap()
+            .get::<i64>("added")
+            .unwrap()
+    };
+    assert_eq!((added(1), added(3)), (1, 0), "one row, then nothing");
+    let left_over: String = outcomes[2]
+        .rows
+        .iter()
+        .next()
+        .unwrap()
+        .get("left_over")
+        .unwrap();
+    assert_eq!(left_over, "");
+    // Added again: a row already there grows by each count.
+    db.run_atomic(&[add(format!("[{}]", bound.join(",")))])
+        .await
+        .unwrap();
+    let row = db
+        .query(&Statement::new(
+            format!(
+                "SELECT period_ms, period_start, topic, {} FROM \"outbox_periods\"",
+                columns.join(", ")
+            ),
+            vec![],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(row.len(), 1);
+    let row = row.iter().next().unwrap();
+    assert_eq!(row.get::<i64>("period_ms").unwrap(), 60_000);
+    assert_eq!(row.get::<i64>("period_start").unwrap(), 60_000);
+    assert_eq!(row.get::<String>("topic").unwrap(), "t");
+    for (k, column) in columns.iter().enumerate() {
+        let times = if k < 33 { 2 } else { 1 };
+        assert_eq!(
+            row.get::<i64>(column).unwrap(),
+            times * (k as i64 + 1),
+            "{column}"
+        );
+    }
+    drop((db, outbox));
     database.drop_now().await;
 }
 
@@ -503,6 +601,81 @@ async fn a_database_error_keeps_the_servers_error_as_its_source() {
         Some(&tokio_postgres::error::SqlState::SYNTAX_ERROR)
     );
     drop(db);
+    database.drop_now().await;
+}
+
+/// A batch's `COMMIT` rides in its pipeline: a batch whose statement fails
+/// commits none of them, and its connection is handed back out of any
+/// transaction, so the next batch on it commits on its own; a failure at
+/// the `COMMIT` itself (a deferred constraint) is the batch's error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipelined_commit_applies_all_or_nothing_and_frees_its_connection() {
+    let database = TestDatabase::create("pipelined_commit").await;
+    let db = database.connect(1).await;
+    let sql = |text: &str| Statement::new(text, vec![]);
+    db.execute(&sql(
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, other BIGINT UNIQUE DEFERRABLE INITIALLY DEFERRED)",
+    ))
+    .await
+    .unwrap();
+    let count = || async {
+        db.query(&sql("SELECT COUNT(*) AS n FROM t"))
+            .await
+            .unwrap()
+            .iter()
+            .next()
+            .unwrap()
+            .get::<i64>("n")
+            .unwrap()
+    };
+    let failed = db
+        .batch_atomic(&[
+            sql("INSERT INTO t (id, other) VALUES (1, 1)"),
+            sql("SELEKT 1"),
+            sql("INSERT INTO t (id, other) VALUES (2, 2)"),
+        ])
+        .await
+        .unwrap_err();
+    assert!(matches!(failed, Error::Database { .. }), "{failed:?}");
+    assert_eq!(count().await, 0);
+    let at_commit = db
+        .batch_atomic(&[
+            sql("INSERT INTO t (id, other) VALUES (3, 7)"),
+            sql("INSERT INTO t (id, other) VALUES (4, 7)"),
+        ])
+        .await
+        .unwrap_err();
+    assert!(matches!(at_commit, Error::Conflict { .. }), "{at_commit:?}");
+    assert_eq!(count().await, 0, "a failed COMMIT applied: {at_commit}");
+    let outcomes = db
+        .batch_atomic(&[
+            sql("INSERT INTO t (id, other) VALUES (5, 5)"),
+            sql("SELECT current_setting('transaction_isolation') AS isolation"),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        outcomes[1]
+            .rows
+            .iter()
+            .next()
+            .unwrap()
+            .get::<String>("isolation")
+            .unwrap(),
+        "read committed"
+    );
+    // Outside any transaction now: a statement alone commits at once,
+    // seen by another connection.
+    db.execute(&sql("INSERT INTO t (id, other) VALUES (6, 6)"))
+        .await
+        .unwrap();
+    let other = database.connect(1).await;
+    let seen = other
+        .query(&sql("SELECT COUNT(*) AS n FROM t"))
+        .await
+        .unwrap();
+    assert_eq!(seen.iter().next().unwrap().get::<i64>("n").unwrap(), 2);
+    drop((db, other));
     database.drop_now().await;
 }
 
@@ -996,7 +1169,7 @@ async fn claims_and_rollup_counts_run_without_jit_whatever_the_server_says() {
     let busy: Vec<_> = seen
         .iter()
         .filter(|(sql, _, _)| {
-            sql.contains("SKIP LOCKED") || sql.contains("INSERT INTO \"outbox_periods\"")
+            sql.contains("SKIP LOCKED") || sql.contains("SELECT \"outbox_add_counts\"(")
         })
         .collect();
     assert!(

@@ -1,7 +1,7 @@
 -- workers-outbox 0.6: rollups as one row per period and topic (a column per counter and per histogram
 -- bucket, see src/outbox/schema.postgres.sql), so that a settle writes one rollup row however many metrics it
 -- counts; the counts of the 0.5 table (a row per metric and bucket) are moved into it, then that
--- table is dropped.
+-- table is dropped; last, the function that adds a transaction's counts to it.
 CREATE TABLE IF NOT EXISTS "outbox_periods" (
     period_ms               BIGINT NOT NULL,
     period_start            BIGINT NOT NULL,
@@ -212,3 +212,242 @@ SELECT period_ms, period_start, topic,
     SUM(CASE WHEN metric = 'duration_ms' AND le = -1 THEN "count" ELSE 0 END)
 FROM "outbox_rollups" GROUP BY period_ms, period_start, topic;
 DROP TABLE "outbox_rollups";
+-- Adds a transaction's counts to its rollup rows, in one statement sent last in the transaction: what
+-- its settles stashed in their transaction-local setting (src/sql/rollups.rs), the counts `counted`
+-- binds (`[minute, topic, column, n]`, a column by its index among the count columns above), and the
+-- rows that the claim `claim_token` at `claimed_at` parked as dead. It locks every rollup row the
+-- transaction adds to in (minute, topic) order, so two drainers never take the same rows in opposite
+-- orders; and a session keeps a function's plans, so its 66 columns are not planned again each call.
+DO $$
+BEGIN
+    IF to_regproc('"outbox_add_counts"') IS NULL THEN
+        BEGIN
+            CREATE FUNCTION "outbox_add_counts"(counted JSONB, claim_minute BIGINT, claimed_at BIGINT,
+                                                 claim_token TEXT) RETURNS BIGINT LANGUAGE plpgsql AS $body$
+            DECLARE
+                stash CONSTANT TEXT := 'workers_outbox.rollups_' || encode(convert_to('outbox', 'UTF8'), 'hex');
+                added BIGINT;
+            BEGIN
+                INSERT INTO "outbox_periods" AS p (period_ms, period_start, topic,
+                    delivered,
+                    retried,
+                    deferred,
+                    dead,
+                    dead_at_claim,
+                    handed_back,
+                    lease_lost,
+                    suspects_alone,
+                    breaker_trips,
+                    lateness_ms_le_5,
+                    lateness_ms_le_10,
+                    lateness_ms_le_25,
+                    lateness_ms_le_50,
+                    lateness_ms_le_100,
+                    lateness_ms_le_250,
+                    lateness_ms_le_500,
+                    lateness_ms_le_1000,
+                    lateness_ms_le_2500,
+                    lateness_ms_le_5000,
+                    lateness_ms_le_10000,
+                    lateness_ms_le_30000,
+                    lateness_ms_le_60000,
+                    lateness_ms_le_300000,
+                    lateness_ms_le_900000,
+                    lateness_ms_le_3600000,
+                    lateness_ms_le_21600000,
+                    lateness_ms_le_86400000,
+                    lateness_ms_le_inf,
+                    age_ms_le_5,
+                    age_ms_le_10,
+                    age_ms_le_25,
+                    age_ms_le_50,
+                    age_ms_le_100,
+                    age_ms_le_250,
+                    age_ms_le_500,
+                    age_ms_le_1000,
+                    age_ms_le_2500,
+                    age_ms_le_5000,
+                    age_ms_le_10000,
+                    age_ms_le_30000,
+                    age_ms_le_60000,
+                    age_ms_le_300000,
+                    age_ms_le_900000,
+                    age_ms_le_3600000,
+                    age_ms_le_21600000,
+                    age_ms_le_86400000,
+                    age_ms_le_inf,
+                    duration_ms_le_5,
+                    duration_ms_le_10,
+                    duration_ms_le_25,
+                    duration_ms_le_50,
+                    duration_ms_le_100,
+                    duration_ms_le_250,
+                    duration_ms_le_500,
+                    duration_ms_le_1000,
+                    duration_ms_le_2500,
+                    duration_ms_le_5000,
+                    duration_ms_le_10000,
+                    duration_ms_le_30000,
+                    duration_ms_le_60000,
+                    duration_ms_le_300000,
+                    duration_ms_le_900000,
+                    duration_ms_le_3600000,
+                    duration_ms_le_21600000,
+                    duration_ms_le_86400000,
+                    duration_ms_le_inf)
+                SELECT 60000, s.minute, s.topic,
+                    SUM(CASE WHEN s.col = 0 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 1 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 2 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 3 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 4 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 5 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 6 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 7 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 8 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 9 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 10 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 11 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 12 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 13 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 14 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 15 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 16 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 17 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 18 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 19 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 20 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 21 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 22 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 23 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 24 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 25 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 26 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 27 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 28 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 29 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 30 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 31 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 32 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 33 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 34 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 35 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 36 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 37 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 38 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 39 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 40 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 41 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 42 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 43 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 44 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 45 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 46 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 47 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 48 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 49 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 50 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 51 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 52 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 53 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 54 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 55 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 56 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 57 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 58 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 59 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 60 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 61 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 62 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 63 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 64 THEN s.n ELSE 0 END),
+                    SUM(CASE WHEN s.col = 65 THEN s.n ELSE 0 END)
+                FROM (
+                    SELECT (e ->> 0)::BIGINT AS minute, e ->> 1 AS topic, (e ->> 2)::INTEGER AS col,
+                           (e ->> 3)::BIGINT AS n
+                    FROM jsonb_array_elements(COALESCE(NULLIF(current_setting(stash, true), ''), '[]')::JSONB
+                                              || counted) AS e
+                    UNION ALL
+                    SELECT claim_minute, o.topic, 4, COUNT(*) FROM "outbox" AS o
+                    WHERE claim_token IS NOT NULL AND o.state = 'dead' AND o.due_at = claimed_at
+                      AND o.lease_token = claim_token
+                    GROUP BY 2
+                ) AS s
+                GROUP BY 2, 3 ORDER BY 2, 3
+                ON CONFLICT (period_ms, period_start, topic) DO UPDATE SET
+                    delivered = p.delivered + excluded.delivered,
+                    retried = p.retried + excluded.retried,
+                    deferred = p.deferred + excluded.deferred,
+                    dead = p.dead + excluded.dead,
+                    dead_at_claim = p.dead_at_claim + excluded.dead_at_claim,
+                    handed_back = p.handed_back + excluded.handed_back,
+                    lease_lost = p.lease_lost + excluded.lease_lost,
+                    suspects_alone = p.suspects_alone + excluded.suspects_alone,
+                    breaker_trips = p.breaker_trips + excluded.breaker_trips,
+                    lateness_ms_le_5 = p.lateness_ms_le_5 + excluded.lateness_ms_le_5,
+                    lateness_ms_le_10 = p.lateness_ms_le_10 + excluded.lateness_ms_le_10,
+                    lateness_ms_le_25 = p.lateness_ms_le_25 + excluded.lateness_ms_le_25,
+                    lateness_ms_le_50 = p.lateness_ms_le_50 + excluded.lateness_ms_le_50,
+                    lateness_ms_le_100 = p.lateness_ms_le_100 + excluded.lateness_ms_le_100,
+                    lateness_ms_le_250 = p.lateness_ms_le_250 + excluded.lateness_ms_le_250,
+                    lateness_ms_le_500 = p.lateness_ms_le_500 + excluded.lateness_ms_le_500,
+                    lateness_ms_le_1000 = p.lateness_ms_le_1000 + excluded.lateness_ms_le_1000,
+                    lateness_ms_le_2500 = p.lateness_ms_le_2500 + excluded.lateness_ms_le_2500,
+                    lateness_ms_le_5000 = p.lateness_ms_le_5000 + excluded.lateness_ms_le_5000,
+                    lateness_ms_le_10000 = p.lateness_ms_le_10000 + excluded.lateness_ms_le_10000,
+                    lateness_ms_le_30000 = p.lateness_ms_le_30000 + excluded.lateness_ms_le_30000,
+                    lateness_ms_le_60000 = p.lateness_ms_le_60000 + excluded.lateness_ms_le_60000,
+                    lateness_ms_le_300000 = p.lateness_ms_le_300000 + excluded.lateness_ms_le_300000,
+                    lateness_ms_le_900000 = p.lateness_ms_le_900000 + excluded.lateness_ms_le_900000,
+                    lateness_ms_le_3600000 = p.lateness_ms_le_3600000 + excluded.lateness_ms_le_3600000,
+                    lateness_ms_le_21600000 = p.lateness_ms_le_21600000 + excluded.lateness_ms_le_21600000,
+                    lateness_ms_le_86400000 = p.lateness_ms_le_86400000 + excluded.lateness_ms_le_86400000,
+                    lateness_ms_le_inf = p.lateness_ms_le_inf + excluded.lateness_ms_le_inf,
+                    age_ms_le_5 = p.age_ms_le_5 + excluded.age_ms_le_5,
+                    age_ms_le_10 = p.age_ms_le_10 + excluded.age_ms_le_10,
+                    age_ms_le_25 = p.age_ms_le_25 + excluded.age_ms_le_25,
+                    age_ms_le_50 = p.age_ms_le_50 + excluded.age_ms_le_50,
+                    age_ms_le_100 = p.age_ms_le_100 + excluded.age_ms_le_100,
+                    age_ms_le_250 = p.age_ms_le_250 + excluded.age_ms_le_250,
+                    age_ms_le_500 = p.age_ms_le_500 + excluded.age_ms_le_500,
+                    age_ms_le_1000 = p.age_ms_le_1000 + excluded.age_ms_le_1000,
+                    age_ms_le_2500 = p.age_ms_le_2500 + excluded.age_ms_le_2500,
+                    age_ms_le_5000 = p.age_ms_le_5000 + excluded.age_ms_le_5000,
+                    age_ms_le_10000 = p.age_ms_le_10000 + excluded.age_ms_le_10000,
+                    age_ms_le_30000 = p.age_ms_le_30000 + excluded.age_ms_le_30000,
+                    age_ms_le_60000 = p.age_ms_le_60000 + excluded.age_ms_le_60000,
+                    age_ms_le_300000 = p.age_ms_le_300000 + excluded.age_ms_le_300000,
+                    age_ms_le_900000 = p.age_ms_le_900000 + excluded.age_ms_le_900000,
+                    age_ms_le_3600000 = p.age_ms_le_3600000 + excluded.age_ms_le_3600000,
+                    age_ms_le_21600000 = p.age_ms_le_21600000 + excluded.age_ms_le_21600000,
+                    age_ms_le_86400000 = p.age_ms_le_86400000 + excluded.age_ms_le_86400000,
+                    age_ms_le_inf = p.age_ms_le_inf + excluded.age_ms_le_inf,
+                    duration_ms_le_5 = p.duration_ms_le_5 + excluded.duration_ms_le_5,
+                    duration_ms_le_10 = p.duration_ms_le_10 + excluded.duration_ms_le_10,
+                    duration_ms_le_25 = p.duration_ms_le_25 + excluded.duration_ms_le_25,
+                    duration_ms_le_50 = p.duration_ms_le_50 + excluded.duration_ms_le_50,
+                    duration_ms_le_100 = p.duration_ms_le_100 + excluded.duration_ms_le_100,
+                    duration_ms_le_250 = p.duration_ms_le_250 + excluded.duration_ms_le_250,
+                    duration_ms_le_500 = p.duration_ms_le_500 + excluded.duration_ms_le_500,
+                    duration_ms_le_1000 = p.duration_ms_le_1000 + excluded.duration_ms_le_1000,
+                    duration_ms_le_2500 = p.duration_ms_le_2500 + excluded.duration_ms_le_2500,
+                    duration_ms_le_5000 = p.duration_ms_le_5000 + excluded.duration_ms_le_5000,
+                    duration_ms_le_10000 = p.duration_ms_le_10000 + excluded.duration_ms_le_10000,
+                    duration_ms_le_30000 = p.duration_ms_le_30000 + excluded.duration_ms_le_30000,
+                    duration_ms_le_60000 = p.duration_ms_le_60000 + excluded.duration_ms_le_60000,
+                    duration_ms_le_300000 = p.duration_ms_le_300000 + excluded.duration_ms_le_300000,
+                    duration_ms_le_900000 = p.duration_ms_le_900000 + excluded.duration_ms_le_900000,
+                    duration_ms_le_3600000 = p.duration_ms_le_3600000 + excluded.duration_ms_le_3600000,
+                    duration_ms_le_21600000 = p.duration_ms_le_21600000 + excluded.duration_ms_le_21600000,
+                    duration_ms_le_86400000 = p.duration_ms_le_86400000 + excluded.duration_ms_le_86400000,
+                    duration_ms_le_inf = p.duration_ms_le_inf + excluded.duration_ms_le_inf;
+                GET DIAGNOSTICS added = ROW_COUNT;
+                PERFORM set_config(stash, '', true);
+                RETURN added;
+            END
+            $body$;
+        EXCEPTION WHEN duplicate_function THEN NULL; -- another session created it meanwhile
+        END;
+    END IF;
+END
+$$;

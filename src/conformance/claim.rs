@@ -244,7 +244,8 @@ pub(crate) async fn claim_searches_and_never_scans(h: Harness) -> CaseResult {
     let mut statements: Vec<(&str, _)> = outbox
         .claim_statement(100, LEASE)?
         .statements()
-        .map(|statement| ("claim", statement.clone()))
+        .into_iter()
+        .map(|statement| ("claim", statement))
         .collect();
     for (name, fate) in [
         ("complete", Delivery::Delivered.into()),

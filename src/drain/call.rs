@@ -14,6 +14,7 @@ use std::time::Duration;
 use crate::database::{Database, Outcome, Rows, Statement};
 use crate::error::{Error, RetryAdvice};
 use crate::outbox::{Claim, ClaimStatement, PreparedSettle, SettleReport};
+use crate::sql::rollups::CountsLast;
 use crate::time::{Clock, Timer, Timestamp};
 
 /// Sends of one call at most: the first, and retries while the error is
@@ -213,7 +214,7 @@ impl Call {
                     true
                 }
                 Part::Claim { claim, .. } if !retry => {
-                    statements.extend(claim.statements().cloned());
+                    statements.extend(claim.leading().cloned());
                     true
                 }
                 Part::Claim {
@@ -227,12 +228,17 @@ impl Call {
             };
             ranges.push(sent.then_some(start..statements.len()));
         }
-        // After the claim: what the settles hold until the commit.
+        // After the claim: the counts whose rows stay locked until the
+        // commit (Postgres), added by one statement.
+        let mut last = None;
         for part in &self.parts {
-            if let Part::Settle(settle) = part {
-                statements.extend(send.form(settle).trailing().iter().cloned());
+            match part {
+                Part::Settle(settle) => CountsLast::gather(&mut last, send.form(settle).last()),
+                Part::Claim { claim, .. } if !retry => CountsLast::gather(&mut last, claim.last()),
+                _ => {}
             }
         }
+        statements.extend(last.map(|last| last.statements()).unwrap_or_default());
         (statements, ranges)
     }
 

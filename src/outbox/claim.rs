@@ -11,6 +11,7 @@ use crate::identifier::TableName;
 use crate::seal::KeyRing;
 use crate::sql::claim::ClaimSpec;
 use crate::sql::dialects::{CLAIMED_DUE, claim_returns_unordered};
+use crate::sql::rollups::{Counts, CountsLast};
 use crate::sql::{self, Fence};
 use crate::time::Timestamp;
 
@@ -207,8 +208,9 @@ impl Claim {
 #[must_use = "a prepared claim leases nothing until it is sent"]
 pub(crate) struct ClaimStatement {
     statement: Statement,
-    /// The count of the rows it parks as dead, sent right after it.
-    deaths: Option<Statement>,
+    /// The count of the rows it parks as dead: sent right after it, or
+    /// added last in its transaction (Postgres).
+    deaths: Option<Counts>,
     /// The operational events of the rows it parks as dead (and their
     /// deliveries), sent after it.
     reports: Vec<Statement>,
@@ -224,11 +226,33 @@ pub(crate) struct ClaimStatement {
 
 impl ClaimStatement {
     /// The statements, to send in this order in one atomic batch: the claim
-    /// (whose outcome holds the rows) first.
-    pub(crate) fn statements(&self) -> impl Iterator<Item = &Statement> {
+    /// (whose outcome holds the rows) first, then the statements that add
+    /// [`last`](Self::last), if any.
+    pub(crate) fn statements(&self) -> Vec<Statement> {
+        let mut statements: Vec<Statement> = self.leading().cloned().collect();
+        statements.extend(self.last().map(CountsLast::statements).unwrap_or_default());
+        statements
+    }
+
+    /// The statements but those that add [`last`](Self::last): the claim
+    /// first.
+    pub(crate) fn leading(&self) -> impl Iterator<Item = &Statement> {
+        let deaths = match &self.deaths {
+            Some(Counts::Now(deaths)) => deaths.as_slice(),
+            _ => &[],
+        };
         std::iter::once(&self.statement)
-            .chain(&self.deaths)
+            .chain(deaths)
             .chain(&self.reports)
+    }
+
+    /// The counts to add after every other statement of its transaction
+    /// (Postgres, see [`CountsLast`]).
+    pub(crate) fn last(&self) -> Option<&CountsLast> {
+        match &self.deaths {
+            Some(Counts::Last(deaths)) => Some(deaths),
+            _ => None,
+        }
     }
 
     /// The statements that move the claim floor (Postgres; none for
@@ -428,12 +452,8 @@ impl Outbox {
     /// no attempt spent.
     pub async fn claim(&self, limit: u32, lease: Duration) -> Result<Claim> {
         let claim = self.claim_statement(limit, lease)?;
-        let statements: Vec<Statement> = claim
-            .advance()
-            .iter()
-            .chain(claim.statements())
-            .cloned()
-            .collect();
+        let mut statements = claim.advance().to_vec();
+        statements.extend(claim.statements());
         let outcomes = self.inner.db.batch_atomic(&statements).await?;
         let rows = outcomes
             .into_iter()

@@ -10,7 +10,7 @@ use crate::database::{Outcome, Statement};
 use crate::error::{Error, Result};
 use crate::sql;
 use crate::sql::dialects::sweep_promotes_heads;
-use crate::sql::rollups::SettleCount;
+use crate::sql::rollups::{Counts, CountsLast, SettleCount};
 use crate::sql::settle::Retry;
 use crate::telemetry::Outcome as Told;
 use crate::time::Timestamp;
@@ -114,8 +114,11 @@ pub(crate) enum DeathCause {
 #[must_use = "a prepared settle changes nothing until it is sent"]
 pub(crate) struct PreparedSettle {
     statements: Vec<Statement>,
-    /// How many of `statements`, at their end, go last in the transaction.
+    /// How many of `statements`, at their end, add `last`.
     trailing: usize,
+    /// The counts to add last in the transaction (Postgres), which
+    /// `statements` add at their end.
+    last: Option<CountsLast>,
     plan: Vec<Planned>,
     /// The same settle with each listed delete in its exact form, where
     /// this one deletes a claim's rows by a list it checks
@@ -166,7 +169,7 @@ enum Effect {
 
 impl PreparedSettle {
     /// The statements, to run in one atomic batch: [`leading`](Self::leading)
-    /// then [`trailing`](Self::trailing).
+    /// then the statements that add [`last`](Self::last).
     pub(crate) fn statements(&self) -> &[Statement] {
         &self.statements
     }
@@ -176,12 +179,11 @@ impl PreparedSettle {
         &self.statements[..self.statements.len() - self.trailing]
     }
 
-    /// The statements to send after every other of the same transaction
-    /// (Postgres: the upsert of the rollup rows, see
-    /// [`SettleCount::last`](crate::sql::rollups::SettleCount::last)); a
-    /// batch that also claims sends them after the claim.
-    pub(crate) fn trailing(&self) -> &[Statement] {
-        &self.statements[self.statements.len() - self.trailing..]
+    /// The counts to add after every other statement of the same
+    /// transaction (Postgres, see [`CountsLast`]): a batch that also claims
+    /// adds them with the claim's, after it.
+    pub(crate) fn last(&self) -> Option<&CountsLast> {
+        self.last.as_ref()
     }
 
     /// Whether there is nothing to settle.
@@ -515,6 +517,7 @@ impl Outbox {
         let mut prepared = PreparedSettle {
             statements: Vec::with_capacity(fates.len() + 1),
             trailing: 0,
+            last: None,
             plan: Vec::with_capacity(fates.len()),
             exact: None,
         };
@@ -701,14 +704,11 @@ impl Outbox {
             }
         }
         // Where rollup rows are locked until the commit (Postgres), last.
-        let mut count_last = Vec::new();
-        if let Some(writes) = writes {
-            let counts = writes.count_known(&known, now);
-            if writes.upserts_last() {
-                count_last = counts;
-            } else {
-                prepared.statements.extend(counts);
-            }
+        let mut last = None;
+        match writes.map(|writes| writes.count_known(&known, now)) {
+            Some(Counts::Now(counts)) => prepared.statements.extend(counts),
+            Some(Counts::Last(counts)) => last = Some(counts),
+            None => {}
         }
         // After the deletes: each makes the next row of its key the head.
         for (lease, fate) in fates {
@@ -720,16 +720,22 @@ impl Outbox {
         }
         // First: it counts the rows the settles after it are about to change.
         let mut leading = Vec::new();
-        if let Some(SettleCount { count, last }) = match writes {
+        if let Some(SettleCount {
+            count,
+            last: stashed,
+        }) = match writes {
             Some(writes) => writes.count_settles(&counted, now)?,
             None => None,
         } {
             leading.push(count);
-            prepared.trailing = last.len();
-            prepared.statements.extend(last);
+            CountsLast::gather(&mut last, stashed.as_ref());
         }
-        prepared.trailing += count_last.len();
-        prepared.statements.extend(count_last);
+        if let Some(last) = last {
+            let adds = last.statements();
+            prepared.trailing = adds.len();
+            prepared.statements.extend(adds);
+            prepared.last = Some(last);
+        }
         // Before everything, on Postgres: the planner settings of
         // `sql::planner` (the count's estimate, and a delete's, grow with
         // the table's dead tuples).

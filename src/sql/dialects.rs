@@ -350,23 +350,6 @@ pub(crate) fn counts_by_changes(dialect: Dialect) -> bool {
     }
 }
 
-/// How an `INSERT … SELECT` into the rollups sums rows per topic: what each
-/// row adds, and the clause (if any) that groups them before the conflict
-/// clause.
-///
-/// - **SQLite**: each row adds 1 and the conflict clause sums them (a
-///   claim's dead rows are few), with no sort: a statement whose bound
-///   `WHERE` feeds a `GROUP BY` is planned again at every run where the
-///   planner may weigh bound values.
-/// - **Postgres**: grouped and ordered: one `INSERT` may not update a row
-///   twice, and rollup rows are locked in one order.
-pub(crate) fn summed_per_topic(dialect: Dialect) -> (&'static str, &'static str) {
-    match dialect {
-        Dialect::Sqlite => ("1", ""),
-        Dialect::Postgres => ("COUNT(*)", "GROUP BY 3 ORDER BY 3 "),
-    }
-}
-
 /// The most unsettled leases a settle's count reads from one row.
 pub(crate) const MAX_COUNTED_UNSETTLED: i64 = 65_535;
 

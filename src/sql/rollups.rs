@@ -1,5 +1,6 @@
-//! Rollups: counts per period, topic and metric in `<table>_rollups`,
-//! written in the same atomic call as the changes they count.
+//! Rollups: counts per period and topic in `<table>_periods` (a column per
+//! counter and per histogram bucket), written in the same atomic call as
+//! the changes they count.
 //!
 //! A settle's counts are read from the rows its fenced statements are about
 //! to change, in the same batch and before them: a row whose lease no
@@ -7,11 +8,12 @@
 //! and a settle sent again after it committed finds none of its rows still
 //! leased and counts nothing twice. On Postgres the counted rows are locked
 //! (`FOR UPDATE`), so no other drainer can take them between the count and
-//! the settle.
+//! the settle, and every count is added by one statement at the end of the
+//! transaction ([`CountsLast`]).
 
 use super::dialects::{
     MAX_COUNTED_UNSETTLED, counts_by_changes, entries_from, entry_field, entry_json, held_leases,
-    period_fold, signature_rows_of, summed_per_topic,
+    period_fold, signature_rows_of,
 };
 use serde::Serialize;
 
@@ -36,12 +38,7 @@ pub(crate) mod metric {
     pub(crate) const DEFERRED: &str = "deferred";
     pub(crate) const DEAD: &str = "dead";
     /// Rows a claim parked as dead: read as `dead`, counted apart (a
-    /// column of its own). On Postgres a claim's count locks its topics'
-    /// rows where the claim runs, before the settles' upserts at the end of
-    /// the transaction take theirs: two drainers that take the same rows in
-    /// opposite orders deadlock, and one is sent again (a deadlock is
-    /// transient); rare, since it takes claim deaths or mixed outcomes in
-    /// two topics in the same minute.
+    /// column of its own).
     pub(crate) const DEAD_AT_CLAIM: &str = "dead_at_claim";
     pub(crate) const HANDED_BACK: &str = "handed_back";
     pub(crate) const LEASE_LOST: &str = "lease_lost";
@@ -370,9 +367,10 @@ fn add_on_conflict(table: &TableName) -> String {
 }
 
 /// The transaction-local setting in which a settle's count on Postgres
-/// leaves what it counted for `table`, until [`SettleCount::last`] adds it
-/// to the rollups: named after the table's name in hex (a setting's name
-/// knows no case).
+/// leaves what it counted for `table`, until the table's `_add_counts`
+/// function adds it to the rollups (see [`CountsLast`]) and clears it:
+/// named after the table's name in hex (a setting's name knows no case),
+/// as that function names it too.
 fn stash_setting(table: &TableName) -> String {
     let hex: String = table
         .as_str()
@@ -388,13 +386,93 @@ pub(crate) struct SettleCount {
     /// To send before the settle's statements: it reads (and on Postgres
     /// locks) the leased rows they are about to change.
     pub(crate) count: Statement,
-    /// To send last in the same transaction, after the call's claim
-    /// (Postgres: the rollup rows' upsert, from what `count` stashed, and
-    /// the stash cleared; none for SQLite). Every drainer adds to the same
-    /// few rollup rows, whose locks are held until the commit: taken at the
-    /// end, they are held through the commit alone, not through the
-    /// deletes and the claim after them, so drainers do not queue on them.
-    pub(crate) last: Vec<Statement>,
+    /// Postgres: `count` stashed what it counted, to add last in the same
+    /// transaction (none for SQLite, whose `count` adds it).
+    pub(crate) last: Option<CountsLast>,
+}
+
+/// Where a count's writes go in its transaction.
+#[derive(Debug, Clone)]
+pub(crate) enum Counts {
+    /// Where they stand, in order (SQLite).
+    Now(Vec<Statement>),
+    /// Into the transaction's last statement (Postgres).
+    Last(CountsLast),
+}
+
+/// Counts to add to the rollups in the last statement of their
+/// transaction (Postgres), gathered from every part of it: the known counts
+/// of its settles, what their counts stashed, and the rows its claim parked
+/// as dead. Every drainer adds to the same few rollup rows, whose locks are
+/// held until the commit: taken at the end, in one statement that takes
+/// them in (minute, topic) order, they are held through the commit alone,
+/// and two transactions never take them in opposite orders.
+#[derive(Debug, Clone)]
+pub(crate) struct CountsLast {
+    /// The call of the table's `_add_counts` function (see its schema).
+    call: String,
+    /// `[minute, topic, column index, count]` each.
+    counted: Vec<serde_json::Value>,
+    /// Whether a statement before it stashed counts for it.
+    stashed: bool,
+    /// The claims whose dead rows it counts: (minute, at, token).
+    claims: Vec<(i64, i64, String)>,
+}
+
+impl CountsLast {
+    fn new(call: &str) -> Self {
+        CountsLast {
+            call: call.to_owned(),
+            counted: Vec::new(),
+            stashed: false,
+            claims: Vec::new(),
+        }
+    }
+
+    /// Adds `other`'s counts (of the same table) to these.
+    pub(crate) fn add(&mut self, other: &CountsLast) {
+        self.counted.extend(other.counted.iter().cloned());
+        self.stashed |= other.stashed;
+        self.claims.extend(other.claims.iter().cloned());
+    }
+
+    /// Gathers `counts` into `gathered`.
+    pub(crate) fn gather(gathered: &mut Option<CountsLast>, counts: Option<&CountsLast>) {
+        match (gathered.as_mut(), counts) {
+            (Some(gathered), Some(counts)) => gathered.add(counts),
+            (None, Some(counts)) => *gathered = Some(counts.clone()),
+            (_, None) => {}
+        }
+    }
+
+    /// The statements that add them: none when there is nothing to add,
+    /// one otherwise (and one more per further claim, which a transaction
+    /// of the library never holds).
+    pub(crate) fn statements(&self) -> Vec<Statement> {
+        let mut claims = self.claims.iter().map(Some);
+        let first = claims.next();
+        if first.is_none() && self.counted.is_empty() && !self.stashed {
+            return Vec::new();
+        }
+        let counted = serde_json::Value::Array(self.counted.clone()).to_string();
+        std::iter::once((counted, first.flatten()))
+            .chain(claims.map(|claim| ("[]".to_owned(), claim)))
+            .map(|(counted, claim)| {
+                let (minute, at, token) = match claim {
+                    Some((minute, at, token)) => (
+                        Value::Integer(*minute),
+                        Value::Integer(*at),
+                        Value::Text(token.clone()),
+                    ),
+                    None => (Value::Null, Value::Null, Value::Null),
+                };
+                Statement::new(
+                    self.call.clone(),
+                    vec![Value::Text(counted), minute, at, token],
+                )
+            })
+            .collect()
+    }
 }
 
 /// The text of an outbox's rollup writes, rendered once per outbox (they
@@ -402,14 +480,22 @@ pub(crate) struct SettleCount {
 #[derive(Debug, Clone)]
 pub(crate) struct RollupWrites {
     count_settles: String,
-    /// Postgres: the upsert of the counts a settle's count stashed, and the
-    /// statement that clears the stash.
-    apply_stashed: Option<[String; 2]>,
-    count_claim_deaths: String,
+    last: Last,
     /// The rollups table, quoted: the known counts' statements name only
     /// the columns they add to.
     periods: String,
     dialect: Dialect,
+}
+
+/// Whether counts go last in their transaction.
+#[derive(Debug, Clone)]
+enum Last {
+    /// SQLite: each count adds where it stands; a claim's deaths are
+    /// counted by `count_claim_deaths`, one row each.
+    No { count_claim_deaths: String },
+    /// Postgres: counts are added by `add_counts`, the call of the table's
+    /// function (see [`CountsLast`]).
+    Yes { add_counts: String },
 }
 
 /// One group of a settle's leases, bound as `[topic, token, until,
@@ -451,17 +537,36 @@ impl RollupWrites {
             from_row = row_field(1, true),
             signature_rows = signature_rows_of(dialect, "held.signature"),
         );
-        let (count_settles, apply_stashed) = match dialect {
-            Dialect::Sqlite => (
-                format!(
+        let periods = quoted_periods(table);
+        let (count_settles, last) = match dialect {
+            Dialect::Sqlite => {
+                // Each dead row adds 1 and the conflict clause sums them (a
+                // claim's dead rows are few), with no sort: a statement whose
+                // bound `WHERE` feeds a `GROUP BY` is planned again at every
+                // run where the planner may weigh bound values.
+                let dead_at_claim = [metric::DEAD_AT_CLAIM];
+                let count_claim_deaths = format!(
+                    "{insert} SELECT {MINUTE_MS}, ?, COALESCE(CAST({topic} AS TEXT), ''), 1 \
+                     FROM {outbox} \
+                     WHERE {state_col} = '{dead_state}' AND {due} = ? AND {token_col} = ? \
+                     {conflict}",
+                    insert = insert_into(&periods, &dead_at_claim),
+                    topic = col::TOPIC,
+                    state_col = col::STATE,
+                    dead_state = state::DEAD,
+                    due = col::DUE_AT,
+                    token_col = col::LEASE_TOKEN,
+                    conflict = grow_on_conflict(&periods, &dead_at_claim),
+                );
+                let count_settles = format!(
                     "{groups} {insert} SELECT {MINUTE_MS}, ?, c.topic, {pivot} FROM ({counted}) AS c \
                      WHERE c.n > 0 GROUP BY c.topic ORDER BY c.topic {conflict}",
                     insert = insert_head(table),
                     pivot = pivoted("c.col", "c.n"),
                     conflict = add_on_conflict(table),
-                ),
-                None,
-            ),
+                );
+                (count_settles, Last::No { count_claim_deaths })
+            }
             Dialect::Postgres => {
                 let setting = stash_setting(table);
                 let stashed = format!(
@@ -473,50 +578,28 @@ impl RollupWrites {
                      FROM (SELECT c.topic AS topic, c.col AS col, SUM(c.n) AS n FROM ({counted}) AS c \
                      GROUP BY 1, 2 HAVING SUM(c.n) > 0) AS s), '[]'::jsonb))::text, true) AS stashed",
                 );
-                let apply = format!(
-                    "{insert} SELECT {MINUTE_MS}, s.minute, s.topic, {pivot} \
-                     FROM (SELECT (e ->> 0)::bigint AS minute, e ->> 1 AS topic, \
-                     (e ->> 2)::bigint AS col, (e ->> 3)::bigint AS n \
-                     FROM jsonb_array_elements({stashed}) AS e) AS s \
-                     GROUP BY 2, 3 ORDER BY 2, 3 {conflict}",
-                    insert = insert_head(table),
-                    pivot = pivoted("s.col", "s.n"),
-                    conflict = add_on_conflict(table),
+                let add_counts = format!(
+                    "SELECT \"{table}_add_counts\"(CAST($1 AS JSONB), CAST($2 AS BIGINT), \
+                     CAST($3 AS BIGINT), CAST($4 AS TEXT)) AS added",
+                    table = table.as_str(),
                 );
-                let clear = format!("SELECT set_config('{setting}', '', true) AS cleared");
-                (stash, Some([apply, clear]))
+                (stash, Last::Yes { add_counts })
             }
         };
-        let (per_row, grouped) = summed_per_topic(dialect);
-        let periods = quoted_periods(table);
-        let dead_at_claim = [metric::DEAD_AT_CLAIM];
-        let count_claim_deaths = format!(
-            "{insert} SELECT {MINUTE_MS}, ?, COALESCE(CAST({topic} AS TEXT), ''), {per_row} \
-             FROM \"{outbox}\" WHERE {state_col} = '{dead_state}' AND {due} = ? AND {token_col} = ? \
-             {grouped}{conflict}",
-            insert = insert_into(&periods, &dead_at_claim),
-            topic = col::TOPIC,
-            outbox = table.as_str(),
-            state_col = col::STATE,
-            dead_state = state::DEAD,
-            due = col::DUE_AT,
-            token_col = col::LEASE_TOKEN,
-            conflict = grow_on_conflict(&periods, &dead_at_claim),
-        );
         RollupWrites {
             count_settles: dialect.number_placeholders(&count_settles),
-            apply_stashed,
-            count_claim_deaths: dialect.number_placeholders(&count_claim_deaths),
+            last,
             periods,
             dialect,
         }
     }
 
-    /// Whether rollup upserts go last in their transaction, after its
-    /// claim (Postgres: a rollup row's lock is held until the commit; see
-    /// [`SettleCount::last`]).
-    pub(crate) fn upserts_last(&self) -> bool {
-        self.apply_stashed.is_some()
+    /// Nothing yet to add last, where counts go last (Postgres).
+    fn counts_last(&self) -> Option<CountsLast> {
+        match &self.last {
+            Last::No { .. } => None,
+            Last::Yes { add_counts } => Some(CountsLast::new(add_counts)),
+        }
     }
 
     /// Whether a settle statement's changes can be counted by the
@@ -549,30 +632,44 @@ impl RollupWrites {
     /// Counts `known` into the minute of `now`: to send after statements
     /// that changed every counted row for sure (a delete checked by
     /// [`complete_listed`](super::dialects::complete_listed)), in the same
-    /// atomic call. One upsert per topic, in topic order, naming only the
-    /// columns it adds to (a few, of the row's 66: a statement that named
-    /// them all took Postgres about a millisecond to plan); it reads only
-    /// its own row.
-    pub(crate) fn count_known(&self, known: &KnownCounts<'_>, now: Timestamp) -> Vec<Statement> {
+    /// atomic call. SQLite: one upsert per topic, in topic order, naming
+    /// only the columns it adds to (a few, of the row's 66); it reads only
+    /// its own row. Postgres: added last (see [`CountsLast`]).
+    pub(crate) fn count_known(&self, known: &KnownCounts<'_>, now: Timestamp) -> Counts {
         let mut per_topic: Vec<_> = known.per_topic.iter().collect();
         per_topic.sort_by(|a, b| a.0.cmp(b.0));
-        per_topic
-            .into_iter()
-            .map(|(topic, counts)| {
-                let added = added_columns(counts);
-                let columns: Vec<&str> = added.iter().map(|(name, _)| name.as_str()).collect();
-                let sql = format!(
-                    "{insert} VALUES ({MINUTE_MS}, ?, ?, {placeholders}) {conflict}",
-                    insert = insert_into(&self.periods, &columns),
-                    placeholders = vec!["?"; columns.len()].join(", "),
-                    conflict = grow_on_conflict(&self.periods, &columns),
+        if let Some(mut last) = self.counts_last() {
+            let minute = minute_of(now);
+            for (topic, counts) in per_topic {
+                last.counted.extend(
+                    counts
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, count)| **count != 0)
+                        .map(|(column, count)| serde_json::json!([minute, topic, column, count])),
                 );
-                Statement::new(
-                    self.dialect.number_placeholders(&sql),
-                    upsert_values(now, topic, &added),
-                )
-            })
-            .collect()
+            }
+            return Counts::Last(last);
+        }
+        Counts::Now(
+            per_topic
+                .into_iter()
+                .map(|(topic, counts)| {
+                    let added = added_columns(counts);
+                    let columns: Vec<&str> = added.iter().map(|(name, _)| name.as_str()).collect();
+                    let sql = format!(
+                        "{insert} VALUES ({MINUTE_MS}, ?, ?, {placeholders}) {conflict}",
+                        insert = insert_into(&self.periods, &columns),
+                        placeholders = vec!["?"; columns.len()].join(", "),
+                        conflict = grow_on_conflict(&self.periods, &columns),
+                    );
+                    Statement::new(
+                        self.dialect.number_placeholders(&sql),
+                        upsert_values(now, topic, &added),
+                    )
+                })
+                .collect(),
+        )
     }
 
     /// Counts `counted` into the minute of `now`: to send before the settle
@@ -639,26 +736,34 @@ impl RollupWrites {
                 Value::Text(json_text(&columns, "a settle's count")?),
             ],
         );
-        let last = self
-            .apply_stashed
-            .iter()
-            .flatten()
-            .map(|sql| Statement::new(sql.clone(), Vec::new()))
-            .collect();
+        let last = self.counts_last().map(|mut last| {
+            last.stashed = true;
+            last
+        });
         Ok(Some(SettleCount { count, last }))
     }
 
     /// Counts the rows a claim at `now` with `token` parked as dead: to
-    /// send right after the claim, in the same atomic call.
-    pub(crate) fn count_claim_deaths(&self, now: Timestamp, token: &str) -> Statement {
-        Statement::new(
-            self.count_claim_deaths.clone(),
+    /// send right after the claim, in the same atomic call (Postgres: added
+    /// last, see [`CountsLast`]).
+    pub(crate) fn count_claim_deaths(&self, now: Timestamp, token: &str) -> Counts {
+        let count_claim_deaths = match &self.last {
+            Last::No { count_claim_deaths } => count_claim_deaths,
+            Last::Yes { add_counts } => {
+                let mut last = CountsLast::new(add_counts);
+                last.claims
+                    .push((minute_of(now), now.as_unix_millis(), token.to_owned()));
+                return Counts::Last(last);
+            }
+        };
+        Counts::Now(vec![Statement::new(
+            count_claim_deaths.clone(),
             vec![
                 Value::Integer(minute_of(now)),
                 Value::Integer(now.as_unix_millis()),
                 Value::Text(token.to_owned()),
             ],
-        )
+        )])
     }
 }
 

@@ -667,7 +667,7 @@ fn a_claims_listed_rows_are_deleted_and_checked_each_was_deleted() {
 fn leases_known_settled_are_counted_without_reading_a_row() {
     let writes = rollups::RollupWrites::new(&table("outbox"), Dialect::Sqlite);
     let mut known = rollups::KnownCounts::default();
-    assert!(writes.count_known(&known, at(NOW)).is_empty());
+    assert!(counted_now(writes.count_known(&known, at(NOW))).is_empty());
     assert!(known.add(counted().changes_key()));
     assert!(known.add(counted().changes_key()));
     assert!(
@@ -691,9 +691,8 @@ fn leases_known_settled_are_counted_without_reading_a_row() {
             .changes_key()
         )
     );
-    assert!(!writes.upserts_last());
     // One upsert per topic, in topic order, of the columns it adds to.
-    let counts = writes.count_known(&known, at(NOW));
+    let counts = counted_now(writes.count_known(&known, at(NOW)));
     let texts: Vec<&str> = counts.iter().map(Statement::sql).collect();
     assert_eq!(
         texts,
@@ -719,13 +718,54 @@ fn leases_known_settled_are_counted_without_reading_a_row() {
     );
     #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
     {
+        // Postgres: the same counts, per topic and column, added last.
         let postgres = rollups::RollupWrites::new(&table("outbox"), Dialect::Postgres);
-        assert!(postgres.upserts_last());
-        assert!(
-            postgres.count_known(&known, at(NOW))[0]
-                .sql()
-                .contains("VALUES (60000, $1, $2, $3) ON CONFLICT")
+        let last = counted_last(postgres.count_known(&known, at(NOW))).statements();
+        assert_eq!(last.len(), 1);
+        assert_eq!(last[0].sql(), ADD_COUNTS);
+        let (delivered, lost, lateness, age) = (
+            rollup_column("delivered"),
+            rollup_column("lease_lost"),
+            rollup_column("lateness_ms_le_50"),
+            rollup_column("age_ms_le_5000"),
         );
+        assert_eq!(
+            last[0].values(),
+            [
+                text(&format!(
+                    r#"[[0,"audit",{delivered},1],[0,"mail",{delivered},2],[0,"mail",{lost},4],[0,"mail",{lateness},2],[0,"mail",{age},2]]"#
+                )),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+            ]
+        );
+        assert!(
+            counted_last(postgres.count_known(&rollups::KnownCounts::default(), at(NOW)))
+                .statements()
+                .is_empty()
+        );
+    }
+}
+
+/// The call that adds a transaction's counts on Postgres.
+#[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+const ADD_COUNTS: &str = r#"SELECT "outbox_add_counts"(CAST($1 AS JSONB), CAST($2 AS BIGINT), CAST($3 AS BIGINT), CAST($4 AS TEXT)) AS added"#;
+
+/// The statements of counts written where they stand (SQLite).
+fn counted_now(counts: rollups::Counts) -> Vec<Statement> {
+    match counts {
+        rollups::Counts::Now(statements) => statements,
+        rollups::Counts::Last(last) => panic!("added last: {last:?}"),
+    }
+}
+
+/// Counts added last (Postgres).
+#[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+fn counted_last(counts: rollups::Counts) -> rollups::CountsLast {
+    match counts {
+        rollups::Counts::Last(last) => last,
+        rollups::Counts::Now(statements) => panic!("written where they stand: {statements:?}"),
     }
 }
 
@@ -955,7 +995,7 @@ fn a_settles_count_reads_the_leased_rows_as_they_are_before_the_settle() {
         .count_settles(&[counted()], at(NOW))
         .unwrap()
         .unwrap();
-    assert!(sqlite.last.is_empty());
+    assert!(sqlite.last.is_none());
     assert_eq!(
         sqlite.count.sql(),
         format!(
@@ -1041,29 +1081,26 @@ fn a_postgres_settles_count_locks_the_rows_it_counts() {
         sql.contains(&format!("SELECT set_config('workers_outbox.rollups_6f7574626f78', ({stashed} || COALESCE((SELECT jsonb_agg(jsonb_build_array(CAST($2 AS BIGINT), topic, col, n)) FROM (SELECT c.topic AS topic, c.col AS col, SUM(c.n) AS n FROM (SELECT held.topic AS topic, (m.entry ->> 0)::bigint AS col, CASE WHEN (m.entry ->> 1)::bigint = 1 THEN lost ELSE leases END AS n FROM held CROSS JOIN LATERAL json_array_elements(CAST($3 AS TEXT)::json -> CAST(held.signature AS INTEGER)) AS m(entry)) AS c GROUP BY 1, 2 HAVING SUM(c.n) > 0) AS s), '[]'::jsonb))::text, true) AS stashed")),
         "{sql}"
     );
-    // ... which the last statements of the transaction add to the topics'
-    // rollup rows (in key order) and clear.
-    let last: Vec<&str> = postgres.last.iter().map(|s| s.sql()).collect();
+    // ... which the last statement of the transaction adds to the topics'
+    // rollup rows, with every other count of the transaction.
+    let last = postgres.last.expect("a stash to add").statements();
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0].sql(), ADD_COUNTS);
     assert_eq!(
-        last,
-        [
-            format!(
-                "{} SELECT 60000, s.minute, s.topic, {} FROM (SELECT (e ->> 0)::bigint AS minute, e ->> 1 AS topic, (e ->> 2)::bigint AS col, (e ->> 3)::bigint AS n FROM jsonb_array_elements({stashed}) AS e) AS s GROUP BY 2, 3 ORDER BY 2, 3 {}",
-                rollups_insert(),
-                rollups_pivot("s.col", "s.n"),
-                rollups_conflict()
-            )
-            .as_str(),
-            "SELECT set_config('workers_outbox.rollups_6f7574626f78', '', true) AS cleared",
-        ]
+        last[0].values(),
+        [text("[]"), Value::Null, Value::Null, Value::Null]
     );
-    assert!(postgres.last.iter().all(|s| s.values().is_empty()));
 }
 
 #[test]
 fn a_claims_deaths_are_counted_by_its_token() {
-    let statement = rollups::RollupWrites::new(&table("outbox"), Dialect::Sqlite)
-        .count_claim_deaths(at(NOW), "tok");
+    let statements = counted_now(
+        rollups::RollupWrites::new(&table("outbox"), Dialect::Sqlite)
+            .count_claim_deaths(at(NOW), "tok"),
+    );
+    let [statement] = statements.as_slice() else {
+        panic!("{statements:?}");
+    };
     assert_eq!(
         statement.sql(),
         r#"INSERT INTO "outbox_periods" (period_ms, period_start, topic, dead_at_claim) SELECT 60000, ?, COALESCE(CAST(topic AS TEXT), ''), 1 FROM "outbox" WHERE state = 'dead' AND due_at = ? AND lease_token = ? ON CONFLICT (period_ms, period_start, topic) DO UPDATE SET dead_at_claim = "outbox_periods".dead_at_claim + excluded.dead_at_claim"#
@@ -1072,12 +1109,66 @@ fn a_claims_deaths_are_counted_by_its_token() {
         statement.values(),
         [Value::Integer(0), Value::Integer(NOW), text("tok")]
     );
-    #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+}
+
+/// On Postgres every count of a transaction is added by its last
+/// statement: a settle's known counts, its stash and its claim's deaths.
+#[test]
+#[cfg(any(feature = "postgres", feature = "hyperdrive"))]
+fn a_postgres_transaction_adds_its_counts_in_one_last_statement() {
+    let writes = rollups::RollupWrites::new(&table("outbox"), Dialect::Postgres);
+    let deaths = counted_last(writes.count_claim_deaths(at(NOW), "tok"));
+    let statements = deaths.statements();
+    assert_eq!(statements.len(), 1);
+    assert_eq!(statements[0].sql(), ADD_COUNTS);
     assert_eq!(
-        rollups::RollupWrites::new(&table("outbox"), Dialect::Postgres)
-            .count_claim_deaths(at(NOW), "tok")
-            .sql(),
-        r#"INSERT INTO "outbox_periods" (period_ms, period_start, topic, dead_at_claim) SELECT 60000, $1, COALESCE(CAST(topic AS TEXT), ''), COUNT(*) FROM "outbox" WHERE state = 'dead' AND due_at = $2 AND lease_token = $3 GROUP BY 3 ORDER BY 3 ON CONFLICT (period_ms, period_start, topic) DO UPDATE SET dead_at_claim = "outbox_periods".dead_at_claim + excluded.dead_at_claim"#
+        statements[0].values(),
+        [
+            text("[]"),
+            Value::Integer(0),
+            Value::Integer(NOW),
+            text("tok")
+        ]
+    );
+    let mut known = rollups::KnownCounts::default();
+    assert!(known.add(counted().changes_key()));
+    let stashed = writes
+        .count_settles(&[counted()], at(NOW))
+        .unwrap()
+        .unwrap()
+        .last;
+    let mut gathered = None;
+    rollups::CountsLast::gather(&mut gathered, stashed.as_ref());
+    rollups::CountsLast::gather(
+        &mut gathered,
+        Some(&counted_last(writes.count_known(&known, at(NOW)))),
+    );
+    rollups::CountsLast::gather(&mut gathered, None);
+    rollups::CountsLast::gather(&mut gathered, Some(&deaths));
+    let statements = gathered.clone().unwrap().statements();
+    assert_eq!(statements.len(), 1);
+    assert_eq!(
+        statements[0].values()[1..],
+        [Value::Integer(0), Value::Integer(NOW), text("tok")]
+    );
+    assert!(
+        matches!(&statements[0].values()[0], Value::Text(counted) if counted.starts_with(&format!("[[0,\"mail\",{},1]", rollup_column("delivered")))),
+        "{statements:?}"
+    );
+    // A second claim (which no call of the library makes) is counted by a
+    // statement of its own.
+    let mut twice = gathered.unwrap();
+    twice.add(&deaths);
+    let statements = twice.statements();
+    assert_eq!(statements.len(), 2);
+    assert_eq!(
+        statements[1].values(),
+        [
+            text("[]"),
+            Value::Integer(0),
+            Value::Integer(NOW),
+            text("tok")
+        ]
     );
 }
 
