@@ -18,6 +18,7 @@ import { recoveryMarkdown, runRecovery } from "./recovery.mjs";
 import { endpointsMarkdown, runEndpoints } from "./endpoints.mjs";
 import { runPlatform } from "./platform.mjs";
 import { runWakeups, wakeupsMarkdown } from "./wakeups.mjs";
+import { costMarkdown, runCost } from "./cost.mjs";
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 10_000);
 const LARGEST = Number(process.env.BENCH_LARGEST ?? 1_000_000);
@@ -33,6 +34,8 @@ const DRAIN_REPS = Number(process.env.BENCH_DRAIN_REPS ?? 5);
 // many a run on D1 (natively MESSAGES), in this many pairs.
 const SEAL_MESSAGES = Number(process.env.BENCH_SEAL_MESSAGES ?? 2_000);
 const SEAL_PAIRS = Number(process.env.BENCH_SEAL_PAIRS ?? 5);
+// Messages per path of the cost table.
+const COST_MESSAGES = Number(process.env.BENCH_COST_MESSAGES ?? 2_000);
 const BATCHES = [1, 10, 50, 100];
 const ALGOS = ["ours", "baseline"];
 const log = (...args) => console.error("bench:", ...args);
@@ -190,24 +193,10 @@ async function d1Drain(algo, batch, messages = MESSAGES) {
   };
 }
 
-/** What a message costs in D1's billed rows on each path, rollups on and off. */
-async function runCost(messages = Number(process.env.BENCH_COST_MESSAGES ?? 2_000)) {
-  const paths = [];
-  for (const rollups of [true, false]) {
-    const { body } = await call("cost", { rollups, messages });
-    for (const path of body) {
-      const per = (meter, key) => meter[key] / Math.max(1, path.messages);
-      log(`D1 cost ${path.path}, rollups ${rollups}: written ${per(path.enqueue, "rows_written").toFixed(2)} + ${per(path.deliver, "rows_written").toFixed(2)}, read ${per(path.enqueue, "rows_read").toFixed(2)} + ${per(path.deliver, "rows_read").toFixed(2)}`);
-      paths.push(path);
-    }
-  }
-  return paths;
-}
-
 // `BENCH_ONLY=cost`: the rows a message costs on each path, printed
 // (BENCHMARKS.md is written by a whole run only).
 if (process.env.BENCH_ONLY === "cost") {
-  console.log(JSON.stringify(await runCost(), null, 2));
+  console.log(JSON.stringify(await runCost(call, log, COST_MESSAGES), null, 2));
   await mf.dispose();
   process.exit(0);
 }
@@ -267,6 +256,7 @@ for (let rows = 1_000; rows <= LARGEST; rows *= 10) {
 }
 
 results.d1.console = await runConsole();
+results.d1.cost = await runCost(call, log, COST_MESSAGES);
 
 results.d1.stuck = [];
 for (const kind of ["stuck", "dead"]) {
@@ -546,6 +536,7 @@ function markdown(r) {
     rollupRows.push([backend, "on / off, of the medians", "", "", "", "", `${fmt((100 * median(speeds("ours"))) / median(speeds("ours-no-rollups")), 1)} %`]);
   }
   table(["backend", "rollups", "database calls / msg", "statements / msg", "rows read / msg", "workerd CPU µs / msg", "msgs / s"], rollupRows);
+  lines.push(...costMarkdown(r.d1.cost));
   lines.push(...sealingMarkdown({ d1: r.d1.sealing, sqlite: r.sqlite.sealing }));
   lines.push(
     "## Draining on D1: cost per delivered message",

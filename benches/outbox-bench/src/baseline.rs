@@ -25,6 +25,18 @@ pub fn schema() -> Vec<Statement> {
     )]
 }
 
+/// The original enqueue of one message due at `at`: one row.
+pub fn enqueue(id: &str, at: Timestamp) -> Statement {
+    let at = rfc3339(at);
+    Statement::new(
+        format!(
+            "INSERT INTO {TABLE} (id, topic, payload, subject, attempts, next_attempt_at, created_at) \
+             VALUES (?, 'webhook', '{{\"n\":1}}', NULL, 0, ?, ?)"
+        ),
+        vec![id.into(), at.clone().into(), at.into()],
+    )
+}
+
 /// A time as the original stored it.
 pub fn rfc3339(at: Timestamp) -> String {
     let since_epoch = Duration::from_millis(u64::try_from(at.as_unix_millis()).unwrap_or(0));

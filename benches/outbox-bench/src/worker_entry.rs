@@ -91,6 +91,7 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
                 .cost(param("rollups") == "true", number("messages"))
                 .await,
         ),
+        "/cost_original" => answer(bench.original_cost(number("messages")).await),
         "/sealing" => answer(
             bench
                 .sealing(
