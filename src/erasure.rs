@@ -11,15 +11,13 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use sea_query::{Expr, ExprTrait, OnConflict, Query};
-
-use crate::database::{Database, Dialect, Statement, query_error};
+use crate::database::{Database, Dialect, Statement};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::seal::KeyRing;
-use crate::sql::dialects;
 use crate::sql::schema::Templates;
-use crate::sql::tombstone_col::{ERASED_AT, GUARD_MARK, SUBJECT};
+use crate::sql::tombstone_col::SUBJECT;
+use crate::sql::{dialects, tombstones};
 use crate::time::Timestamp;
 
 /// The default table of tombstones, one per database.
@@ -91,29 +89,16 @@ impl Tombstones {
         SCHEMA.render(self.dialect, &self.table)
     }
 
-    fn name(&self) -> String {
-        self.table.as_str().to_owned()
-    }
-
     /// Records (or renews) the tombstone of `subject`, erased at `now`. Put
     /// it before the erasure's deletes: on Postgres it waits for any batch
     /// guarding the subject, whose rows the deletes then see.
     pub(crate) fn tombstone(&self, subject: &str, now: Timestamp) -> Result<Statement> {
-        let mut insert = Query::insert();
-        insert
-            .into_table(self.name())
-            .columns([SUBJECT, ERASED_AT])
-            .values([
-                self.stored(subject).into_owned().into(),
-                now.as_unix_millis().into(),
-            ])
-            .map_err(query_error)?
-            .on_conflict(
-                OnConflict::column(SUBJECT)
-                    .update_column(ERASED_AT)
-                    .to_owned(),
-            );
-        self.dialect.render(&insert)
+        tombstones::tombstone(
+            &self.table,
+            self.dialect,
+            &self.stored(subject),
+            now.as_unix_millis(),
+        )
     }
 
     /// Statements that fail their batch with a conflict
@@ -141,24 +126,12 @@ impl Tombstones {
     /// guard's own row, should one ever have been committed).
     pub(crate) fn forget(&self, now: Timestamp) -> Result<Statement> {
         let before = now.saturating_sub(ERASURE_MEMORY).as_unix_millis();
-        let mut delete = Query::delete();
-        delete
-            .from_table(self.name())
-            .and_where(Expr::col(ERASED_AT).lt(before));
-        self.dialect.render(&delete)
+        tombstones::forget(&self.table, self.dialect, before)
     }
 
     /// Reads when `subject` was erased: one row with `erased_at`, or none.
     pub(crate) fn read(&self, subject: &str) -> Result<Statement> {
-        let mut select = Query::select();
-        select
-            .column(ERASED_AT)
-            .from(self.name())
-            .and_where(crate::sql::one_of(SUBJECT, &as_strs(&self.forms(subject))))
-            .and_where(Expr::col(ERASED_AT).ne(GUARD_MARK))
-            .order_by(ERASED_AT, sea_query::Order::Desc)
-            .limit(1);
-        self.dialect.render(&select)
+        tombstones::read(&self.table, self.dialect, &as_strs(&self.forms(subject)))
     }
 
     /// Whether `error` is a refusal by a guard of these tombstones (or
@@ -195,20 +168,15 @@ impl Tombstones {
                 subjects: Vec::new(),
             };
         }
-        // Built apart: the query builder must not live across the await.
-        let statement = {
-            let remembered_from = now.saturating_sub(ERASURE_MEMORY).as_unix_millis();
-            let mut select = Query::select();
-            select
-                .column(SUBJECT)
-                .from(self.name())
-                .and_where(
-                    Expr::col(SUBJECT)
-                        .is_in(subjects.iter().flat_map(|subject| self.forms(subject))),
-                )
-                .and_where(Expr::col(ERASED_AT).gte(remembered_from));
-            self.dialect.render(&select)
-        };
+        let statement = tombstones::erased_since(
+            &self.table,
+            self.dialect,
+            subjects
+                .iter()
+                .flat_map(|subject| self.forms(subject))
+                .collect(),
+            now.saturating_sub(ERASURE_MEMORY).as_unix_millis(),
+        );
         let erased = match statement {
             Ok(statement) => db.query(&statement).await.ok(),
             Err(_) => None,

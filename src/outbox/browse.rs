@@ -6,16 +6,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sea_query::{Alias, Expr, ExprTrait, Order, Query};
 use serde::{Serialize, Serializer};
 
 use super::pause::timestamp_millis;
-use super::records::{COLUMNS, StoredMessage, decode, state_of};
+use super::records::{StoredMessage, decode, state_of};
 use super::stats::age_millis;
-use super::{Outbox, col, state};
-use crate::database::{Row, Statement};
+use super::{Outbox, col};
+use crate::database::Row;
+use crate::erasure::as_strs;
 use crate::error::{Error, Result};
-use crate::sql::claim_floor;
+use crate::sql::browse::{self as sql_browse, CLASS_READ, DeadWalk, Page, WALKED, Walked};
 use crate::time::Timestamp;
 use crate::trace::TraceContext;
 
@@ -359,15 +359,8 @@ const CLASS_ANSWER: usize = 40;
 /// The most messages one selection may name.
 pub const MAX_SELECTION: usize = 100;
 
-/// Ordering keys per statement when heads are read: D1 binds at most 100
-/// values to a statement.
-const HEADS_PER_STATEMENT: usize = 50;
 /// The most rows one read walks (a count, a page, a grouping).
 pub const MAX_SCAN: u32 = 100_000;
-/// The column of a walk's count.
-const WALKED: &str = "walked";
-/// How much of a `last_error` a grouping reads.
-const CLASS_READ: i64 = 200;
 
 impl Outbox {
     /// Counts per state, each reading no more than `cap` rows of the
@@ -378,7 +371,7 @@ impl Outbox {
     /// [`Error::InvalidInput`] for a cap out of range; any database error.
     pub async fn overview(&self, cap: u32) -> Result<Overview> {
         check_scan("count cap", cap)?;
-        let statement = self.overview_statement(cap)?;
+        let statement = sql_browse::overview(self.table(), self.dialect(), self.now(), cap);
         let rows = self.inner.db.query(&statement).await?;
         let row = rows
             .first()
@@ -420,7 +413,7 @@ impl Outbox {
     /// [`Error::InvalidInput`] for a cap out of range; any database error.
     pub async fn due_now(&self, cap: u32) -> Result<DueNow> {
         check_scan("count cap", cap)?;
-        let statement = crate::sql::browse::due_now(self.table(), self.dialect(), self.now(), cap);
+        let statement = sql_browse::due_now(self.table(), self.dialect(), self.now(), cap);
         let rows = self.inner.db.query(&statement).await?;
         let row = rows
             .first()
@@ -435,56 +428,6 @@ impl Outbox {
             },
             oldest_due_age: oldest.map(|at| self.now().duration_since(at)),
         })
-    }
-
-    /// One row: each count walks at most `cap` rows of its state's part of
-    /// the primary key; scheduled and leased rows share one walk (they
-    /// share a range), so both are capped when it is.
-    fn overview_statement(&self, cap: u32) -> Result<Statement> {
-        use crate::database::value::Value;
-        let now = Value::Integer(self.now().as_unix_millis());
-        let cap = Value::Integer(i64::from(cap));
-        let (t, state, due_at, token) = (
-            self.table().as_str(),
-            col::STATE,
-            col::DUE_AT,
-            col::LEASE_TOKEN,
-        );
-        let (ready, waiting, dead) = (state::READY, state::WAITING, state::DEAD);
-        let walk = |alias: &str, range: &str| {
-            format!(
-                "(SELECT count(*) FROM (SELECT 1 AS one FROM \"{t}\" WHERE {range} \
-                 ORDER BY {due_at} LIMIT ?) AS {alias})"
-            )
-        };
-        let sql = format!(
-            "SELECT {due} AS due, \
-             (SELECT {due_at} FROM \"{t}\" WHERE {state} = '{ready}' AND {due_at} <= ? \
-              ORDER BY {due_at} LIMIT 1) AS oldest_due_at, \
-             later.total AS later, later.leased AS leased, \
-             {waiting_count} AS waiting, {dead_count} AS dead \
-             FROM (SELECT count(*) AS total, count({token}) AS leased FROM \
-              (SELECT {token} FROM \"{t}\" WHERE {state} = '{ready}' AND {due_at} > ? \
-               ORDER BY {due_at} LIMIT ?) AS later_rows) AS later",
-            due = walk(
-                "due_rows",
-                &format!("{state} = '{ready}' AND {due_at} <= ?")
-            ),
-            waiting_count = walk("waiting_rows", &format!("{state} = '{waiting}'")),
-            dead_count = walk("dead_rows", &format!("{state} = '{dead}'")),
-        );
-        Ok(Statement::new(
-            self.dialect().number_placeholders(&sql),
-            vec![
-                now.clone(),
-                cap.clone(),
-                now.clone(),
-                cap.clone(),
-                cap.clone(),
-                now,
-                cap,
-            ],
-        ))
     }
 
     /// A page of at most `limit` messages (1 ..= 500) that match `filter`,
@@ -568,21 +511,7 @@ impl Outbox {
         if key.id.is_empty() {
             return Err(Error::invalid("message key", "names no message (no id)"));
         }
-        let mut columns: Vec<&'static str> = COLUMNS.to_vec();
-        columns.extend([col::TRACEPARENT, col::TRACESTATE]);
-        let statement = self.render(
-            Query::select()
-                .columns(columns)
-                .from(self.table_name())
-                .and_where(
-                    crate::sql::state_is(state::READY)
-                        .or(crate::sql::state_is(state::WAITING))
-                        .or(crate::sql::state_is(state::DEAD)),
-                )
-                .and_where(Expr::col(col::DUE_AT).eq(key.due_at))
-                .and_where(Expr::col(col::ID).eq(key.id.as_str()))
-                .limit(1),
-        )?;
+        let statement = sql_browse::message_at(self.table(), self.dialect(), key.due_at, &key.id)?;
         let rows = self.inner.db.query(&statement).await?;
         let Some(row) = rows.first() else {
             return Ok(None);
@@ -609,79 +538,29 @@ impl Outbox {
         limit: u32,
         scan: u32,
         now: Timestamp,
-    ) -> Result<Vec<Statement>> {
-        let now = now.as_unix_millis();
-        let walk = |columns: &[&'static str]| {
-            let mut select = Query::select();
-            select
-                .columns(columns.iter().copied())
-                .from(self.table_name())
-                .and_where(range(filter.listed, now))
-                .order_by(col::DUE_AT, Order::Asc)
-                .order_by(col::ID, Order::Asc)
-                .limit(u64::from(scan));
-            if let Some(after) = after {
-                select.and_where(
-                    Expr::col(col::DUE_AT)
-                        .gt(after.due_at)
-                        .or(Expr::col(col::DUE_AT)
-                            .eq(after.due_at)
-                            .and(Expr::col(col::ID).gt(after.id.as_str()))),
-                );
-            }
-            select
+    ) -> Result<Vec<crate::database::Statement>> {
+        let forms = filter
+            .subject
+            .as_deref()
+            .map(|subject| self.subject_forms(subject));
+        let forms = forms.as_deref().map(as_strs);
+        let walked = match filter.listed {
+            Listed::Due => Walked::Due,
+            Listed::Scheduled => Walked::Scheduled,
+            Listed::Leased => Walked::Leased,
+            Listed::Waiting => Walked::Waiting,
+            Listed::Dead => Walked::Dead,
         };
-        let mut columns: Vec<&'static str> = COLUMNS.to_vec();
-        columns.extend([col::TRACEPARENT, col::TRACESTATE]);
-        let filtered = filter.topic.is_some()
-            || filter.subject.is_some()
-            || filter.id_prefix.as_deref().is_some_and(|p| !p.is_empty())
-            || matches!(filter.listed, Listed::Scheduled | Listed::Leased);
-        // Unfiltered, a page reads its own rows only; filtered, it reads
-        // from a walk of at most `scan` rows.
-        let mut page = if filtered {
-            let mut page = Query::select();
-            page.columns(columns.iter().copied())
-                .from_subquery(walk(&columns), Alias::new("walked"))
-                .order_by(col::DUE_AT, Order::Asc)
-                .order_by(col::ID, Order::Asc);
-            page
-        } else {
-            walk(&columns)
+        let page = Page {
+            walked,
+            after: after.map(|after| (after.due_at, after.id.as_str())),
+            limit,
+            scan,
+            topic: filter.topic.as_deref(),
+            subject_forms: forms.as_deref(),
+            id_prefix: filter.id_prefix.as_deref(),
         };
-        page.limit(u64::from(limit));
-        match filter.listed {
-            Listed::Scheduled => drop(page.and_where(Expr::col(col::LEASE_TOKEN).is_null())),
-            Listed::Leased => drop(page.and_where(Expr::col(col::LEASE_TOKEN).is_not_null())),
-            _ => {}
-        }
-        if let Some(topic) = &filter.topic {
-            page.and_where(Expr::col(col::TOPIC).eq(topic.as_str()));
-        }
-        if let Some(subject) = &filter.subject {
-            let forms = self.subject_forms(subject);
-            page.and_where(crate::sql::one_of(
-                col::SUBJECT,
-                &crate::erasure::as_strs(&forms),
-            ));
-        }
-        if let Some(prefix) = filter.id_prefix.as_deref().filter(|p| !p.is_empty()) {
-            // A range, not LIKE: no wildcard in an id can widen it.
-            page.and_where(Expr::col(col::ID).gte(prefix));
-            if let Some(end) = prefix_end(prefix) {
-                page.and_where(Expr::col(col::ID).lt(end));
-            }
-        }
-        let mut statements = vec![self.render(&page)?];
-        if filtered {
-            // The walk's last row, found only if the walk is cut at its
-            // bound: a key-only read of the same range. (Unfiltered, a page
-            // that is not full is the end.)
-            let mut last = walk(&[col::DUE_AT, col::ID]);
-            last.limit(1).offset(u64::from(scan) - 1);
-            statements.push(self.render(&last)?);
-        }
-        Ok(statements)
+        sql_browse::page(self.table(), self.dialect(), &page, now.as_unix_millis())
     }
 
     /// Dead letters grouped by topic and [`error_class`], from the oldest
@@ -809,7 +688,7 @@ impl Outbox {
         (walked.topic, walked.subject, walked.error_class) = (None, None, None);
         let statements = [
             self.dead_scan(&filter, scan)?,
-            self.dead_walk_count(&walked, scan)?,
+            sql_browse::dead_walk_count(self.table(), self.dialect(), &dead_walk(&walked), scan)?,
         ];
         let outcomes = self.inner.db.batch_atomic(&statements).await?;
         let (Some(rows), Some(end)) = (outcomes.first(), outcomes.get(1)) else {
@@ -844,74 +723,18 @@ impl Outbox {
     /// of its topic and subject among them if given: the walk is bounded
     /// whatever the topic or subject. (The error class is matched on the
     /// rows read.)
-    fn dead_scan(&self, filter: &DeadFilter, scan: u32) -> Result<Statement> {
-        let walk = self.dead_walk(
-            filter,
-            scan,
-            &[col::ID, col::TOPIC, col::DUE_AT, col::SUBJECT],
-        );
-        if filter.topic.is_none() && filter.subject.is_none() {
-            return self.render(&walk);
-        }
-        let mut matching = Query::select();
-        matching
-            .columns([col::ID, col::TOPIC, col::DUE_AT, col::LAST_ERROR])
-            .from_subquery(walk, Alias::new("dead_walked"))
-            .order_by(col::DUE_AT, Order::Asc)
-            .order_by(col::ID, Order::Asc);
-        if let Some(topic) = &filter.topic {
-            matching.and_where(Expr::col(col::TOPIC).eq(topic.as_str()));
-        }
-        if let Some(subject) = &filter.subject {
-            let forms = self.subject_forms(subject);
-            matching.and_where(crate::sql::one_of(
-                col::SUBJECT,
-                &crate::erasure::as_strs(&forms),
-            ));
-        }
-        self.render(&matching)
-    }
-
-    /// How many rows the walk reads: a key-only count of at most `scan`.
-    fn dead_walk_count(&self, filter: &DeadFilter, scan: u32) -> Result<Statement> {
-        let mut count = Query::select();
-        count
-            .expr_as(Expr::cust("count(*)"), Alias::new(WALKED))
-            .from_subquery(self.dead_walk(filter, scan, &[]), Alias::new("dead_walked"));
-        self.render(&count)
-    }
-
-    /// The walk along the dead letters' primary key, in `filter`'s time
-    /// range, of at most `scan` rows: `columns` and the start of their last
-    /// error (none: the key alone).
-    fn dead_walk(
-        &self,
-        filter: &DeadFilter,
-        scan: u32,
-        columns: &[&'static str],
-    ) -> sea_query::SelectStatement {
-        let mut walk = Query::select();
-        if columns.is_empty() {
-            walk.columns([col::DUE_AT, col::ID]);
-        } else {
-            walk.columns(columns.iter().copied()).expr_as(
-                // Written into the SQL: Postgres has no substr(text, bigint, bigint).
-                Expr::cust(format!("substr(\"{}\", 1, {CLASS_READ})", col::LAST_ERROR)),
-                Alias::new(col::LAST_ERROR),
-            );
-        }
-        walk.from(self.table_name())
-            .and_where(crate::sql::state_is(state::DEAD))
-            .order_by(col::DUE_AT, Order::Asc)
-            .order_by(col::ID, Order::Asc)
-            .limit(u64::from(scan));
-        if let Some(from) = filter.died_from {
-            walk.and_where(Expr::col(col::DUE_AT).gte(from.as_unix_millis()));
-        }
-        if let Some(by) = filter.died_by {
-            walk.and_where(Expr::col(col::DUE_AT).lte(by.as_unix_millis()));
-        }
-        walk
+    fn dead_scan(&self, filter: &DeadFilter, scan: u32) -> Result<crate::database::Statement> {
+        let forms = filter
+            .subject
+            .as_deref()
+            .map(|subject| self.subject_forms(subject));
+        let forms = forms.as_deref().map(as_strs);
+        let walk = DeadWalk {
+            topic: filter.topic.as_deref(),
+            subject_forms: forms.as_deref(),
+            ..dead_walk(filter)
+        };
+        sql_browse::dead_scan(self.table(), self.dialect(), &walk, scan)
     }
 
     fn dead_row(&self, row: Row<'_>) -> Result<(String, String, Timestamp)> {
@@ -963,35 +786,8 @@ impl Outbox {
         if keys.is_empty() {
             return Ok(messages);
         }
-        let (t, key, seq) = (self.table().as_str(), col::ORDERING_KEY, col::SEQ);
-        let columns = [
-            col::ID,
-            col::ORDERING_KEY,
-            col::STATE,
-            col::DUE_AT,
-            col::LEASE_TOKEN,
-        ]
-        .join(", ");
-        let statements = keys
-            .chunks(HEADS_PER_STATEMENT)
-            .map(|chunk| {
-                let sql = chunk
-                    .iter()
-                    .map(|_| {
-                        format!(
-                            "SELECT * FROM (SELECT {columns} FROM \"{t}\" WHERE {key} = ? \
-                             ORDER BY {seq} LIMIT 1) AS head"
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" UNION ALL ");
-                let values = chunk
-                    .iter()
-                    .map(|key| crate::database::value::Value::from(*key))
-                    .collect();
-                Statement::new(self.dialect().number_placeholders(&sql), values)
-            })
-            .collect::<Vec<_>>();
+        let t = self.table().as_str();
+        let statements = sql_browse::heads(self.table(), self.dialect(), &keys);
         let outcomes = self.inner.db.batch_atomic(&statements).await?;
         let mut heads: Vec<(String, String, super::MessageState)> = Vec::new();
         for row in outcomes.iter().flat_map(|outcome| outcome.rows.iter()) {
@@ -1040,17 +836,7 @@ impl Outbox {
         let statements = keys
             .iter()
             .map(|key| {
-                let mut update = Query::update();
-                update
-                    .table(self.table_name())
-                    .value(col::DUE_AT, now)
-                    .and_where(crate::sql::state_is(state::READY))
-                    .and_where(Expr::col(col::DUE_AT).eq(key.due_at))
-                    .and_where(Expr::col(col::ID).eq(key.id.as_str()))
-                    .and_where(Expr::col(col::LEASE_TOKEN).is_null())
-                    .and_where(Expr::col(col::DUE_AT).gt(now));
-                claim_floor::mark(self.dialect(), self.table(), &mut update, now.into());
-                self.render(&update)
+                sql_browse::reschedule_now(self.table(), self.dialect(), now, key.due_at, &key.id)
             })
             .collect::<Result<Vec<_>>>()?;
         let outcomes = self.inner.db.batch_atomic(&statements).await?;
@@ -1068,17 +854,7 @@ impl Outbox {
         // Their ordering keys first (at most one index lookup per id): each
         // key's next row is made the head after the deletes, and no other
         // key's rows are read.
-        let keys = {
-            let mut select = Query::select();
-            select
-                .distinct()
-                .column(col::ORDERING_KEY)
-                .from(self.table_name())
-                .and_where(crate::sql::state_is(state::DEAD))
-                .and_where(Expr::col(col::ID).is_in(ids.iter().map(String::as_str)))
-                .and_where(Expr::col(col::ORDERING_KEY).is_not_null());
-            self.render(&select)?
-        };
+        let keys = sql_browse::dead_keys(self.table(), self.dialect(), ids)?;
         let keys: Vec<String> = self
             .inner
             .db
@@ -1090,16 +866,7 @@ impl Outbox {
             .map_err(|e| e.in_row(self.table().as_str(), None))?;
         let mut statements = ids
             .iter()
-            .map(|id| {
-                let mut delete = Query::delete();
-                delete
-                    .from_table(self.table_name())
-                    .and_where(crate::sql::state_is(state::DEAD))
-                    .and_where(Expr::col(col::ID).eq(id.as_str()))
-                    // Counted by its rows: D1 counts a trigger's deletes.
-                    .returning_col(col::ID);
-                self.render(&delete)
-            })
+            .map(|id| sql_browse::purge_one(self.table(), self.dialect(), id))
             .collect::<Result<Vec<_>>>()?;
         for key in &keys {
             statements.push(self.promote_next(key)?);
@@ -1113,34 +880,13 @@ impl Outbox {
     }
 }
 
-/// The rows of `kind` in the primary key's order: `state` and a range of
-/// `due_at` (scheduled and leased share one, told apart by the token).
-fn range(kind: Listed, now: i64) -> Expr {
-    let ready = || Expr::col(col::STATE).eq(state::READY);
-    match kind {
-        Listed::Due => ready().and(Expr::col(col::DUE_AT).lte(now)),
-        Listed::Scheduled | Listed::Leased => ready().and(Expr::col(col::DUE_AT).gt(now)),
-        Listed::Waiting => Expr::col(col::STATE).eq(state::WAITING),
-        Listed::Dead => crate::sql::state_is(state::DEAD),
+/// The walk of `filter`'s time range.
+fn dead_walk(filter: &DeadFilter) -> DeadWalk<'static> {
+    DeadWalk {
+        died_from: filter.died_from.map(Timestamp::as_unix_millis),
+        died_by: filter.died_by.map(Timestamp::as_unix_millis),
+        ..DeadWalk::default()
     }
-}
-
-/// The first text after every text that starts with `prefix`, if any.
-fn prefix_end(prefix: &str) -> Option<String> {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    while let Some(last) = chars.pop() {
-        // The code points after U+D7FF are surrogates, not characters.
-        let after = if last == '\u{d7ff}' {
-            0xe000
-        } else {
-            u32::from(last) + 1
-        };
-        if let Some(next) = char::from_u32(after) {
-            chars.push(next);
-            return Some(chars.into_iter().collect());
-        }
-    }
-    None
 }
 
 fn trace_of(row: Row<'_>) -> Result<Option<TraceContext>> {

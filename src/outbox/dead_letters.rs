@@ -1,13 +1,10 @@
 //! Dead letters: listing, replaying and purging parked messages.
 
-use sea_query::{Expr, ExprTrait, Order, Query};
-
-use super::records::{COLUMNS, StoredMessage};
-use super::{Outbox, col, state};
+use super::Outbox;
+use super::records::StoredMessage;
 use crate::database::Statement;
 use crate::error::{Error, Result};
-use crate::sql;
-use crate::sql::claim_floor;
+use crate::sql::dead_letters;
 use crate::time::Timestamp;
 
 impl Outbox {
@@ -29,26 +26,12 @@ impl Outbox {
                 format!("{limit} is outside 1 ..= {}", Self::MAX_CLAIM),
             ));
         }
-        // Built apart from the await: sea-query's builders are not `Send`.
-        let statement = {
-            let mut select = Query::select();
-            select
-                .columns(COLUMNS)
-                .from(self.table_name())
-                .and_where(sql::state_is(state::DEAD))
-                .order_by(col::DUE_AT, Order::Asc)
-                .order_by(col::ID, Order::Asc)
-                .limit(u64::from(limit));
-            if let Some(after) = after {
-                let died = after.due_at.as_unix_millis();
-                select.and_where(
-                    Expr::col(col::DUE_AT).gt(died).or(Expr::col(col::DUE_AT)
-                        .eq(died)
-                        .and(Expr::col(col::ID).gt(after.id.as_str()))),
-                );
-            }
-            self.render(&select)?
-        };
+        let statement = dead_letters::list_dead(
+            self.table(),
+            self.dialect(),
+            limit,
+            after.map(|after| (after.due_at.as_unix_millis(), after.id.as_str())),
+        )?;
         self.stored_messages(statement).await
     }
 
@@ -87,17 +70,10 @@ impl Outbox {
     /// Database errors (a transient one may have committed: purging again is
     /// safe).
     pub async fn purge_dead(&self, older_than: Timestamp) -> Result<u64> {
-        let statements = {
-            let mut delete = Query::delete();
-            delete
-                .from_table(self.table_name())
-                .and_where(sql::state_is(state::DEAD))
-                .and_where(Expr::col(col::DUE_AT).lt(older_than.as_unix_millis()))
-                // Counted by its rows: D1 counts a trigger's deletes among
-                // a statement's changes.
-                .returning_col(col::ID);
-            [self.render(&delete)?, self.promote_all_heads()?]
-        };
+        let statements = [
+            dead_letters::purge_dead(self.table(), self.dialect(), older_than.as_unix_millis())?,
+            self.promote_all_heads()?,
+        ];
         let outcomes = self.inner.db.batch_atomic(&statements).await?;
         Ok(outcomes
             .first()
@@ -108,37 +84,16 @@ impl Outbox {
     /// tests).
     #[cfg(all(feature = "testing", feature = "sqlite", not(target_arch = "wasm32")))]
     pub(crate) async fn every_message(&self) -> Result<Vec<StoredMessage>> {
-        let statement = {
-            let mut select = Query::select();
-            select
-                .columns(COLUMNS)
-                .from(self.table_name())
-                .order_by(col::CREATED_AT, Order::Asc)
-                .order_by(col::ID, Order::Asc);
-            self.render(&select)?
-        };
+        let statement = dead_letters::every_message(self.table(), self.dialect())?;
         self.stored_messages(statement).await
     }
 
     pub(crate) fn replay_statement(&self, id: Option<&str>) -> Result<Statement> {
-        let mut update = Query::update();
-        update
-            .table(self.table_name())
-            .value(col::STATE, state::READY)
-            .value(col::DUE_AT, self.now().as_unix_millis())
-            .value(col::ATTEMPTS, 0)
-            .value(col::DEFERRALS, 0)
-            .value(col::LEASE_TOKEN, Option::<String>::None)
-            .and_where(sql::state_is(state::DEAD));
-        if let Some(id) = id {
-            update.and_where(Expr::col(col::ID).eq(id));
-        }
-        claim_floor::mark(
-            self.dialect(),
+        dead_letters::replay(
             self.table(),
-            &mut update,
-            self.now().as_unix_millis().into(),
-        );
-        self.render(&update)
+            self.dialect(),
+            self.now().as_unix_millis(),
+            id,
+        )
     }
 }

@@ -449,11 +449,12 @@ impl Outbox {
         self.inner.rollups.as_ref()
     }
 
-    /// The SQL dialect its statements are rendered in.
+    /// The limits its messages are checked against.
     pub(crate) fn message_limits(&self) -> &MessageLimits {
         &self.inner.limits
     }
 
+    /// The SQL dialect its statements are rendered in.
     pub(crate) fn dialect(&self) -> Dialect {
         self.inner.dialect
     }
@@ -466,17 +467,5 @@ impl Outbox {
     /// The outbox's clock.
     pub(crate) fn clock(&self) -> &dyn Clock {
         self.inner.clock.as_ref()
-    }
-
-    pub(super) fn table_name(&self) -> String {
-        self.inner.table.as_str().to_owned()
-    }
-
-    /// Renders a statement for this outbox's database.
-    pub(super) fn render(
-        &self,
-        query: &impl sea_query::QueryStatementBuilder,
-    ) -> Result<Statement> {
-        self.inner.dialect.render(query)
     }
 }

@@ -63,26 +63,8 @@ pub struct StoredMessage {
     pub created_at: Timestamp,
 }
 
-/// The columns [`decode`] reads.
-pub(crate) const COLUMNS: [&str; 14] = [
-    col::STATE,
-    col::DUE_AT,
-    col::ID,
-    col::TOPIC,
-    col::PAYLOAD,
-    col::SUBJECT,
-    col::DEDUP_KEY,
-    col::ORDERING_KEY,
-    col::ATTEMPTS,
-    col::LEASE_TOKEN,
-    col::LAST_ERROR,
-    col::CREATED_AT,
-    col::UNSETTLED_LEASES,
-    col::DEFERRALS,
-];
-
 impl super::Outbox {
-    /// Runs `statement` (a `SELECT` of [`COLUMNS`]) and decodes its rows.
+    /// Runs `statement` (a `SELECT` of [`STORED_COLUMNS`](crate::sql::dead_letters::STORED_COLUMNS)) and decodes its rows.
     pub(crate) async fn stored_messages(&self, statement: Statement) -> Result<Vec<StoredMessage>> {
         let rows = self.inner.db.query(&statement).await?;
         let now = self.now();
@@ -118,7 +100,7 @@ pub(crate) fn state_of(row: Row<'_>, now: Timestamp) -> Result<(MessageState, Ti
     Ok((state, due_at))
 }
 
-/// Decodes a row read with [`COLUMNS`]; errors name the table and row.
+/// Decodes a row read with [`STORED_COLUMNS`](crate::sql::dead_letters::STORED_COLUMNS); errors name the table and row.
 pub(crate) fn decode(row: Row<'_>, table: &str, now: Timestamp) -> Result<StoredMessage> {
     let id = row
         .get::<String>(col::ID)

@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use sea_query::{Asterisk, Expr, ExprTrait, Query};
 use serde::Serialize;
 
-use super::{Outbox, col, state};
+use super::Outbox;
 use crate::database::{Row, Rows, Statement};
 use crate::error::{Error, Result};
 use crate::sql::fleet::{self, summary_col};
+use crate::sql::stats::{self as sql_stats, stats_col};
 use crate::time::Timestamp;
 
 /// The outbox at a glance.
@@ -66,16 +66,17 @@ impl Outbox {
     /// Database errors; [`Error::MalformedRow`] if the counts are not
     /// integers.
     pub async fn stats(&self) -> Result<OutboxStats> {
-        let statement = self.stats_statement()?;
+        let statement =
+            sql_stats::stats(self.table(), self.dialect(), self.now().as_unix_millis())?;
         let rows = self.inner.db.query(&statement).await?;
         let row = aggregate_row(&rows)?;
         let in_table = |error: Error| error.in_row(self.table().as_str(), None);
-        let oldest: Option<Timestamp> = row.get("oldest_due_at").map_err(in_table)?;
+        let oldest: Option<Timestamp> = row.get(stats_col::OLDEST_DUE_AT).map_err(in_table)?;
         Ok(OutboxStats {
-            pending: row.get("pending").map_err(in_table)?,
-            due: row.get("due").map_err(in_table)?,
-            leased: row.get("leased").map_err(in_table)?,
-            dead: row.get("dead").map_err(in_table)?,
+            pending: row.get(stats_col::PENDING).map_err(in_table)?,
+            due: row.get(stats_col::DUE).map_err(in_table)?,
+            leased: row.get(stats_col::LEASED).map_err(in_table)?,
+            dead: row.get(stats_col::DEAD).map_err(in_table)?,
             oldest_due_age: oldest.map(|at| self.now().duration_since(at)),
         })
     }
@@ -131,20 +132,12 @@ impl Outbox {
     /// when the most overdue of them fell due, reading at most `at_most`
     /// rows of the primary key.
     pub(crate) fn backlog_statement(&self, at_most: u64) -> Result<Statement> {
-        let now = self.now().as_unix_millis();
-        let mut due = Query::select();
-        due.column(col::DUE_AT)
-            .from(self.table_name())
-            .and_where(Expr::col(col::STATE).eq(state::READY))
-            .and_where(Expr::col(col::DUE_AT).lte(now))
-            .order_by(col::DUE_AT, sea_query::Order::Asc)
-            .limit(at_most);
-        let mut backlog = Query::select();
-        backlog
-            .expr_as(Expr::col(Asterisk).count(), "due")
-            .expr_as(Expr::col(col::DUE_AT).min(), "oldest_due_at")
-            .from_subquery(due, "due_rows");
-        self.render(&backlog)
+        sql_stats::backlog(
+            self.table(),
+            self.dialect(),
+            self.now().as_unix_millis(),
+            at_most,
+        )
     }
 
     /// Reads [`backlog_statement`](Outbox::backlog_statement)'s row: the
@@ -155,41 +148,9 @@ impl Outbox {
     pub(crate) fn read_backlog(&self, rows: &Rows) -> Result<(u64, Option<Duration>)> {
         let row = aggregate_row(rows)?;
         let in_table = |error: Error| error.in_row(self.table().as_str(), None);
-        let due: u64 = row.get("due").map_err(in_table)?;
-        let oldest: Option<Timestamp> = row.get("oldest_due_at").map_err(in_table)?;
+        let due: u64 = row.get(stats_col::DUE).map_err(in_table)?;
+        let oldest: Option<Timestamp> = row.get(stats_col::OLDEST_DUE_AT).map_err(in_table)?;
         Ok((due, oldest.map(|at| self.now().duration_since(at))))
-    }
-
-    fn stats_statement(&self) -> Result<Statement> {
-        let now = self.now().as_unix_millis();
-        let ready = || Expr::col(col::STATE).eq(state::READY);
-        let due = || ready().and(Expr::col(col::DUE_AT).lte(now));
-        let leased = || {
-            ready()
-                .and(Expr::col(col::LEASE_TOKEN).is_not_null())
-                .and(Expr::col(col::DUE_AT).gt(now))
-        };
-        // COUNT of a CASE without ELSE: an integer in every dialect (a SUM
-        // is NUMERIC in Postgres).
-        let count = |condition: Expr| {
-            let case: Expr = Expr::case(condition, 1).into();
-            case.count()
-        };
-        let mut select = Query::select();
-        select
-            .expr_as(
-                count(leased().not().and(Expr::col(col::STATE).ne(state::DEAD))),
-                "pending",
-            )
-            .expr_as(count(due()), "due")
-            .expr_as(count(leased()), "leased")
-            .expr_as(count(Expr::col(col::STATE).eq(state::DEAD)), "dead")
-            .expr_as(
-                Expr::case(due(), Expr::col(col::DUE_AT)).min(),
-                "oldest_due_at",
-            )
-            .from(self.table_name());
-        self.render(&select)
     }
 }
 

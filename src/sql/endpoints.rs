@@ -427,3 +427,17 @@ pub(crate) fn select_subscriptions(
         .order_by(subscription_col::EVENT_TYPE, Order::Asc);
     dialect.render(&select)
 }
+
+/// Deletes the events published for a subject stored as one of `forms`
+/// (kept for their recovery).
+pub(crate) fn erase_events(
+    table: &TableName,
+    dialect: Dialect,
+    forms: &[&str],
+) -> Result<Statement> {
+    let mut events = Query::delete();
+    events
+        .from_table(events_table(table))
+        .and_where(super::one_of(event_col::SUBJECT, forms));
+    dialect.render(&events)
+}

@@ -1,16 +1,17 @@
-//! The outbox's write path (claim, settle, enqueue, the erasure guard) and
-//! the inbox's statements: pure functions of a table, a dialect, their
-//! inputs, "now" and the tokens to write.
+//! Every statement of the library: the outbox's write path (claim, settle,
+//! enqueue, the erasure guard), its operators' reads and writes, the
+//! inbox's statements: pure functions of a table, a dialect, their inputs,
+//! "now" and the tokens to write.
 //!
 //! Nothing here reads a clock, draws randomness or touches a database; the
 //! façades ([`Outbox`](crate::Outbox), [`Inbox`](crate::Inbox)) take the
 //! time and tokens, call these, and send what they return through the
-//! [`Database`](crate::Database) port. Every place where a statement's text
-//! differs between SQLite and Postgres is in [`dialects`] (and Postgres's
-//! claim floor, which SQLite has no need of, in [`claim_floor`]); the tests pin the
-//! exact SQL of each statement here in both. (The operators' reads, such as
-//! stats, dead letters and a subject's export, still
-//! build their SQL in the outbox's files, in text both dialects share.)
+//! [`Database`](crate::Database) port: no other module writes SQL. Every
+//! place where a statement's text differs between SQLite and Postgres is in
+//! [`dialects`] (and Postgres's claim floor, which SQLite has no need of,
+//! in [`claim_floor`]); the tests pin the exact SQL of each statement here
+//! in both (the write path's in `tests.rs`, the operators' reads and writes
+//! in `pinned/<dialect>.sql`).
 
 pub(crate) mod alerts;
 pub(crate) mod attempts;
@@ -18,6 +19,7 @@ pub(crate) mod audit;
 pub(crate) mod browse;
 pub(crate) mod claim;
 pub(crate) mod claim_floor;
+pub(crate) mod dead_letters;
 pub(crate) mod dialects;
 pub(crate) mod endpoints;
 pub(crate) mod enqueue;
@@ -27,13 +29,17 @@ pub(crate) mod inbox;
 pub(crate) mod keys;
 pub(crate) mod pause;
 pub(crate) mod paused;
+#[cfg(test)]
+mod pinned;
 pub(crate) mod planner;
 pub(crate) mod rollups;
 pub(crate) mod schema;
 pub(crate) mod settle;
+pub(crate) mod stats;
 pub(crate) mod streaks;
 #[cfg(test)]
 mod tests;
+pub(crate) mod tombstones;
 
 use sea_query::{Expr, ExprTrait};
 
