@@ -83,7 +83,7 @@ export function postgresClaimMarkdown(r) {
     "`shared_buffers`), 4 drainers of 2 connections each, no-op delivery, batch 100. **Before** is",
     `the outbox at commit \`${BASELINE_COMMIT}\` (0.5's schema: each claim walks the due index from its`,
     "start, past every entry earlier leases and deletes left until vacuum removes them); **floor** is",
-    "this tree (claims start at the claim floor, `src/sql/claim_floor.rs`). Both run the same",
+    "this tree (claims start at the claim floor, `src/sql/postgres/claim_floor.rs`). Both run the same",
     "benchmark source (`benches/outbox-bench/src/bin/postgres_claim.rs`), built against each.",
     "",
     `### A backlog of ${int(r.naptime.floor.messages)} messages at autovacuum's default naptime (60 s) and at 1 s`,

@@ -107,14 +107,13 @@ impl Tombstones {
     /// nothing else (an older one no longer refuses, even before a sweep
     /// forgets it).
     ///
-    /// How, in each dialect: [`dialects::erasure_guard`].
+    /// How, in each dialect: [`Differences::erasure_guard`](crate::sql::differences::Differences::erasure_guard).
     pub(crate) fn guard(&self, subject: &str, now: Timestamp) -> Result<Vec<Statement>> {
         let remembered_from = now.saturating_sub(ERASURE_MEMORY);
         // With a ring, a tombstone written before it holds the subject as
         // given: the guard refuses on either.
         let before = self.ring.is_some().then_some(subject);
-        dialects::erasure_guard(
-            self.dialect,
+        dialects::of(self.dialect).erasure_guard(
             &self.table,
             &self.stored(subject),
             before,

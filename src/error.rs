@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 /// Words of the error a batch fails with when its check of a listed delete
-/// (`sql::dialects::complete_listed`) finds the delete was not exact: SQLite
+/// (`sql::differences::Differences::complete_listed`) finds the delete was not exact: SQLite
 /// raises it as an invalid JSON path and Postgres as an invalid integer,
 /// which each adapter keeps in
 /// [`Error::Database`]'s message.
@@ -230,7 +230,7 @@ impl Error {
     /// Whether this is the failure of a batch whose check of a listed
     /// delete found a row of the list not deleted (its lease lost) or one
     /// too many: the batch changed nothing, and the settle is sent again in
-    /// its exact form (see `sql::dialects::complete_listed`).
+    /// its exact form (see `sql::differences::Differences::complete_listed`).
     pub(crate) fn is_settle_not_exact(&self) -> bool {
         matches!(self, Error::Database { message, .. } if message.contains(SETTLE_NOT_EXACT))
     }

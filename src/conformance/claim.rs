@@ -12,7 +12,6 @@ use crate::database::{Dialect, Statement};
 use crate::error::Error;
 use crate::outbox::Fate;
 use crate::outbox::{Delivery, Message, Outbox};
-use crate::sql::claim_floor;
 
 pub(crate) async fn one_round_trip_per_claim_whatever_the_batch(h: Harness) -> CaseResult {
     let outbox = h.outbox().await?;
@@ -29,7 +28,7 @@ pub(crate) async fn one_round_trip_per_claim_whatever_the_batch(h: Harness) -> C
         // the steps of its floor.
         ensure_eq!(
             after.statements - before.statements,
-            2 + claim_floor::statements_per_claim(outbox.dialect())
+            2 + crate::sql::dialects::of(outbox.dialect()).statements_before_claim()
         );
     }
     Ok(())

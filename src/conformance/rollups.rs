@@ -347,12 +347,16 @@ pub(crate) async fn rollups_off_write_nothing(h: Harness) -> CaseResult {
         .await?;
     // One statement each: the claim, the delete; and (Postgres) the steps
     // of the claim floor and the settle's planner settings.
-    let settle_settings = u64::from(crate::sql::planner::settings(outbox.dialect()).is_some());
+    let settle_settings = u64::from(
+        crate::sql::dialects::of(outbox.dialect())
+            .planner_settings()
+            .is_some(),
+    );
     ensure_eq!(
         h.counts().statements,
         statements
             + 2
-            + crate::sql::claim_floor::statements_per_claim(outbox.dialect())
+            + crate::sql::dialects::of(outbox.dialect()).statements_before_claim()
             + settle_settings
     );
     ensure_eq!(

@@ -12,7 +12,6 @@ use super::model::{
 use crate::database::{Row, Statement};
 use crate::error::{Error, Result};
 use crate::outbox::{Outbox, check_key, operational};
-use crate::sql::claim_floor;
 use crate::sql::endpoints::{
     self, EndpointRow, Rewrite, Scope, endpoint_col, endpoint_state, endpoints_table,
     subscription_col,
@@ -624,7 +623,7 @@ impl Endpoints {
             endpoints::unhold(table, dialect, owner, id)?,
             crate::sql::settle::release_held_topic(table, dialect, id, now)?,
         ];
-        statements.extend(claim_floor::resume(dialect, table, id));
+        statements.extend(crate::sql::dialects::of(dialect).resume_topic(table, id));
         let payload = serde_json::json!({
             "type": operational::ENDPOINT_ENABLED,
             "endpoint_id": id, "owner": owner, "at_ms": now.as_unix_millis(),

@@ -10,7 +10,8 @@ use crate::error::{Error, Result};
 use crate::identifier::TableName;
 use crate::seal::KeyRing;
 use crate::sql::claim::ClaimSpec;
-use crate::sql::dialects::{CLAIMED_DUE, claim_returns_unordered};
+use crate::sql::dialects;
+use crate::sql::differences::CLAIMED_DUE;
 use crate::sql::rollups::{Counts, CountsLast};
 use crate::sql::{self, Fence};
 use crate::time::Timestamp;
@@ -284,7 +285,7 @@ impl ClaimStatement {
     pub(crate) fn read(&self, rows: &Rows) -> Claim {
         let mut claim = Claim::default();
         let mut rows: Vec<Row<'_>> = rows.iter().collect();
-        if claim_returns_unordered(self.dialect) {
+        if dialects::of(self.dialect).claim_returns_unordered() {
             // An unreadable due time sorts first; the row is reported as it
             // decodes below.
             rows.sort_by_cached_key(|row| {
@@ -492,7 +493,7 @@ impl Outbox {
                 .rollup_writes()
                 .map(|writes| writes.count_claim_deaths(now, &token)),
             reports: self.report_claim_deaths(&token, now)?,
-            advance: sql::claim_floor::advance(self.dialect(), self.table(), now)?,
+            advance: crate::sql::dialects::of(self.dialect()).before_claim(self.table(), now)?,
             token,
             until,
             table: self.table().clone(),

@@ -7,7 +7,6 @@ use super::Outbox;
 use super::message::check_key;
 use super::settle::clip;
 use crate::error::Result;
-use crate::sql::claim_floor;
 use crate::sql::pause;
 use crate::sql::paused::{paused_col, paused_table};
 use crate::time::Timestamp;
@@ -72,7 +71,8 @@ impl Outbox {
             pause::resume(self.table(), self.dialect(), topic)?,
             crate::sql::settle::release_held_topic(self.table(), self.dialect(), topic, now)?,
         ];
-        statements.extend(claim_floor::resume(self.dialect(), self.table(), topic));
+        statements
+            .extend(crate::sql::dialects::of(self.dialect()).resume_topic(self.table(), topic));
         let outcomes = self.inner.db.batch_atomic(&statements).await?;
         Ok(outcomes
             .first()

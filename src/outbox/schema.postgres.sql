@@ -50,7 +50,7 @@ CREATE INDEX IF NOT EXISTS "{table}_subject" ON "{table}" (subject) WHERE subjec
 -- The rows held for a receiver (see held_for in the SQLite schema), released oldest first when it
 -- answers again.
 CREATE INDEX IF NOT EXISTS "{table}_held" ON "{table}" (held_for, due_at) WHERE held_for IS NOT NULL;
--- The claim floor (src/sql/claim_floor.rs): every claimable row due before "{table}_claim_floor"
+-- The claim floor (src/sql/postgres/claim_floor.rs): every claimable row due before "{table}_claim_floor"
 -- is marked late (late_due = due_at; null otherwise), so a claim walks the due index from the
 -- floor (past the entries of rows leased or delivered before it, whether or not vacuum has
 -- removed them yet) and the late rows through "{table}_late". Writers mark a row late when its

@@ -9,7 +9,6 @@ use super::claim::LeaseHandle;
 use crate::database::{Outcome, Statement};
 use crate::error::{Error, Result};
 use crate::sql;
-use crate::sql::dialects::sweep_promotes_heads;
 use crate::sql::rollups::{Counts, CountsLast, SettleCount};
 use crate::sql::settle::Retry;
 use crate::telemetry::Outcome as Told;
@@ -122,7 +121,7 @@ pub(crate) struct PreparedSettle {
     plan: Vec<Planned>,
     /// The same settle with each listed delete in its exact form, where
     /// this one deletes a claim's rows by a list it checks
-    /// ([`sql::dialects::complete_listed`]): to send instead when that check
+    /// ([`complete_listed`](sql::differences::Differences::complete_listed)): to send instead when that check
     /// failed the batch ([`Error::is_settle_not_exact`]), or when sending
     /// again after any error.
     exact: Option<Box<PreparedSettle>>,
@@ -143,7 +142,7 @@ enum Applied {
     /// Statement `n` returned the lease's id.
     Returned(usize),
     /// Statement `n` deleted every listed row, or the batch failed (see
-    /// [`sql::dialects::complete_listed`]): applied if the batch replied.
+    /// [`complete_listed`](sql::differences::Differences::complete_listed)): applied if the batch replied.
     Listed(usize),
     /// Never: the lease was listed earlier in the same settle.
     Repeated,
@@ -504,7 +503,7 @@ impl Outbox {
 
     /// The statements of a settle at `now`; `listed`: the delivered rows of
     /// a claim with more than one are deleted by a checked list
-    /// ([`sql::dialects::complete_listed`]) and counted as known.
+    /// ([`complete_listed`](sql::differences::Differences::complete_listed)) and counted as known.
     fn build_settle(
         &self,
         fates: &[(&LeaseHandle, Fate)],
@@ -642,13 +641,14 @@ impl Outbox {
             };
             let (token, until) = (first.token.as_str(), first.until);
             let statement = prepared.statements.len();
-            prepared.statements.extend(sql::dialects::complete_listed(
-                self.table(),
-                self.dialect(),
-                token,
-                until,
-                &ids,
-            )?);
+            prepared
+                .statements
+                .extend(sql::dialects::of(self.dialect()).complete_listed(
+                    self.table(),
+                    token,
+                    until,
+                    &ids,
+                )?);
             for (planned, lease) in list {
                 prepared.plan[*planned].applied = Applied::Listed(statement);
                 // Counted as known where its lost leases are; else by
@@ -740,7 +740,7 @@ impl Outbox {
         // `sql::planner` (the count's estimate, and a delete's, grow with
         // the table's dead tuples).
         if !prepared.statements.is_empty()
-            && let Some(settings) = sql::planner::settings(self.dialect())
+            && let Some(settings) = crate::sql::dialects::of(self.dialect()).planner_settings()
         {
             leading.insert(0, settings);
         }
@@ -944,7 +944,7 @@ impl Outbox {
     pub(crate) fn sweep_statements(&self) -> Result<Vec<Statement>> {
         let now = self.now();
         let mut sweep = vec![self.tombstones().forget(now)?];
-        if sweep_promotes_heads(self.dialect()) {
+        if sql::dialects::of(self.dialect()).sweep_promotes_heads() {
             sweep.push(self.promote_all_heads()?);
         }
         if self.counts_rollups() {

@@ -91,7 +91,8 @@ pub(crate) fn entry(lease: &Fence<'_>, row: &LoggedRow<'_>) -> serde_json::Value
 /// carries (the entries drive the join: each finds its row by the primary
 /// key). Safe to send again.
 pub(crate) fn log(table: &TableName, dialect: Dialect, entries: &str) -> Result<Statement> {
-    let field = |index: usize, integer: bool| dialects::entry_field(dialect, "g", index, integer);
+    let field =
+        |index: usize, integer: bool| dialects::of(dialect).entry_field("g", index, integer);
     let from_entry = [
         "o.id".to_owned(),
         field(3, true),
@@ -118,7 +119,7 @@ pub(crate) fn log(table: &TableName, dialect: Dialect, entries: &str) -> Result<
         attempts = attempts_table(table),
         columns = LOGGED.join(", "),
         values = from_entry.join(", "),
-        entries = dialects::entries_from(dialect),
+        entries = dialects::of(dialect).entries_from(),
         outbox = table.as_str(),
         state = col::STATE,
         ready = super::state::READY,

@@ -4,7 +4,7 @@
 use sea_query::{Alias, Expr, ExprTrait, Order, Query, SelectStatement};
 
 use super::dead_letters::STORED_COLUMNS;
-use super::{claim_floor, col, one_of, state, state_is};
+use super::{col, one_of, state, state_is};
 use crate::database::value::Value;
 use crate::database::{Dialect, Statement};
 use crate::error::Result;
@@ -397,7 +397,7 @@ pub(crate) fn reschedule_now(
         .and_where(Expr::col(col::ID).eq(id))
         .and_where(Expr::col(col::LEASE_TOKEN).is_null())
         .and_where(Expr::col(col::DUE_AT).gt(now));
-    claim_floor::mark(dialect, table, &mut update, now.into());
+    super::dialects::of(dialect).mark_late(table, &mut update, now.into());
     dialect.render(&update)
 }
 

@@ -3,8 +3,6 @@
 
 use sea_query::{BinOper, Expr, ExprTrait, Order, Query};
 
-use super::claim_floor;
-use super::dialects::bound_claim;
 use super::endpoints;
 use super::keys;
 use super::paused::topic_not_paused;
@@ -120,15 +118,15 @@ pub(crate) fn claim(
             col::LAST_ERROR,
             when_exhausted(exhausted_error.into(), Expr::col(col::LAST_ERROR)),
         );
-    if dialect == Dialect::Sqlite {
-        // Postgres's rows come locked, and ready, from the claim's own pick
-        // (a condition here would let its planner scan every ready row).
+    if super::dialects::of(dialect).claim_checks_ready() {
         update.and_where(Expr::col((name.clone(), col::STATE)).eq(state::READY));
     }
     update.and_where(topic_not_paused(table));
     // A row parked as dead is not late; a leased one is if its lease ends
     // behind the pending floor.
-    if let Some(late) = claim_floor::late_due(dialect, table, spec.until.as_unix_millis().into()) {
+    if let Some(late) =
+        super::dialects::of(dialect).late_due(table, spec.until.as_unix_millis().into())
+    {
         update.value(
             col::LATE_DUE,
             when_exhausted(Expr::val(Option::<i64>::None), late),
@@ -142,8 +140,7 @@ pub(crate) fn claim(
         .and_where(topic_not_paused(table))
         .order_by(col::DUE_AT, Order::Asc)
         .order_by(col::ID, Order::Asc);
-    bound_claim(
-        dialect,
+    super::dialects::of(dialect).bound_claim(
         &mut update,
         due,
         table,
@@ -193,11 +190,6 @@ pub(crate) fn isolate(
         .value(col::LEASE_TOKEN, alone.token)
         .value(col::ATTEMPTS, i64::from(attempts))
         .and_where(current.holds().or(alone.holds()));
-    claim_floor::mark(
-        dialect,
-        table,
-        &mut update,
-        alone.until.as_unix_millis().into(),
-    );
+    super::dialects::of(dialect).mark_late(table, &mut update, alone.until.as_unix_millis().into());
     dialect.render(&update)
 }

@@ -3,7 +3,7 @@
 
 use sea_query::{Expr, ExprTrait, Func, Order, Query};
 
-use super::{claim_floor, col, one_of, state, state_is};
+use super::{col, one_of, state, state_is};
 use crate::database::{Dialect, Statement};
 use crate::error::Result;
 use crate::identifier::TableName;
@@ -105,7 +105,7 @@ pub(crate) fn replay(
     if let Some(id) = id {
         update.and_where(Expr::col(col::ID).eq(id));
     }
-    claim_floor::mark(dialect, table, &mut update, now.into());
+    super::dialects::of(dialect).mark_late(table, &mut update, now.into());
     dialect.render(&update)
 }
 

@@ -3,8 +3,6 @@
 
 use sea_query::{Expr, ExprTrait, OnConflict, Query};
 
-use super::claim_floor;
-use super::dialects::latest_of_key;
 use super::{col, state};
 use crate::database::{Dialect, Statement, query_error};
 use crate::error::Result;
@@ -53,7 +51,7 @@ pub(crate) fn insert(table: &TableName, dialect: Dialect, row: &NewRow<'_>) -> R
         col::TRACEPARENT,
         col::TRACESTATE,
     ];
-    let late = claim_floor::late_due(dialect, table, Expr::val(row.due_at.as_unix_millis()));
+    let late = super::dialects::of(dialect).late_due(table, Expr::val(row.due_at.as_unix_millis()));
     if late.is_some() {
         columns.push(col::LATE_DUE);
     }
@@ -102,7 +100,10 @@ pub(crate) fn insert(table: &TableName, dialect: Dialect, row: &NewRow<'_>) -> R
             let mut select = Query::select();
             select
                 .exprs(fixed(latest_seq().if_null(0).add(1), state.into(), late))
-                .from_subquery(latest_of_key(dialect, table, key), "key_state")
+                .from_subquery(
+                    super::dialects::of(dialect).latest_of_key(table, key),
+                    "key_state",
+                )
                 // `WHERE` keeps SQLite from reading `ON CONFLICT` as a join.
                 .and_where(Expr::cust("TRUE"));
             insert.select_from(select).map_err(query_error)?;

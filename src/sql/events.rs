@@ -10,7 +10,7 @@ use super::endpoints::{
     subscription_col, subscriptions_table,
 };
 use super::paused::paused_topics;
-use super::{claim_floor, col, state};
+use super::{col, state};
 use crate::database::{Dialect, Statement, query_error};
 use crate::error::Result;
 use crate::identifier::TableName;
@@ -301,7 +301,9 @@ fn fan_out_of(table: &TableName, dialect: Dialect, fanned: Fanned<'_>) -> Result
         ordering_key,
         seq,
     ];
-    if let Some(late) = claim_floor::late_due(dialect, table, Expr::val(at).cast_as("BIGINT")) {
+    if let Some(late) =
+        super::dialects::of(dialect).late_due(table, Expr::val(at).cast_as("BIGINT"))
+    {
         // Only a row written ready can be late (its promotion marks a
         // waiting one).
         let late = match &ordered {
@@ -409,7 +411,7 @@ pub(crate) fn keep_claim_deaths(
         "at_ms": deaths.at.as_unix_millis(),
     })
     .to_string();
-    let json = |column: &'static str| super::dialects::json_string(dialect, Expr::col(column));
+    let json = |column: &'static str| super::dialects::of(dialect).json_string(Expr::col(column));
     let payload = [
         text(format!("{},\"message_id\":", head.trim_end_matches('}'))),
         json(col::ID),
@@ -534,8 +536,7 @@ fn recoverable(
             select.and_where(Expr::exists(filtered));
         }
         Filtered::Only(ids) => {
-            select.and_where(super::dialects::listed_in(
-                dialect,
+            select.and_where(super::dialects::of(dialect).listed_in(
                 &format!("\"{events}\".\"{}\"", event_col::ID),
                 super::json_text(&ids, "the events a recovery sends")?,
             ));
@@ -619,7 +620,9 @@ pub(crate) fn recover(
         Expr::val(at).cast_as("BIGINT"),
         Expr::col((events.clone(), event_col::ID)),
     ];
-    if let Some(late) = claim_floor::late_due(dialect, table, Expr::val(at).cast_as("BIGINT")) {
+    if let Some(late) =
+        super::dialects::of(dialect).late_due(table, Expr::val(at).cast_as("BIGINT"))
+    {
         columns.push(col::LATE_DUE);
         values.push(late);
     }

@@ -116,7 +116,7 @@ pub(crate) fn of_ids(
         ring = key_col::RING_KEY,
         wrapped = key_col::WRAPPED,
         keys = keys_table(table),
-        listed = dialects::in_texts_listed(dialect),
+        listed = dialects::of(dialect).in_texts_listed(),
     );
     Ok(Statement::new(
         dialect.number_placeholders(&sql),

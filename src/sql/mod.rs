@@ -18,9 +18,9 @@ pub(crate) mod attempts;
 pub(crate) mod audit;
 pub(crate) mod browse;
 pub(crate) mod claim;
-pub(crate) mod claim_floor;
 pub(crate) mod dead_letters;
 pub(crate) mod dialects;
+pub(crate) mod differences;
 pub(crate) mod endpoints;
 pub(crate) mod enqueue;
 pub(crate) mod events;
@@ -31,10 +31,11 @@ pub(crate) mod pause;
 pub(crate) mod paused;
 #[cfg(test)]
 mod pinned;
-pub(crate) mod planner;
+pub(crate) mod postgres;
 pub(crate) mod rollups;
 pub(crate) mod schema;
 pub(crate) mod settle;
+pub(crate) mod sqlite;
 pub(crate) mod stats;
 pub(crate) mod streaks;
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use sea_query::{Expr, ExprTrait, InsertStatement, OnConflict, Order, Query};
 
 use super::paused::{paused_col, paused_table, paused_topics};
-use super::{Fence, claim_floor, col};
+use super::{Fence, col};
 use crate::database::{Dialect, Statement, query_error};
 use crate::error::Result;
 use crate::identifier::TableName;
@@ -97,6 +97,6 @@ pub(crate) fn unlease_if_paused(
         .value(col::LEASE_TOKEN, Option::<String>::None)
         .and_where(lease.holds())
         .and_where(Expr::col(col::TOPIC).in_subquery(paused_topics(table)));
-    claim_floor::mark(dialect, table, &mut update, now.as_unix_millis().into());
+    super::dialects::of(dialect).mark_late(table, &mut update, now.as_unix_millis().into());
     dialect.render(&update)
 }

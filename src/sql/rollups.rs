@@ -11,10 +11,8 @@
 //! the settle, and every count is added by one statement at the end of the
 //! transaction ([`CountsLast`]).
 
-use super::dialects::{
-    MAX_COUNTED_UNSETTLED, counts_by_changes, entries_from, entry_field, entry_json, held_leases,
-    period_fold, signature_rows_of,
-};
+use super::dialects;
+use super::differences::MAX_COUNTED_UNSETTLED;
 use serde::Serialize;
 
 use super::{Fence, col, json_text, state};
@@ -513,8 +511,9 @@ impl RollupWrites {
     /// primary-key lookup each, see [`held_leases`]), and adds each group's
     /// count to its signature's columns of its topic's one row.
     pub(crate) fn new(table: &TableName, dialect: Dialect) -> Self {
-        let field = |index: usize, integer: bool| entry_field(dialect, "g", index, integer);
-        let row_field = |index: usize, integer: bool| entry_field(dialect, "m", index, integer);
+        let differences = dialects::of(dialect);
+        let field = |index: usize, integer: bool| differences.entry_field("g", index, integer);
+        let row_field = |index: usize, integer: bool| differences.entry_field("m", index, integer);
         let outbox = format!("\"{}\"", table.as_str());
         let groups = format!(
             "WITH groups AS MATERIALIZED (SELECT {topic} AS topic, {token} AS token, \
@@ -524,9 +523,9 @@ impl RollupWrites {
             token = field(1, false),
             until = field(2, true),
             group_signature = field(3, true),
-            ids = entry_json(dialect, "g", 4),
-            entries = entries_from(dialect),
-            held = held_leases(dialect, &outbox),
+            ids = differences.entry_json("g", 4),
+            entries = differences.entries_from(),
+            held = differences.held_leases(&outbox),
         );
         // Per held group, per column of its signature: (topic, col, n).
         let counted = format!(
@@ -535,7 +534,7 @@ impl RollupWrites {
              FROM held CROSS JOIN {signature_rows}",
             col = row_field(0, true),
             from_row = row_field(1, true),
-            signature_rows = signature_rows_of(dialect, "held.signature"),
+            signature_rows = differences.signature_rows_of("held.signature"),
         );
         let periods = quoted_periods(table);
         let (count_settles, last) = match dialect {
@@ -605,7 +604,7 @@ impl RollupWrites {
     /// Whether a settle statement's changes can be counted by the
     /// statement after it ([`count_changes`](RollupWrites::count_changes)).
     pub(crate) fn counts_changes(&self) -> bool {
-        counts_by_changes(self.dialect)
+        dialects::of(self.dialect).counts_by_changes()
     }
 
     /// Counts into the minute of `now`, once per row the statement just
@@ -631,7 +630,7 @@ impl RollupWrites {
 
     /// Counts `known` into the minute of `now`: to send after statements
     /// that changed every counted row for sure (a delete checked by
-    /// [`complete_listed`](super::dialects::complete_listed)), in the same
+    /// [`complete_listed`](super::differences::Differences::complete_listed)), in the same
     /// atomic call. SQLite: one upsert per topic, in topic order, naming
     /// only the columns it adds to (a few, of the row's 66); it reads only
     /// its own row. Postgres: added last (see [`CountsLast`]).
@@ -778,8 +777,7 @@ pub(crate) fn retention(table: &TableName, dialect: Dialect, now: Timestamp) -> 
         .map(|column| format!("SUM({})", column.name()))
         .collect();
     let summed = summed.join(", ");
-    let fold = period_fold(
-        dialect,
+    let fold = dialects::of(dialect).period_fold(
         &rollups,
         &format!("{PERIOD_MS} = {MINUTE_MS} AND {PERIOD_START} < ?",),
         &format!(

@@ -5,7 +5,6 @@
 
 use sea_query::{Expr, ExprTrait, Query};
 
-use super::claim_floor;
 use super::{Fence, col, dialects, json_text, state};
 use crate::database::value::Value;
 use crate::database::{Dialect, Statement};
@@ -35,7 +34,7 @@ pub(crate) fn complete_all(
          AND {id} {listed} RETURNING {id}",
         table = table.as_str(),
         ready = state::READY,
-        listed = dialects::in_texts_listed(dialect),
+        listed = dialects::of(dialect).in_texts_listed(),
     );
     Ok(Statement::new(
         dialect.number_placeholders(&sql),
@@ -102,12 +101,7 @@ pub(crate) fn retry(
             .value(col::ATTEMPTS, i64::from(retry.attempt.saturating_sub(1)))
             .value(col::DEFERRALS, i64::from(retry.deferrals.saturating_add(1)));
     }
-    claim_floor::mark(
-        dialect,
-        table,
-        &mut update,
-        retry.due.as_unix_millis().into(),
-    );
+    super::dialects::of(dialect).mark_late(table, &mut update, retry.due.as_unix_millis().into());
     dialect.render(&update)
 }
 
@@ -131,7 +125,7 @@ pub(crate) fn bury(
         .value(col::LAST_ERROR, error)
         .value(col::HELD_FOR, Option::<String>::None)
         .and_where(lease.holds());
-    claim_floor::clear(dialect, &mut update);
+    super::dialects::of(dialect).clear_late(&mut update);
     dialect.render(&update)
 }
 
@@ -170,7 +164,7 @@ fn given_back(
         .value(col::ATTEMPTS, i64::from(attempt.saturating_sub(1)))
         .value(also.0, also.1)
         .and_where(lease.holds());
-    claim_floor::mark(dialect, table, &mut update, due.as_unix_millis().into());
+    super::dialects::of(dialect).mark_late(table, &mut update, due.as_unix_millis().into());
     dialect.render(&update)
 }
 
@@ -209,7 +203,7 @@ pub(crate) fn release_held_topic(
         .table(name.clone())
         .value(col::DUE_AT, now.as_unix_millis())
         .value(col::HELD_FOR, Option::<String>::None);
-    if held_by_range(dialect) {
+    if dialects::of(dialect).held_by_range() {
         // Every receiver of the topic sorts from `topic` to `topic @!`
         // (`!` follows the space): a range of the held index's key.
         let mut held = Query::select();
@@ -238,17 +232,8 @@ pub(crate) fn release_held_topic(
             .and_where(Expr::col(col::LEASE_TOKEN).is_null())
             .and_where(Expr::col(col::DUE_AT).gt(now.as_unix_millis()));
     }
-    claim_floor::mark(dialect, table, &mut update, now.as_unix_millis().into());
+    super::dialects::of(dialect).mark_late(table, &mut update, now.as_unix_millis().into());
     dialect.render(&update)
-}
-
-/// Whether a topic's held rows are found by a range of the held index's
-/// key. SQLite, which has no statistics to plan on, otherwise walks every
-/// ready row by the primary key (half a million on a table of a million);
-/// a range of text is one of bytes there. Postgres plans on statistics and
-/// compares text by its collation, where a range by bytes is not one.
-fn held_by_range(dialect: Dialect) -> bool {
-    dialect != Dialect::Postgres
 }
 
 /// Makes due at `now` the `limit` rows held longest for `receiver` (see
@@ -287,7 +272,7 @@ pub(crate) fn release_held(
         .value(col::HELD_FOR, Option::<String>::None)
         .and_where(held())
         .and_where(Expr::tuple([Expr::col(col::DUE_AT), Expr::col(col::ID)]).in_subquery(oldest));
-    claim_floor::mark(dialect, table, &mut update, now.as_unix_millis().into());
+    super::dialects::of(dialect).mark_late(table, &mut update, now.as_unix_millis().into());
     dialect.render(&update)
 }
 
@@ -307,7 +292,7 @@ pub(crate) fn promote_next(table: &TableName, dialect: Dialect, key: &str) -> Re
         .and_where(Expr::col(col::STATE).eq(state::WAITING))
         .and_where(Expr::col(col::ORDERING_KEY).eq(key))
         .and_where(Expr::col(col::SEQ).eq(Expr::from(oldest)));
-    claim_floor::mark(dialect, table, &mut update, Expr::col(col::DUE_AT));
+    super::dialects::of(dialect).mark_late(table, &mut update, Expr::col(col::DUE_AT));
     dialect.render(&update)
 }
 
@@ -328,6 +313,6 @@ pub(crate) fn promote_all_heads(table: &TableName, dialect: Dialect) -> Result<S
         .value(col::STATE, state::READY)
         .and_where(Expr::col(col::STATE).eq(state::WAITING))
         .and_where(Expr::col((name, col::SEQ)).eq(Expr::from(oldest)));
-    claim_floor::mark(dialect, table, &mut update, Expr::col(col::DUE_AT));
+    super::dialects::of(dialect).mark_late(table, &mut update, Expr::col(col::DUE_AT));
     dialect.render(&update)
 }

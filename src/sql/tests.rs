@@ -2,7 +2,6 @@
 //! [`dialects`] must be the same in both, placeholders aside.
 
 use super::claim::{ClaimSpec, claim, isolate, recovery};
-use super::claim_floor;
 use super::enqueue::{NewRow, insert};
 use super::settle::{
     Retry, bury, complete_all, complete_one, promote_all_heads, promote_next, release,
@@ -525,14 +524,9 @@ fn postgres_ordered_insert_locks_the_keys_newest_row() {
 
 #[test]
 fn sqlite_erasure_guard_copies_the_tombstone_onto_itself() {
-    let guard = dialects::erasure_guard(
-        Dialect::Sqlite,
-        &table("erased_subjects"),
-        "u1",
-        None,
-        at(NOW),
-    )
-    .unwrap();
+    let guard = dialects::of(Dialect::Sqlite)
+        .erasure_guard(&table("erased_subjects"), "u1", None, at(NOW))
+        .unwrap();
     assert_eq!(guard.len(), 1);
     assert_eq!(
         guard[0].sql(),
@@ -544,14 +538,9 @@ fn sqlite_erasure_guard_copies_the_tombstone_onto_itself() {
 #[test]
 #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
 fn postgres_erasure_guard_takes_and_gives_back_the_key() {
-    let guard = dialects::erasure_guard(
-        Dialect::Postgres,
-        &table("erased_subjects"),
-        "u1",
-        None,
-        at(NOW),
-    )
-    .unwrap();
+    let guard = dialects::of(Dialect::Postgres)
+        .erasure_guard(&table("erased_subjects"), "u1", None, at(NOW))
+        .unwrap();
     let sql: Vec<&str> = guard.iter().map(Statement::sql).collect();
     assert_eq!(
         sql,
@@ -607,14 +596,9 @@ fn a_delivered_row_alone_is_deleted_by_its_key_and_counted_by_its_changes() {
 
 #[test]
 fn a_claims_listed_rows_are_deleted_and_checked_each_was_deleted() {
-    let sqlite = dialects::complete_listed(
-        &table("outbox"),
-        Dialect::Sqlite,
-        "tok",
-        at(UNTIL),
-        &["m2", "m1", "m3"],
-    )
-    .unwrap();
+    let sqlite = dialects::of(Dialect::Sqlite)
+        .complete_listed(&table("outbox"), "tok", at(UNTIL), &["m2", "m1", "m3"])
+        .unwrap();
     let texts: Vec<&str> = sqlite.iter().map(Statement::sql).collect();
     assert_eq!(
         texts,
@@ -636,14 +620,9 @@ fn a_claims_listed_rows_are_deleted_and_checked_each_was_deleted() {
     assert_eq!(sqlite[1].values(), [Value::Integer(3)]);
     #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
     {
-        let postgres = dialects::complete_listed(
-            &table("outbox"),
-            Dialect::Postgres,
-            "tok",
-            at(UNTIL),
-            &["m2", "m1"],
-        )
-        .unwrap();
+        let postgres = dialects::of(Dialect::Postgres)
+            .complete_listed(&table("outbox"), "tok", at(UNTIL), &["m2", "m1"])
+            .unwrap();
         let texts: Vec<&str> = postgres.iter().map(Statement::sql).collect();
         assert_eq!(
             texts,
@@ -1248,17 +1227,24 @@ fn a_rollups_read_sums_each_column_per_period_and_topic() {
 #[test]
 fn sqlite_keeps_no_claim_floor() {
     assert!(
-        claim_floor::advance(Dialect::Sqlite, &table("outbox"), at(NOW))
+        super::dialects::of(Dialect::Sqlite)
+            .before_claim(&table("outbox"), at(NOW))
             .unwrap()
             .is_empty()
     );
-    assert!(claim_floor::resume(Dialect::Sqlite, &table("outbox"), "hook").is_empty());
+    assert!(
+        super::dialects::of(Dialect::Sqlite)
+            .resume_topic(&table("outbox"), "hook")
+            .is_empty()
+    );
 }
 
 #[test]
 #[cfg(any(feature = "postgres", feature = "hyperdrive"))]
 fn postgres_moves_the_claim_floor_in_two_steps_under_a_tried_lock() {
-    let steps = claim_floor::advance(Dialect::Postgres, &table("outbox"), at(NOW)).unwrap();
+    let steps = super::dialects::of(Dialect::Postgres)
+        .before_claim(&table("outbox"), at(NOW))
+        .unwrap();
     let lock =
         "pg_try_advisory_xact_lock(hashtext('workers-outbox claim floor'), hashtext('outbox'))";
     let first_due = r#"SELECT "due_at" FROM "outbox" WHERE "state" = ('ready') AND "due_at" >= ((SELECT last_value FROM "outbox_claim_floor")) AND "late_due" IS NULL AND ((NOT EXISTS(SELECT 1 FROM "outbox_paused")) OR "outbox"."topic" NOT IN (SELECT "topic" FROM "outbox_paused")) ORDER BY "due_at" ASC LIMIT 1"#;
@@ -1282,7 +1268,7 @@ fn postgres_moves_the_claim_floor_in_two_steps_under_a_tried_lock() {
         )
     );
     assert!(steps[1].values().is_empty());
-    let resume = claim_floor::resume(Dialect::Postgres, &table("outbox"), "hook");
+    let resume = super::dialects::of(Dialect::Postgres).resume_topic(&table("outbox"), "hook");
     assert_eq!(resume.len(), 2);
     assert_eq!(resume[0].sql(), "SELECT pg_current_xact_id()::text AS xid");
     assert_eq!(

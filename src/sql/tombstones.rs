@@ -73,3 +73,27 @@ pub(crate) fn erased_since(
         .and_where(Expr::col(ERASED_AT).gte(from));
     dialect.render(&select)
 }
+
+/// Inserts a copy of each tombstone of a subject stored as one of `forms`
+/// from `remembered_from` on onto itself: a conflict exactly when one
+/// exists, and no change otherwise.
+pub(crate) fn copy_onto_themselves(
+    dialect: Dialect,
+    table: &TableName,
+    forms: &[&str],
+    remembered_from: i64,
+) -> Result<Statement> {
+    let table = table.as_str().to_owned();
+    let mut tombstone = Query::select();
+    tombstone
+        .columns([SUBJECT, ERASED_AT])
+        .from(table.clone())
+        .and_where(one_of(SUBJECT, forms))
+        .and_where(Expr::col(ERASED_AT).gte(remembered_from));
+    let mut copy = Query::insert();
+    copy.into_table(table)
+        .columns([SUBJECT, ERASED_AT])
+        .select_from(tombstone)
+        .map_err(query_error)?;
+    dialect.render(&copy)
+}

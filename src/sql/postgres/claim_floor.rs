@@ -57,12 +57,12 @@ use std::time::Duration;
 
 use sea_query::{Expr, ExprTrait, Query, SelectStatement};
 
-use super::paused::topic_not_paused;
-use super::{col, state, state_is};
 use crate::database::value::Value;
 use crate::database::{Dialect, Statement};
 use crate::error::{Error, Result};
 use crate::identifier::TableName;
+use crate::sql::paused::topic_not_paused;
+use crate::sql::{col, state, state_is};
 use crate::time::Timestamp;
 
 /// How far the pending floor stays behind the advancing drainer's now, so
@@ -107,42 +107,19 @@ pub(crate) fn behind_floor(table: &TableName, now: Timestamp) -> SelectStatement
     late
 }
 
-/// The `late_due` of a row written due at `due` (Postgres; `None` for
-/// SQLite): `due` if it is below the pending floor, else null, the floor
-/// read only after the transaction has its id. The outer `CASE` takes the
-/// id first, and the sequence is read when its branch is (an uncorrelated
-/// subquery runs when its value is first needed).
-pub(crate) fn late_due(dialect: Dialect, table: &TableName, due: Expr) -> Option<Expr> {
-    (dialect == Dialect::Postgres).then(|| {
-        Expr::cust_with_exprs(
-            format!(
-                "CASE WHEN pg_current_xact_id() IS NOT NULL THEN CASE WHEN $1 < {} THEN $2 END END",
-                current(table, "pending")
-            ),
-            [due.clone(), due],
-        )
-    })
-}
-
-/// Clears the late mark of the rows `update` parks as dead (Postgres;
-/// nothing for SQLite).
-pub(crate) fn clear(dialect: Dialect, update: &mut sea_query::UpdateStatement) {
-    if dialect == Dialect::Postgres {
-        update.value(col::LATE_DUE, Option::<i64>::None);
-    }
-}
-
-/// Marks the rows `update` writes late or not for their new due time `due`
-/// (Postgres; nothing for SQLite).
-pub(crate) fn mark(
-    dialect: Dialect,
-    table: &TableName,
-    update: &mut sea_query::UpdateStatement,
-    due: Expr,
-) {
-    if let Some(late_due) = late_due(dialect, table, due) {
-        update.value(col::LATE_DUE, late_due);
-    }
+/// The `late_due` of a row written due at `due`: `due` if it is below the
+/// pending floor, else null, the floor read only after the transaction has
+/// its id. The outer `CASE` takes the id first, and the sequence is read
+/// when its branch is (an uncorrelated subquery runs when its value is
+/// first needed).
+pub(crate) fn late_due(table: &TableName, due: Expr) -> Expr {
+    Expr::cust_with_exprs(
+        format!(
+            "CASE WHEN pg_current_xact_id() IS NOT NULL THEN CASE WHEN $1 < {} THEN $2 END END",
+            current(table, "pending")
+        ),
+        [due.clone(), due],
+    )
 }
 
 /// The advisory lock the floor's steps take, one per table name.
@@ -153,8 +130,8 @@ fn try_lock(table: &TableName) -> String {
     )
 }
 
-/// The statements that move `table`'s floor (Postgres; none for SQLite),
-/// to send in order before a claim, in its transaction: the planner's
+/// The statements that move `table`'s floor, to send in order before a
+/// claim, in its transaction: the planner's
 /// settings for it ([`planner`](super::planner)), then the floor's two
 /// steps. The first step sets the floor and the next pending floor if the
 /// fence has passed, the second sets the fence after it. They must come
@@ -166,14 +143,8 @@ fn try_lock(table: &TableName) -> String {
 ///
 /// # Errors
 /// If a statement cannot be rendered.
-pub(crate) fn advance(
-    dialect: Dialect,
-    table: &TableName,
-    now: Timestamp,
-) -> Result<Vec<Statement>> {
-    if dialect == Dialect::Sqlite {
-        return Ok(Vec::new());
-    }
+pub(crate) fn advance(table: &TableName, now: Timestamp) -> Result<Vec<Statement>> {
+    let dialect = Dialect::Postgres;
     let name = table.as_str();
     let mut first = Query::select();
     first
@@ -216,8 +187,7 @@ pub(crate) fn advance(
         lock = try_lock(table),
         fence_now = current(table, "fence"),
     );
-    Ok(super::planner::settings(dialect)
-        .into_iter()
+    Ok(std::iter::once(super::planner::settings())
         .chain([
             Statement::new(
                 dialect.number_placeholders(&step),
@@ -228,22 +198,10 @@ pub(crate) fn advance(
         .collect())
 }
 
-/// How many statements [`advance`] adds to a claim.
-#[cfg(any(test, feature = "conformance"))]
-pub(crate) fn statements_per_claim(dialect: Dialect) -> u64 {
-    match dialect {
-        Dialect::Sqlite => 0,
-        Dialect::Postgres => 3,
-    }
-}
-
 /// Marks late the claimable rows of `topic` that fell behind the pending
-/// floor while it was paused (Postgres; none for SQLite): the transaction
-/// takes its id first, then the rows are compared with the pending floor.
-pub(crate) fn resume(dialect: Dialect, table: &TableName, topic: &str) -> Vec<Statement> {
-    if dialect == Dialect::Sqlite {
-        return Vec::new();
-    }
+/// floor while it was paused: the transaction takes its id first, then the
+/// rows are compared with the pending floor.
+pub(crate) fn resume(table: &TableName, topic: &str) -> Vec<Statement> {
     let sql = format!(
         "UPDATE \"{name}\" SET {late} = {due} WHERE {state_col} = '{ready}' AND {topic_col} = ? \
          AND {late} IS NULL AND {due} < {pending}",
@@ -258,7 +216,7 @@ pub(crate) fn resume(dialect: Dialect, table: &TableName, topic: &str) -> Vec<St
     vec![
         Statement::new("SELECT pg_current_xact_id()::text AS xid", Vec::new()),
         Statement::new(
-            dialect.number_placeholders(&sql),
+            Dialect::Postgres.number_placeholders(&sql),
             vec![Value::Text(topic.to_owned())],
         ),
     ]

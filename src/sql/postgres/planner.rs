@@ -17,14 +17,12 @@
 //!   statement of these transactions walks an index in order or probes it
 //!   for a key.
 
-use crate::database::{Dialect, Statement};
+use crate::database::Statement;
 
-/// The statement that sets them (Postgres; none for SQLite).
-pub(crate) fn settings(dialect: Dialect) -> Option<Statement> {
-    (dialect == Dialect::Postgres).then(|| {
-        Statement::new(
-            "SELECT set_config('jit', 'off', true), set_config('enable_bitmapscan', 'off', true)",
-            Vec::new(),
-        )
-    })
+/// The statement that sets them.
+pub(crate) fn settings() -> Statement {
+    Statement::new(
+        "SELECT set_config('jit', 'off', true), set_config('enable_bitmapscan', 'off', true)",
+        Vec::new(),
+    )
 }
