@@ -24,7 +24,7 @@ pub const ENDPOINT_TEST: &str = "outbox.endpoint.test";
 /// window, by the sweep of a drain.
 pub const ALERT: &str = "outbox.alert";
 /// A message died: of a permanent failure, or its last attempt failed.
-pub const MESSAGE_DEAD: &str = "outbox.message.dead";
+pub const MESSAGE_DEAD: &str = crate::sql::events::MESSAGE_DEAD;
 /// A receiver has failed for longer than
 /// [`OutboxBuilder::receiver_failing_after`](super::OutboxBuilder::receiver_failing_after),
 /// every message sent to it failing in turn (its breaker open, drain after
@@ -37,7 +37,7 @@ pub const RESERVED_PREFIX: &str = "outbox.";
 /// The prefix of the operational events' ids (their `webhook-id`): an
 /// application's event ids never start with it, so a delivery whose event
 /// id does is the outbox's own report.
-pub const EVENT_ID_PREFIX: &str = "evt_outbox_";
+pub const EVENT_ID_PREFIX: &str = crate::sql::events::EVENT_ID_PREFIX;
 
 impl Outbox {
     /// The owner whose endpoints receive the operational events, if any.

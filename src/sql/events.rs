@@ -16,6 +16,15 @@ use crate::error::Result;
 use crate::identifier::TableName;
 use crate::time::Timestamp;
 
+/// The type of the operational event of a message that died (written in
+/// SQL by a claim that parks rows as dead): see
+/// [`operational::MESSAGE_DEAD`](crate::outbox::operational::MESSAGE_DEAD).
+pub(crate) const MESSAGE_DEAD: &str = "outbox.message.dead";
+
+/// How an operational event's id starts: see
+/// [`operational::EVENT_ID_PREFIX`](crate::outbox::operational::EVENT_ID_PREFIX).
+pub(crate) const EVENT_ID_PREFIX: &str = "evt_outbox_";
+
 /// An event as published.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EventRow<'a> {
@@ -388,11 +397,7 @@ pub(crate) struct ClaimDeaths<'a> {
 impl ClaimDeaths<'_> {
     /// The ids of its events: `evt_outbox_<token>_<n>`.
     fn id_prefix(&self) -> String {
-        format!(
-            "{}{}_",
-            crate::outbox::operational::EVENT_ID_PREFIX,
-            self.token
-        )
+        format!("{}{}_", EVENT_ID_PREFIX, self.token)
     }
 }
 
@@ -407,7 +412,7 @@ pub(crate) fn keep_claim_deaths(
     let text = |value: String| Expr::val(value).cast_as("TEXT");
     let concat = |left: Expr, right: Expr| left.binary(BinOper::Custom("||"), right);
     let head = serde_json::json!({
-        "type": crate::outbox::operational::MESSAGE_DEAD,
+        "type": MESSAGE_DEAD,
         "at_ms": deaths.at.as_unix_millis(),
     })
     .to_string();
@@ -436,7 +441,7 @@ pub(crate) fn keep_claim_deaths(
         .exprs([
             id,
             text(deaths.operator.to_owned()),
-            text(crate::outbox::operational::MESSAGE_DEAD.to_owned()),
+            text(MESSAGE_DEAD.to_owned()),
             payload,
             Expr::val(Option::<String>::None).cast_as("TEXT"),
             Expr::val(deaths.at.as_unix_millis()).cast_as("BIGINT"),
@@ -467,7 +472,7 @@ pub(crate) fn fan_out_claim_deaths(
         payload: Expr::col((KEPT, event_col::PAYLOAD)),
         filtered: Expr::col((KEPT, event_col::PAYLOAD)),
         owner: deaths.operator,
-        event_type: crate::outbox::operational::MESSAGE_DEAD,
+        event_type: MESSAGE_DEAD,
         subject: None,
         ordering_key: None,
         at: deaths.at,
