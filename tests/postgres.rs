@@ -156,9 +156,11 @@ async fn create_schema_upgrades_an_outbox_an_earlier_release_created() {
 
 /// The function that adds a transaction's counts adds each count to the
 /// column of its index, in the table's column order, reads and clears
-/// what the transaction stashed, and counts the claim's dead rows.
+/// what the transaction stashed, counts the claim's dead rows, and refuses
+/// an index that names no column.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_add_counts_function_adds_each_index_to_its_column_and_clears_the_stash() {
+async fn the_add_counts_function_adds_each_index_to_its_column_counts_claim_deaths_and_refuses_unknown_columns()
+ {
     let database = TestDatabase::create("add_counts").await;
     let db = database.connect(1).await;
     let outbox = Outbox::new(Arc::new(database.connect(1).await), "outbox").unwrap();
@@ -246,6 +248,57 @@ async fn the_add_counts_function_adds_each_index_to_its_column_and_clears_the_st
             "{column}"
         );
     }
+    // A claim's dead rows: counted in `dead_at_claim`, by the claim's
+    // token and time.
+    let sql = |text: &str| Statement::new(text, vec![]);
+    db.execute(&sql(
+        "INSERT INTO \"outbox\" (state, due_at, id, topic, payload, created_at, lease_token) \
+         VALUES ('dead', 5000, 'd1', 't', '{}', 1, 'tok'), ('dead', 5000, 'd2', 't', '{}', 1, 'other')",
+    ))
+    .await
+    .unwrap();
+    db.run_atomic(&[sql(
+        "SELECT \"outbox_add_counts\"('[]', 60000, 5000, 'tok') AS added",
+    )])
+    .await
+    .unwrap();
+    let counted = db
+        .query(&sql(
+            "SELECT dead, dead_at_claim FROM \"outbox_periods\" WHERE topic = 't'",
+        ))
+        .await
+        .unwrap();
+    let counted = counted.iter().next().unwrap();
+    assert_eq!(
+        (
+            counted.get::<i64>("dead").unwrap(),
+            counted.get::<i64>("dead_at_claim").unwrap()
+        ),
+        (8, 11),
+        "dead as before (column 3, twice 4); dead_at_claim (column 4, twice 5) and the one dead row of the claim"
+    );
+    // A count that names no column fails its transaction: nothing lost
+    // silently, nothing written.
+    let refused = db
+        .run_atomic(&[add(r#"[[60000,"t",0,1],[60000,"t",66,1]]"#.to_owned())])
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("names no column"), "{refused}");
+    let delivered = db
+        .query(&sql(
+            "SELECT delivered FROM \"outbox_periods\" WHERE topic = 't'",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        delivered
+            .iter()
+            .next()
+            .unwrap()
+            .get::<i64>("delivered")
+            .unwrap(),
+        2
+    );
     drop((db, outbox));
     database.drop_now().await;
 }
@@ -604,13 +657,15 @@ async fn a_database_error_keeps_the_servers_error_as_its_source() {
     database.drop_now().await;
 }
 
-/// A batch's `COMMIT` rides in its pipeline: a batch whose statement fails
-/// commits none of them, and its connection is handed back out of any
-/// transaction, so the next batch on it commits on its own; a failure at
-/// the `COMMIT` itself (a deferred constraint) is the batch's error.
+/// A batch is one transaction: one whose statement fails, on the server or
+/// before it is sent (a NUL in a text), commits none of them, and its
+/// connection is handed back out of any transaction, so the next batch on
+/// it commits on its own; a failure at the `COMMIT` itself (a deferred
+/// constraint) is the batch's error; and a long batch runs whole in one
+/// transaction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pipelined_commit_applies_all_or_nothing_and_frees_its_connection() {
-    let database = TestDatabase::create("pipelined_commit").await;
+async fn a_batch_applies_all_or_nothing_and_frees_its_connection() {
+    let database = TestDatabase::create("batch_atomic").await;
     let db = database.connect(1).await;
     let sql = |text: &str| Statement::new(text, vec![]);
     db.execute(&sql(
@@ -638,6 +693,36 @@ async fn a_pipelined_commit_applies_all_or_nothing_and_frees_its_connection() {
         .unwrap_err();
     assert!(matches!(failed, Error::Database { .. }), "{failed:?}");
     assert_eq!(count().await, 0);
+    let unsendable = db
+        .batch_atomic(&[
+            sql("INSERT INTO t (id, other) VALUES (1, 1)"),
+            Statement::new(
+                "INSERT INTO t (id, other) VALUES (CAST(length($1) AS BIGINT), 2)",
+                vec!["a\0b".into()],
+            ),
+        ])
+        .await
+        .unwrap_err();
+    assert_eq!(count().await, 0, "a batch committed without {unsendable}");
+    let long: Vec<Statement> = (0..200)
+        .map(|_| sql("SELECT CAST(txid_current() AS BIGINT) AS xid"))
+        .collect();
+    let xids: std::collections::BTreeSet<i64> = db
+        .batch_atomic(&long)
+        .await
+        .unwrap()
+        .iter()
+        .map(|outcome| {
+            outcome
+                .rows
+                .iter()
+                .next()
+                .unwrap()
+                .get::<i64>("xid")
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(xids.len(), 1, "{xids:?}");
     let at_commit = db
         .batch_atomic(&[
             sql("INSERT INTO t (id, other) VALUES (3, 7)"),

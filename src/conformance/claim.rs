@@ -264,6 +264,20 @@ pub(crate) async fn claim_searches_and_never_scans(h: Harness) -> CaseResult {
         }
     }
     statements.push(("isolate", outbox.isolate_statement(lease, LEASE, true)?.0));
+    if h.db().dialect() == Dialect::Postgres {
+        // The count of a claim's dead rows, as the table's `_add_counts`
+        // function runs it (src/outbox/schema.postgres.sql).
+        statements.push((
+            "claim deaths (in the add-counts function)",
+            Statement::new(
+                format!(
+                    "SELECT o.topic, COUNT(*) FROM \"{table}\" AS o WHERE o.state = 'dead' \
+                     AND o.due_at = CAST($1 AS BIGINT) AND o.lease_token = CAST($2 AS TEXT) GROUP BY 1"
+                ),
+                vec![lease.until().as_unix_millis().into(), "tok".into()],
+            ),
+        ));
+    }
     statements.push((
         "ordered enqueue",
         outbox

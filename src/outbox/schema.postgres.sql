@@ -161,6 +161,8 @@ CREATE TABLE IF NOT EXISTS "{table}_periods" (
 -- rows that the claim `claim_token` at `claimed_at` parked as dead. It locks every rollup row the
 -- transaction adds to in (minute, topic) order, so two drainers never take the same rows in opposite
 -- orders; and a session keeps a function's plans, so its 66 columns are not planned again each call.
+-- Created once: a release that changes the count columns replaces it in its migration (CREATE OR
+-- REPLACE); a count naming no column fails its transaction rather than vanish.
 DO $$
 BEGIN
     IF to_regproc('"{table}_add_counts"') IS NULL THEN
@@ -169,8 +171,14 @@ BEGIN
                                                  claim_token TEXT) RETURNS BIGINT LANGUAGE plpgsql AS $body$
             DECLARE
                 stash CONSTANT TEXT := 'workers_outbox.rollups_' || encode(convert_to('{table}', 'UTF8'), 'hex');
+                entries CONSTANT JSONB := COALESCE(NULLIF(current_setting(stash, true), ''), '[]')::JSONB
+                                          || counted;
                 added BIGINT;
             BEGIN
+                IF EXISTS (SELECT 1 FROM jsonb_array_elements(entries) AS e
+                           WHERE (e ->> 2)::INTEGER NOT BETWEEN 0 AND 65) THEN
+                    RAISE EXCEPTION 'workers-outbox: a count names no column of "{table}_periods"';
+                END IF;
                 INSERT INTO "{table}_periods" AS p (period_ms, period_start, topic,
                     delivered,
                     retried,
@@ -308,8 +316,7 @@ BEGIN
                 FROM (
                     SELECT (e ->> 0)::BIGINT AS minute, e ->> 1 AS topic, (e ->> 2)::INTEGER AS col,
                            (e ->> 3)::BIGINT AS n
-                    FROM jsonb_array_elements(COALESCE(NULLIF(current_setting(stash, true), ''), '[]')::JSONB
-                                              || counted) AS e
+                    FROM jsonb_array_elements(entries) AS e
                     UNION ALL
                     SELECT claim_minute, o.topic, 4, COUNT(*) FROM "{table}" AS o
                     WHERE claim_token IS NOT NULL AND o.state = 'dead' AND o.due_at = claimed_at
@@ -389,7 +396,7 @@ BEGIN
                 RETURN added;
             END
             $body$;
-        EXCEPTION WHEN duplicate_function THEN NULL; -- another session created it meanwhile
+        EXCEPTION WHEN duplicate_function OR unique_violation THEN NULL; -- another session created it meanwhile
         END;
     END IF;
 END

@@ -737,8 +737,8 @@ impl Outbox {
             prepared.last = Some(last);
         }
         // Before everything, on Postgres: the planner settings of
-        // `sql::planner` (the count's estimate, and a delete's, grow with
-        // the table's dead tuples).
+        // `sql::postgres::planner` (the count's estimate, and a delete's,
+        // grow with the table's dead tuples).
         if !prepared.statements.is_empty()
             && let Some(settings) = crate::sql::dialects::of(self.dialect()).planner_settings()
         {
@@ -940,7 +940,8 @@ impl Outbox {
     /// subjects erased more than
     /// [`ERASURE_MEMORY`](crate::subject::ERASURE_MEMORY) ago, and on
     /// Postgres makes ready the head of any ordering key left waiting (it
-    /// reads every waiting row; see [`sweep_promotes_heads`]).
+    /// reads every waiting row; see
+    /// [`Differences::sweep_promotes_heads`](crate::sql::differences::Differences::sweep_promotes_heads)).
     pub(crate) fn sweep_statements(&self) -> Result<Vec<Statement>> {
         let now = self.now();
         let mut sweep = vec![self.tombstones().forget(now)?];

@@ -7,11 +7,13 @@
 //! façades ([`Outbox`](crate::Outbox), [`Inbox`](crate::Inbox)) take the
 //! time and tokens, call these, and send what they return through the
 //! [`Database`](crate::Database) port: no other module writes SQL. Every
-//! place where a statement's text differs between SQLite and Postgres is in
-//! [`dialects`] (and Postgres's claim floor, which SQLite has no need of,
-//! in [`claim_floor`]); the tests pin the exact SQL of each statement here
-//! in both (the write path's in `tests.rs`, the operators' reads and writes
-//! in `pinned/<dialect>.sql`).
+//! place where a statement's text differs between SQLite and Postgres is a
+//! method of [`differences::Differences`], which [`sqlite`] and
+//! [`postgres`] each implement whole (Postgres's claim floor, which SQLite
+//! has no need of, is in [`postgres::claim_floor`]), reached through
+//! [`dialects::of`]; the tests pin the exact SQL of each statement here in
+//! both (the write path's in `tests.rs`, the operators' reads and writes in
+//! `pinned/<dialect>.sql`).
 
 pub(crate) mod alerts;
 pub(crate) mod attempts;

@@ -508,7 +508,7 @@ impl RollupWrites {
     /// settle's count binds them in groups of one topic, one claim's token
     /// and lease end and one signature (a group's fields are read once, its
     /// ids one by one): it finds the leases that still hold (one
-    /// primary-key lookup each, see [`held_leases`]), and adds each group's
+    /// primary-key lookup each, see [`held_leases`](super::differences::Differences::held_leases)), and adds each group's
     /// count to its signature's columns of its topic's one row.
     pub(crate) fn new(table: &TableName, dialect: Dialect) -> Self {
         let differences = dialects::of(dialect);
@@ -610,7 +610,7 @@ impl RollupWrites {
     /// Counts into the minute of `now`, once per row the statement just
     /// before it changed, what a lease of `key` adds: to send right after
     /// that statement, in the same atomic call. `None` where the dialect
-    /// does not count this way (see [`counts_by_changes`]).
+    /// does not count this way (see [`counts_by_changes`](super::differences::Differences::counts_by_changes)).
     pub(crate) fn count_changes(&self, key: &ChangesKey<'_>, now: Timestamp) -> Option<Statement> {
         if !self.counts_changes() {
             return None;

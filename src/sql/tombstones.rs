@@ -1,7 +1,7 @@
 //! Tombstones of erased subjects (see [`erasure`](crate::erasure)): one row
 //! per subject key in a table shared by the database's outboxes and
 //! inboxes. The guards that refuse writes carrying a subject are in
-//! [`dialects::erasure_guard`](super::dialects::erasure_guard).
+//! [`Differences::erasure_guard`](super::differences::Differences::erasure_guard).
 
 use sea_query::{Expr, ExprTrait, OnConflict, Order, Query};
 

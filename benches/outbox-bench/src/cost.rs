@@ -183,6 +183,11 @@ impl Bench {
         let outbox = self.plain_outbox(rollups)?;
         let enqueue = self.enqueue_plain(&outbox, messages).await?;
         let (deliver, delivered) = self.drain_all(outbox, messages, relay).await?;
+        if delivered != u64::from(messages) {
+            return Err(workers_outbox::Error::database(format!(
+                "a cost benchmark's drain delivered {delivered} of {messages} messages"
+            )));
+        }
         Ok(PathCost {
             path: if relay { "relayed" } else { "drained" }.to_owned(),
             algorithm: "ours",

@@ -17,7 +17,7 @@ use std::future::Future;
 
 use bytes::BytesMut;
 use futures_util::future::join_all;
-use futures_util::{StreamExt, join, pin_mut};
+use futures_util::{StreamExt, pin_mut};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Client, IsolationLevel, RowStream};
@@ -208,10 +208,10 @@ async fn run_alone(client: &Client, statement: &Statement) -> Result<Outcome> {
     }
 }
 
-/// Runs `statements` in one read-committed transaction: `BEGIN`, then the
-/// statements and `COMMIT` pipelined (sent at once, run in order on the
-/// server, so their number costs no extra round trips; a settle of a
-/// hundred messages is a hundred statements). After a failure Postgres refuses the rest
+/// Runs `statements` in one read-committed transaction: `BEGIN`, the
+/// statements pipelined (sent at once, run in order on the server, so their
+/// number costs no extra round trips; a settle of a hundred messages is a
+/// hundred statements), `COMMIT`. After a failure Postgres refuses the rest
 /// and the first error is returned. If this future is dropped half-way the
 /// transaction is rolled back (tokio-postgres queues the `ROLLBACK`).
 async fn run_transaction(client: &mut Client, statements: &[Statement]) -> Result<Vec<Outcome>> {
@@ -226,22 +226,15 @@ async fn run_transaction(client: &mut Client, statements: &[Statement]) -> Resul
             .await
             .map_err(classify)?;
         let sent = &transaction;
-        let run_all = join_all(statements.iter().map(|statement| {
+        let outcomes = join_all(statements.iter().map(|statement| {
             run(statement, move |sql, params| {
                 sent.query_typed_raw(sql, params)
             })
-        }));
-        // Pipelined behind them: the transaction's row locks are released
-        // as soon as the server has run its last statement, not a round
-        // trip later (after a failed statement it rolls back).
-        let (outcomes, committed) = join!(run_all, sent.batch_execute("COMMIT"));
-        // The `COMMIT` ended the transaction, whatever it answered: nothing
-        // is left for the transaction's drop to roll back.
-        std::mem::forget(transaction);
-        let outcomes = outcomes
-            .into_iter()
-            .collect::<std::result::Result<Vec<_>, Failure>>()?;
-        committed.map_err(classify)?;
+        }))
+        .await
+        .into_iter()
+        .collect::<std::result::Result<Vec<_>, Failure>>()?;
+        transaction.commit().await.map_err(classify)?;
         Ok(outcomes)
     }
     .await;
