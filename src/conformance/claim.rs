@@ -259,7 +259,7 @@ pub(crate) async fn claim_searches_and_never_scans(h: Harness) -> CaseResult {
             },
         ),
     ] {
-        for statement in outbox.prepare_fates(&[(lease, fate)])?.statements() {
+        for statement in outbox.prepare_fates(&[(lease, fate)])?.statements().iter() {
             statements.push((name, statement.clone()));
         }
     }

@@ -1,6 +1,7 @@
 //! Settling leased messages: complete, reschedule, bury or release, fenced
 //! by the lease, many at once in one atomic batch.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -112,11 +113,9 @@ pub(crate) enum DeathCause {
 #[derive(Debug, Clone, Default)]
 #[must_use = "a prepared settle changes nothing until it is sent"]
 pub(crate) struct PreparedSettle {
+    /// The statements that settle (see [`leading`](Self::leading)).
     statements: Vec<Statement>,
-    /// How many of `statements`, at their end, add `last`.
-    trailing: usize,
-    /// The counts to add last in the transaction (Postgres), which
-    /// `statements` add at their end.
+    /// The counts to add last in the transaction (Postgres).
     last: Option<CountsLast>,
     plan: Vec<Planned>,
     /// The same settle with each listed delete in its exact form, where
@@ -168,14 +167,21 @@ enum Effect {
 
 impl PreparedSettle {
     /// The statements, to run in one atomic batch: [`leading`](Self::leading)
-    /// then the statements that add [`last`](Self::last).
-    pub(crate) fn statements(&self) -> &[Statement] {
-        &self.statements
+    /// then the statements that add [`last`](Self::last) (rendered here,
+    /// for a settle sent on its own: a drain's call adds every part's
+    /// counts in one statement).
+    pub(crate) fn statements(&self) -> Cow<'_, [Statement]> {
+        match self.last.as_ref().map(CountsLast::statements) {
+            Some(adds) if !adds.is_empty() => {
+                Cow::Owned(self.statements.iter().cloned().chain(adds).collect())
+            }
+            _ => Cow::Borrowed(&self.statements),
+        }
     }
 
     /// The statements that settle, read by [`read`](Self::read).
     pub(crate) fn leading(&self) -> &[Statement] {
-        &self.statements[..self.statements.len() - self.trailing]
+        &self.statements
     }
 
     /// The counts to add after every other statement of the same
@@ -442,11 +448,11 @@ impl Outbox {
     /// leases is safe.
     pub async fn settle(&self, deliveries: &[(&LeaseHandle, Delivery)]) -> Result<SettleReport> {
         let prepared = self.prepare_settle(deliveries)?;
-        match self.inner.db.batch_atomic(prepared.statements()).await {
+        match self.inner.db.batch_atomic(&prepared.statements()).await {
             Ok(outcomes) => Ok(prepared.read(&outcomes)),
             Err(error) if error.is_settle_not_exact() => {
                 let exact = prepared.exact();
-                let outcomes = self.inner.db.batch_atomic(exact.statements()).await?;
+                let outcomes = self.inner.db.batch_atomic(&exact.statements()).await?;
                 Ok(exact.read(&outcomes))
             }
             Err(error) => Err(error),
@@ -515,7 +521,6 @@ impl Outbox {
         let writes = self.rollup_writes();
         let mut prepared = PreparedSettle {
             statements: Vec::with_capacity(fates.len() + 1),
-            trailing: 0,
             last: None,
             plan: Vec::with_capacity(fates.len()),
             exact: None,
@@ -730,12 +735,7 @@ impl Outbox {
             leading.push(count);
             CountsLast::gather(&mut last, stashed.as_ref());
         }
-        if let Some(last) = last {
-            let adds = last.statements();
-            prepared.trailing = adds.len();
-            prepared.statements.extend(adds);
-            prepared.last = Some(last);
-        }
+        prepared.last = last;
         // Before everything, on Postgres: the planner settings of
         // `sql::postgres::planner` (the count's estimate, and a delete's,
         // grow with the table's dead tuples).
@@ -806,7 +806,7 @@ impl Outbox {
 
     async fn settle_one(&self, lease: &LeaseHandle, fate: Fate) -> Result<()> {
         let prepared = self.prepare_fates(&[(lease, fate)])?;
-        let outcomes = self.inner.db.batch_atomic(prepared.statements()).await?;
+        let outcomes = self.inner.db.batch_atomic(&prepared.statements()).await?;
         if prepared.read(&outcomes).lease_lost.is_empty() {
             Ok(())
         } else {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use workers_outbox::drain::{BatchLimits, DeliverBatch, StopReason, deliver_fn};
-use workers_outbox::endpoint::{Endpoints, Event, NewEndpoint};
+use workers_outbox::endpoint::Event;
 use workers_outbox::future::BoxFuture;
 use workers_outbox::{
     Batch, ClaimedMessage, Clock, Delivery, DrainLimits, Drainer, Message, Outbox, Result,
@@ -16,6 +16,7 @@ use workers_outbox::{
 };
 
 use crate::baseline::Baseline;
+use crate::endpoint_costs::subscribed;
 use crate::scenarios::{Bench, Meter, add};
 
 const LEASE: Duration = Duration::from_secs(300);
@@ -25,8 +26,6 @@ const DRAIN_BATCH: u32 = 100;
 
 /// The endpoints an event is fanned out to, one row of the table each.
 pub const FAN_OUT: [u32; 2] = [1, 10];
-
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /// One path's cost, summed over its messages.
 #[derive(Debug, Clone, Serialize)]
@@ -204,15 +203,7 @@ impl Bench {
     async fn fan_out_cost(&self, rollups: bool, endpoints: u32, events: u32) -> Result<PathCost> {
         self.reset().await?;
         let outbox = self.plain_outbox(rollups)?;
-        let registry = Endpoints::new(&outbox);
-        for n in 0..endpoints {
-            registry
-                .create(
-                    NewEndpoint::new("acme", format!("https://hooks-{n}.example.com/in"), SECRET)
-                        .event_types(["account.created"]),
-                )
-                .await?;
-        }
+        let registry = subscribed(&outbox, endpoints).await?;
         let mut enqueue = Meter::default();
         for n in 0..events {
             let mut batch = Batch::new(self.db.clone());

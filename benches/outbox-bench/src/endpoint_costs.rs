@@ -9,7 +9,7 @@ use workers_outbox::drain::{AttemptRecord, Deliver};
 use workers_outbox::endpoint::{Endpoints, Event, NewEndpoint};
 use workers_outbox::future::BoxFuture;
 use workers_outbox::{
-    Batch, ClaimedMessage, Clock, Delivery, DrainLimits, Result, Statement, SystemClock,
+    Batch, ClaimedMessage, Clock, Delivery, DrainLimits, Outbox, Result, Statement, SystemClock,
 };
 
 use crate::scenarios::{Algorithm, Bench, Kind, Meter};
@@ -23,6 +23,21 @@ pub(crate) const TABLES: [&str; 4] = [
 ];
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// The endpoints of `outbox`: `endpoints` of them, each subscribed to
+/// `account.created`.
+pub(crate) async fn subscribed(outbox: &Outbox, endpoints: u32) -> Result<Endpoints> {
+    let registry = Endpoints::new(outbox);
+    for n in 0..endpoints {
+        registry
+            .create(
+                NewEndpoint::new("acme", format!("https://hooks-{n}.example.com/in"), SECRET)
+                    .event_types(["account.created"]),
+            )
+            .await?;
+    }
+    Ok(registry)
+}
 
 /// One fan-out size's figures, summed over its iterations.
 #[derive(Debug, Clone, Serialize)]
@@ -89,15 +104,7 @@ impl Bench {
     pub async fn fan_out(&self, endpoints: u32, iterations: u32) -> Result<FanOutRun> {
         self.reset().await?;
         let outbox = self.outbox()?;
-        let registry = Endpoints::new(&outbox);
-        for n in 0..endpoints {
-            registry
-                .create(
-                    NewEndpoint::new("acme", format!("https://hooks-{n}.example.com/in"), SECRET)
-                        .event_types(["account.created"]),
-                )
-                .await?;
-        }
+        let registry = subscribed(&outbox, endpoints).await?;
         let account = |tag: &str, n: u32| {
             Statement::new(
                 "INSERT INTO accounts (id, email, created_at) VALUES (?, ?, ?)",
