@@ -3,6 +3,7 @@
 // plans: messages a day within the free plan, and the list price of a
 // million messages on the paid plan.
 import { int, tableInto } from "./markdown.mjs";
+import { PREVIOUS, previousCost } from "./previous.mjs";
 
 /** D1's Workers Free plan: rows a day. */
 export const FREE_PLAN = { rowsWritten: 100_000, rowsRead: 5_000_000 };
@@ -11,23 +12,38 @@ export const PAID_PRICE = { rowsWritten: 1.0, rowsRead: 0.001 };
 
 /**
  * Each path's figures, per message (per event when fanned out): `call` is
- * the bench Worker's; ours with the rollups on and off, then the original.
+ * the bench Worker's, `previous` the previous version's (`previous.mjs`);
+ * ours with the rollups on and off, the original, then the previous version
+ * on the paths it has.
  */
-export async function runCost(call, log, messages = 2_000) {
+export async function runCost(call, previous, log, messages = 2_000) {
   const paths = [];
   for (const rollups of [true, false]) {
     const { body } = await call("cost", { rollups, messages });
     paths.push(...body);
   }
   paths.push(...(await call("cost_original", { messages })).body);
+  paths.push(...(await previousCost(previous, messages)));
   for (const path of paths) {
     const p = perMessage(path);
     log(
-      `D1 cost ${path.algorithm} ${path.path}${path.algorithm === "ours" ? `, rollups ${path.rollups}` : ""}: ` +
+      `D1 cost ${label(path)} ${path.path}: ` +
         `${p.written.toFixed(2)} written, ${p.read.toFixed(2)} read per ${path.path.startsWith("fanned") ? "event" : "message"}`,
     );
   }
   return { messages, paths };
+}
+
+/** Whose figures a path's are. */
+function label(path) {
+  switch (path.algorithm) {
+    case "ours":
+      return path.rollups ? "ours, rollups on" : "ours, rollups off";
+    case "previous":
+      return PREVIOUS.name;
+    default:
+      return "original";
+  }
 }
 
 /** A path's rows written and read per message: its enqueue's and its delivery's. */
@@ -63,13 +79,15 @@ export function costMarkdown({ messages, paths }) {
     "(one `send_batch` per 100: the Queue's own operations are billed by Queues, not D1); **fanned out to N**:",
     "one event a batch, which N endpoints subscribe to, and its N deliveries drained. The original algorithm",
     "is `shared/reference/outbox.rs` on the same adapter (`benches/outbox-bench/src/baseline.rs`): an insert,",
-    "a select and a guarded update per row to claim, a delete per row; it keeps no rollups.",
+    "a select and a guarded update per row to claim, a delete per row; it keeps no rollups. The",
+    `${PREVIOUS.name} is its own bench Worker, built from that commit by the same run (\`benches/previous.mjs\`),`,
+    "its sign-up mails through the same immediate and drained paths with its defaults (rollups on); it had",
+    "no relay or fan-out route to meter.",
     `Free plan: ${int(FREE_PLAN.rowsWritten)} rows written and ${int(FREE_PLAN.rowsRead)} rows read a day; paid plan:`,
     `$${fmt(PAID_PRICE.rowsWritten, 2)} per million rows written and $${fmt(PAID_PRICE.rowsRead, 3)} per million read past the included`,
     "(the Worker's own requests and CPU not counted).",
     "",
   );
-  const label = (path) => (path.algorithm === "ours" ? (path.rollups ? "ours, rollups on" : "ours, rollups off") : "original");
   const order = ["immediate", "drained", "relayed"];
   const rank = (path) => (order.includes(path.path) ? order.indexOf(path.path) : order.length + Number(path.path.replace(/\D/g, "")));
   const sorted = [...paths].sort((a, b) => rank(a) - rank(b) || label(a).localeCompare(label(b)));

@@ -19,6 +19,7 @@ import { endpointsMarkdown, runEndpoints } from "./endpoints.mjs";
 import { runPlatform } from "./platform.mjs";
 import { runWakeups, wakeupsMarkdown } from "./wakeups.mjs";
 import { costMarkdown, runCost } from "./cost.mjs";
+import { PREVIOUS, benchCaller, benchWorkerOptions, withPreviousWorker } from "./previous.mjs";
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 10_000);
 const LARGEST = Number(process.env.BENCH_LARGEST ?? 1_000_000);
@@ -61,19 +62,26 @@ const sink = async (request) => {
   await new Promise((resolve) => setTimeout(resolve, ms));
   return new Response(null, { status: 202 });
 };
-const mf = await start("benches/outbox-bench", {
-  migrate: false,
-  outboundService: sink,
-  durableObjects: { WAKE: { className: "WakeObject", useSQLite: true } },
-});
-async function call(route, params = {}) {
-  const query = new URLSearchParams(params).toString();
-  const started = performance.now();
-  const response = await mf.dispatchFetch(`http://bench/${route}?${query}`, { method: "POST" });
-  const body = await response.json();
-  if (response.status !== 200) throw new Error(`${route} ${query}: ${JSON.stringify(body)}`);
-  return { body, wallMs: performance.now() - started };
+// The figures of the last whole run, kept so that its report can be rendered again.
+const RESULTS = path.join(root, "target", "bench-results.json");
+
+/** Writes benches/chart.png and BENCHMARKS.md from a whole run's figures. */
+async function render(results) {
+  writeFileSync(path.join(root, "benches/chart.png"), await renderChart(results));
+  const report = markdown(results);
+  writeFileSync(path.join(root, "BENCHMARKS.md"), report);
+  console.log(report);
 }
+
+// `BENCH_ONLY=render`: BENCHMARKS.md and the chart rendered again from the
+// last whole run's figures, after a change of a table's words or layout.
+if (process.env.BENCH_ONLY === "render") {
+  await render(JSON.parse(readFileSync(RESULTS, "utf8")));
+  process.exit(0);
+}
+
+const mf = await start("benches/outbox-bench", benchWorkerOptions(sink));
+const call = benchCaller(mf);
 const reset = () => call("reset");
 const seed = (algo, kind, count) => (count > 0 ? call("seed", { algo, kind, count }) : null);
 
@@ -109,24 +117,26 @@ function workerdCpuMs() {
 // delivered a minute before, so the rollups have something to read, the
 // rest half scheduled for tomorrow, half dead), then a drain's alert sweeps
 // over the same rows.
-async function runConsole() {
-  await reset();
-  await seed("ours", "due", 1_000);
-  await call("drain", { algo: "ours", batch: 100, max_calls: 900, max_messages: 500 });
+async function runConsole(on = call, who = "ours") {
+  await on("reset");
+  await on("seed", { algo: "ours", kind: "due", count: 1_000 });
+  await on("drain", { algo: "ours", batch: 100, max_calls: 900, max_messages: 500 });
   const rest = LARGEST - 500;
-  await seed("ours", "future", Math.floor(rest / 2));
-  await seed("ours", "dead", rest - Math.floor(rest / 2));
-  const { body: reads } = await call("console");
-  for (const read of reads) log(`D1 console ${read.request}: ${read.status}, ${read.meter.rows_read} rows read`);
-  const { body: alertSweeps } = await call("alert_sweeps");
-  for (const sweep of alertSweeps) log(`D1 alert sweep (${sweep.rules}, told ${sweep.told}): ${sweep.meter.rows_read} rows read`);
+  await on("seed", { algo: "ours", kind: "future", count: Math.floor(rest / 2) });
+  await on("seed", { algo: "ours", kind: "dead", count: rest - Math.floor(rest / 2) });
+  const { body: reads } = await on("console");
+  for (const read of reads) log(`D1 console (${who}) ${read.request}: ${read.status}, ${read.meter.rows_read} rows read`);
+  const { body: alertSweeps } = await on("alert_sweeps");
+  for (const sweep of alertSweeps) log(`D1 alert sweep (${who}, ${sweep.rules}, told ${sweep.told}): ${sweep.meter.rows_read} rows read`);
   return { rows: LARGEST, reads, alertSweeps };
 }
 
 // `BENCH_ONLY=console`: the console's requests and the alert sweeps alone,
 // printed (BENCHMARKS.md is written by a whole run only).
 if (process.env.BENCH_ONLY === "console") {
-  console.log(JSON.stringify(await runConsole(), null, 2));
+  const ours = await runConsole();
+  const previous = await withPreviousWorker(log, (previous) => runConsole(previous, PREVIOUS.name));
+  console.log(JSON.stringify({ ours, previous }, null, 2));
   await mf.dispose();
   process.exit(0);
 }
@@ -196,12 +206,13 @@ async function d1Drain(algo, batch, messages = MESSAGES) {
 // `BENCH_ONLY=cost`: the rows a message costs on each path, printed
 // (BENCHMARKS.md is written by a whole run only).
 if (process.env.BENCH_ONLY === "cost") {
-  console.log(JSON.stringify(await runCost(call, log, COST_MESSAGES), null, 2));
+  const cost = await withPreviousWorker(log, (previous) => runCost(call, previous, log, COST_MESSAGES));
+  console.log(JSON.stringify(cost, null, 2));
   await mf.dispose();
   process.exit(0);
 }
 
-const results = { d1: {}, sqlite: {} };
+const results = { date: new Date().toISOString(), d1: {}, sqlite: {} };
 
 results.d1.drainRuns = [];
 for (let repetition = 0; repetition < DRAIN_REPS; repetition++) {
@@ -256,7 +267,11 @@ for (let rows = 1_000; rows <= LARGEST; rows *= 10) {
 }
 
 results.d1.console = await runConsole();
-results.d1.cost = await runCost(call, log, COST_MESSAGES);
+// The previous version's Worker, beside ours: its console on the same table, and its cost per path.
+await withPreviousWorker(log, async (previous) => {
+  results.previous = { console: await runConsole(previous, PREVIOUS.name) };
+  results.d1.cost = await runCost(call, previous, log, COST_MESSAGES);
+});
 
 results.d1.stuck = [];
 for (const kind of ["stuck", "dead"]) {
@@ -404,10 +419,8 @@ results.wasm = {
   namedGzipped: gzipSync(named, { level: 9 }).length,
 };
 
-writeFileSync(path.join(root, "benches/chart.png"), await renderChart(results));
-const report = markdown(results);
-writeFileSync(path.join(root, "BENCHMARKS.md"), report);
-console.log(report);
+writeFileSync(RESULTS, JSON.stringify(results));
+await render(results);
 
 // ---------------------------------------------------------------------------
 
@@ -447,13 +460,15 @@ function markdown(r) {
     "",
     "Regenerated by `npm run bench` (`scripts/bench.sh` → `benches/run.mjs`); do not edit by hand.",
     "",
-    `- Date: ${new Date().toISOString().slice(0, 10)}`,
+    `- Date: ${r.date.slice(0, 10)}`,
     `- Machine: ${os.cpus().length} × ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`,
     "- D1: local D1 inside workerd (Miniflare 4.20260426.0), in-memory; one HTTP invocation per drain",
     "  of at most 900 D1 calls, like one cron run on the Paid plan. SQLite: a file in WAL mode.",
     "- Baseline: the original algorithm (`shared/reference/outbox.rs`) rebuilt on the same `Database`",
     "  port (`benches/outbox-bench/src/baseline.rs`): claim = one `SELECT` + one guarded `UPDATE` per row,",
     "  one `DELETE` per delivered row. Deliveries are no-ops: this measures bookkeeping only.",
+    `- The ${PREVIOUS.name}: its own bench Worker, built from that commit by the same run`,
+    "  (`benches/previous.mjs`), beside ours in the D1 cost table and the console's table.",
     `- Every drain delivers ${int(MESSAGES)} messages.`,
     "",
     "![round trips and throughput per batch size](benches/chart.png)",
@@ -627,18 +642,41 @@ function markdown(r) {
     "included).",
     "",
   );
+  // The previous version's request of the same name (the n-th of that name), where it made one.
+  const previousReads = new Map();
+  for (const x of r.previous.console.reads) previousReads.set(x.request, [...(previousReads.get(x.request) ?? []), x]);
+  const seen = new Map();
+  const previousOf = (x) => {
+    const n = seen.get(x.request) ?? 0;
+    seen.set(x.request, n + 1);
+    return previousReads.get(x.request)?.[n];
+  };
   table(
-    ["request", "path", "status", "D1 calls", "rows read", "rows written", "ms"],
-    r.d1.console.reads.map((x) => [x.request, `\`${x.path.replace(/ep_[0-9A-Z]{26}/, "ep_…")}\``, x.status, x.meter.calls, int(x.meter.rows_read), int(x.meter.rows_written), fmt(x.ms, 1)]),
+    ["request", "path", "status", "D1 calls", "rows read", `rows read, ${PREVIOUS.name}`, "rows written", "ms"],
+    r.d1.console.reads.map((x) => {
+      const previous = previousOf(x);
+      return [
+        x.request,
+        `\`${x.path.replace(/ep_[0-9A-Z]{26}/, "ep_…")}\``,
+        x.status,
+        x.meter.calls,
+        int(x.meter.rows_read),
+        previous ? int(previous.meter.rows_read) : "–",
+        int(x.meter.rows_written),
+        fmt(x.ms, 1),
+      ];
+    }),
   );
   // What an open page costs a day: its first view, and an auto-refresh
   // (the live numbers and the charts' last two minutes) at each interval.
   const read = (name) => r.d1.console.reads.find((x) => x.request === name)?.meter.rows_read ?? 0;
   const refreshRows = read("an auto-refresh: due now, oldest, paused") + read("an auto-refresh: the charts' last 2 minutes");
   const FREE_READS_A_DAY = 5_000_000;
+  const previousOverview = r.previous.console.reads.find((x) => x.request === "overview: counts per state")?.meter.rows_read ?? 0;
   lines.push(
     `**An auto-refresh reads ${int(refreshRows)} rows** (the two requests above); the overview's counts are read`,
-    "on a page view, after an action and on \"Refresh now\" only. An open page a day, by interval:",
+    "on a page view, after an action and on \"Refresh now\" only. The previous version's auto-refresh read the",
+    `overview again, and more (its dead-letter groups and a page of messages): at least ${int(previousOverview)} rows. An open page a day, by interval:`,
     "",
   );
   table(
