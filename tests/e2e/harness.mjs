@@ -75,6 +75,14 @@ export async function start(
   return mf;
 }
 
+/** Socket errors of Miniflare's Hyperdrive proxies that the harness kept from failing the run, so far. */
+export const hyperdriveProxy = { errors: 0 };
+
+// How many `hyperdriveProxiesWithErrorListeners` are under way, and the
+// `net.createServer` they replaced while any is.
+let guarding = 0;
+let unguardedCreateServer;
+
 /**
  * Runs `create` (which builds a Miniflare and awaits its readiness) so that,
  * when `hyperdrive` is set, every socket of Miniflare's Hyperdrive proxy has
@@ -82,41 +90,61 @@ export async function start(
  * with none (cloudflare/workers-sdk#15768): when workerd closes a connection
  * while Postgres is still answering on it, the write into the closed socket
  * fails with EPIPE, unhandled, and the test runner fails the file though every
- * case passed. The Worker sees a closed connection either way, so a case the
- * proxy's error concerns still fails on its own; the error is shown with
- * E2E_VERBOSE=1.
+ * case passed. An error on either socket destroys the other, so the Worker
+ * sees its connection fail, as it would without a proxy, and a case it
+ * concerns fails on its own. The errors are counted in `hyperdriveProxy`, and
+ * shown with E2E_VERBOSE=1.
  */
 export async function hyperdriveProxiesWithErrorListeners(hyperdrive, create) {
   if (!hyperdrive) return create();
-  const quiet = (error) => {
-    if (process.env.E2E_VERBOSE) console.error(`Hyperdrive proxy socket: ${error.message}`);
-  };
-  const createServer = net.createServer;
-  // Miniflare creates the proxy's server while it gets ready, and the proxy
-  // opens its Postgres socket synchronously in the server's connection
-  // listener: both are reached through the `net` module's own functions.
-  net.createServer = (...args) => {
-    const listener = args.findIndex((arg) => typeof arg === "function");
-    if (listener >= 0) {
-      const handle = args[listener];
-      args[listener] = (socket) => {
-        socket.on("error", quiet);
-        const connect = net.connect;
-        net.connect = (...connectArgs) => connect(...connectArgs).on("error", quiet);
-        try {
-          return handle(socket);
-        } finally {
-          net.connect = connect;
-        }
-      };
-    }
-    return createServer(...args);
-  };
+  if (guarding++ === 0) {
+    unguardedCreateServer = net.createServer;
+    net.createServer = guardedCreateServer(unguardedCreateServer);
+  }
   try {
     return await create();
   } finally {
-    net.createServer = createServer;
+    if (--guarding === 0) net.createServer = unguardedCreateServer;
   }
+}
+
+/**
+ * `createServer` whose connection listener gives the connection's socket, and
+ * any socket the listener opens synchronously, error listeners that destroy
+ * the other. Miniflare creates the proxy's server while it gets ready, and the
+ * proxy opens its Postgres socket synchronously in that listener, both through
+ * the `net` module's own functions.
+ */
+function guardedCreateServer(createServer) {
+  return function (...args) {
+    const index = args.findIndex((arg) => typeof arg === "function");
+    if (index >= 0) {
+      const listener = args[index];
+      args[index] = function (socket) {
+        const opened = [];
+        const connect = net.connect;
+        net.connect = (...connectArgs) => {
+          const other = connect(...connectArgs);
+          opened.push(other);
+          return other;
+        };
+        try {
+          return listener.call(this, socket);
+        } finally {
+          net.connect = connect;
+          const sockets = [socket, ...opened];
+          for (const one of sockets) {
+            one.on("error", (error) => {
+              hyperdriveProxy.errors += 1;
+              if (process.env.E2E_VERBOSE) console.error(`Hyperdrive proxy socket: ${error.message}`);
+              for (const other of sockets) if (other !== one) other.destroy();
+            });
+          }
+        }
+      };
+    }
+    return createServer.apply(this, args);
+  };
 }
 
 /** Applies `<dir>/*.sql` (`migrations/` unless told) in order, as `wrangler d1 migrations apply` does. */
