@@ -12,18 +12,18 @@ export const PAID_PRICE = { rowsWritten: 1.0, rowsRead: 0.001 };
 
 /**
  * Each path's figures, per message (per event when fanned out): `call` is
- * the bench Worker's, `previous` the previous version's (`previous.mjs`);
+ * the bench Worker's, `previousCall` the previous version's (`previous.mjs`);
  * ours with the rollups on and off, the original, then the previous version
  * on the paths it has.
  */
-export async function runCost(call, previous, log, messages = 2_000) {
+export async function runCost(call, previousCall, log, messages = 2_000) {
   const paths = [];
   for (const rollups of [true, false]) {
     const { body } = await call("cost", { rollups, messages });
     paths.push(...body);
   }
   paths.push(...(await call("cost_original", { messages })).body);
-  paths.push(...(await previousCost(previous, messages)));
+  paths.push(...(await previousCost(previousCall, messages)));
   for (const path of paths) {
     const p = perMessage(path);
     log(
@@ -82,7 +82,7 @@ export function costMarkdown({ messages, paths }) {
     "a select and a guarded update per row to claim, a delete per row; it keeps no rollups. The",
     `${PREVIOUS.name} is its own bench Worker, built from that commit by the same run (\`benches/previous.mjs\`),`,
     "its sign-up mails through the same immediate and drained paths with its defaults (rollups on); it had",
-    "no relay or fan-out route to meter.",
+    "no route that meters a relay or a fanned-out delivery.",
     `Free plan: ${int(FREE_PLAN.rowsWritten)} rows written and ${int(FREE_PLAN.rowsRead)} rows read a day; paid plan:`,
     `$${fmt(PAID_PRICE.rowsWritten, 2)} per million rows written and $${fmt(PAID_PRICE.rowsRead, 3)} per million read past the included`,
     "(the Worker's own requests and CPU not counted).",

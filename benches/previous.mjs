@@ -1,56 +1,41 @@
 // The previous version of the library, built from its commit beside this
 // one, so that a table can set its figures beside ours from the same run on
-// the same machine. Its bench Worker is built once per commit under
-// target/previous/ (the build's stamp skips it after), from `git archive`: it
-// needs the repository's history, as a clone has.
+// the same machine. Its bench Worker is built under target/previous/ from
+// `git archive` (the repository's history is needed, as a clone has it);
+// the build's stamp skips a build already made.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
 import path from "node:path";
 import { root, start } from "../tests/e2e/harness.mjs";
+import { benchCaller, benchWorkerOptions } from "./bench_worker.mjs";
 
 /**
- * The code before the issue that brought the cost table (the D1 bill at the
- * floor): its bench Worker has the `sealing` route, which meters the immediate
- * and the drained paths with the outbox's defaults (rollups on).
+ * The last commit before this version's work on D1's bill (no release was
+ * tagged between): its bench Worker has the `sealing` route, which meters the
+ * immediate and the drained paths with the outbox's defaults (rollups on),
+ * and the `console` route, the console's requests on a seeded table.
  */
 export const PREVIOUS = { commit: "420847d", name: "previous version (420847d)" };
 
-/** Builds the previous version's bench Worker if its build is missing; its directory. */
+/** Builds the previous version's bench Worker unless built; its directory. Call it before measuring: it fails early where the history is missing. */
 export function buildPrevious(log) {
   const dir = path.join(root, "target", "previous", PREVIOUS.commit);
-  if (!existsSync(path.join(dir, "Cargo.toml"))) {
-    mkdirSync(dir, { recursive: true });
+  if (!existsSync(dir)) {
+    // Extracted beside, then moved in whole: an interrupted extraction is not taken for a tree.
+    const partial = `${dir}.partial`;
+    rmSync(partial, { recursive: true, force: true });
+    mkdirSync(partial, { recursive: true });
     log(`the ${PREVIOUS.name}: extracting ${PREVIOUS.commit} into ${path.relative(root, dir)}`);
     const archive = execFileSync("git", ["-C", root, "archive", "--format=tar", PREVIOUS.commit], { maxBuffer: 1 << 30 });
-    execFileSync("tar", ["-x", "-C", dir], { input: archive });
+    execFileSync("tar", ["-x", "-C", partial], { input: archive });
+    renameSync(partial, dir);
   }
-  log(`the ${PREVIOUS.name}: building its bench Worker (once per commit)`);
-  execFileSync("bash", ["scripts/build-worker.sh", "benches/outbox-bench"], {
-    cwd: dir,
-    stdio: ["ignore", "inherit", "inherit"],
-    env: { ...process.env, WASM_OPT_BIN: path.join(root, "node_modules", ".bin", "wasm-opt") },
-  });
+  const env = { ...process.env, WASM_OPT_BIN: path.join(root, "node_modules", ".bin", "wasm-opt") };
+  delete env.FORCE_BUILD;
+  // Its output goes to stderr: stdout carries the benches' results.
+  execFileSync("bash", ["scripts/build-worker.sh", "benches/outbox-bench"], { cwd: dir, stdio: ["ignore", 2, "inherit"], env });
   return dir;
 }
-
-/** A bench Worker's routes in `mf`: `call(route, params)` gives `{ body, wallMs }`, and throws on a status other than 200. */
-export function benchCaller(mf) {
-  return async function call(route, params = {}) {
-    const query = new URLSearchParams(params).toString();
-    const started = performance.now();
-    const response = await mf.dispatchFetch(`http://bench/${route}?${query}`, { method: "POST" });
-    const body = await response.json();
-    if (response.status !== 200) throw new Error(`${route} ${query}: ${JSON.stringify(body)}`);
-    return { body, wallMs: performance.now() - started };
-  };
-}
-
-/** The options every bench Worker runs with: its own D1, a sink that accepts every request, the wake-up objects. */
-export const benchWorkerOptions = (sink = () => new Response(null, { status: 202 })) => ({
-  migrate: false,
-  outboundService: sink,
-  durableObjects: { WAKE: { className: "WakeObject", useSQLite: true } },
-});
 
 /** Runs `use` with the previous version's bench Worker (built if missing): `use(call)`, `call` as `benchCaller`'s. */
 export async function withPreviousWorker(log, use) {

@@ -1,9 +1,9 @@
-// Runs every benchmark — ours against the original algorithm, on D1 inside
-// workerd (Miniflare) and on native SQLite, and concurrent drainers on
-// native Postgres beside SQLite — prints a table, and rewrites
-// BENCHMARKS.md and benches/chart.png. Run through `npm run bench`.
+// Runs every benchmark — ours against the original algorithm and the
+// previous version, on D1 inside workerd (Miniflare) and on native SQLite,
+// and concurrent drainers on native Postgres beside SQLite — prints a table,
+// and rewrites BENCHMARKS.md and benches/chart.png. Run through `npm run bench`.
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { gzipSync } from "node:zlib";
@@ -19,7 +19,8 @@ import { endpointsMarkdown, runEndpoints } from "./endpoints.mjs";
 import { runPlatform } from "./platform.mjs";
 import { runWakeups, wakeupsMarkdown } from "./wakeups.mjs";
 import { costMarkdown, runCost } from "./cost.mjs";
-import { PREVIOUS, benchCaller, benchWorkerOptions, withPreviousWorker } from "./previous.mjs";
+import { benchCaller, benchWorkerOptions } from "./bench_worker.mjs";
+import { PREVIOUS, buildPrevious, withPreviousWorker } from "./previous.mjs";
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 10_000);
 const LARGEST = Number(process.env.BENCH_LARGEST ?? 1_000_000);
@@ -40,6 +41,8 @@ const COST_MESSAGES = Number(process.env.BENCH_COST_MESSAGES ?? 2_000);
 const BATCHES = [1, 10, 50, 100];
 const ALGOS = ["ours", "baseline"];
 const log = (...args) => console.error("bench:", ...args);
+// The figures of the last whole run, kept so that its report can be rendered again.
+const RESULTS = path.join(root, "target", "bench-results.json");
 
 // `BENCH_ONLY=postgres`: only the Postgres claim and the fault simulation,
 // their sections of BENCHMARKS.md rewritten in place (the rest as the last
@@ -62,8 +65,6 @@ const sink = async (request) => {
   await new Promise((resolve) => setTimeout(resolve, ms));
   return new Response(null, { status: 202 });
 };
-// The figures of the last whole run, kept so that its report can be rendered again.
-const RESULTS = path.join(root, "target", "bench-results.json");
 
 /** Writes benches/chart.png and BENCHMARKS.md from a whole run's figures. */
 async function render(results) {
@@ -73,10 +74,21 @@ async function render(results) {
   console.log(report);
 }
 
+/** The run's settings: every BENCH_* variable but BENCH_ONLY (the tables' sizes are read from them). */
+function benchSettings() {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith("BENCH_") && name !== "BENCH_ONLY").sort());
+}
+
 // `BENCH_ONLY=render`: BENCHMARKS.md and the chart rendered again from the
-// last whole run's figures, after a change of a table's words or layout.
+// last whole run's figures, after a change of a table's words or layout,
+// with the settings that run had (the text states its sizes from them).
 if (process.env.BENCH_ONLY === "render") {
-  await render(JSON.parse(readFileSync(RESULTS, "utf8")));
+  const kept = JSON.parse(readFileSync(RESULTS, "utf8"));
+  const now = JSON.stringify(benchSettings());
+  if (JSON.stringify(kept.settings) !== now) {
+    throw new Error(`the kept run had the settings ${JSON.stringify(kept.settings)}, not ${now}: render with the same`);
+  }
+  await render(kept);
   process.exit(0);
 }
 
@@ -117,7 +129,7 @@ function workerdCpuMs() {
 // delivered a minute before, so the rollups have something to read, the
 // rest half scheduled for tomorrow, half dead), then a drain's alert sweeps
 // over the same rows.
-async function runConsole(on = call, who = "ours") {
+async function runConsole(on = call, who = "ours", { alertSweeps: sweep = true } = {}) {
   await on("reset");
   await on("seed", { algo: "ours", kind: "due", count: 1_000 });
   await on("drain", { algo: "ours", batch: 100, max_calls: 900, max_messages: 500 });
@@ -126,6 +138,7 @@ async function runConsole(on = call, who = "ours") {
   await on("seed", { algo: "ours", kind: "dead", count: rest - Math.floor(rest / 2) });
   const { body: reads } = await on("console");
   for (const read of reads) log(`D1 console (${who}) ${read.request}: ${read.status}, ${read.meter.rows_read} rows read`);
+  if (!sweep) return { rows: LARGEST, reads };
   const { body: alertSweeps } = await on("alert_sweeps");
   for (const sweep of alertSweeps) log(`D1 alert sweep (${who}, ${sweep.rules}, told ${sweep.told}): ${sweep.meter.rows_read} rows read`);
   return { rows: LARGEST, reads, alertSweeps };
@@ -135,7 +148,7 @@ async function runConsole(on = call, who = "ours") {
 // printed (BENCHMARKS.md is written by a whole run only).
 if (process.env.BENCH_ONLY === "console") {
   const ours = await runConsole();
-  const previous = await withPreviousWorker(log, (previous) => runConsole(previous, PREVIOUS.name));
+  const previous = await withPreviousWorker(log, (previousCall) => runConsole(previousCall, PREVIOUS.name, { alertSweeps: false }));
   console.log(JSON.stringify({ ours, previous }, null, 2));
   await mf.dispose();
   process.exit(0);
@@ -206,13 +219,22 @@ async function d1Drain(algo, batch, messages = MESSAGES) {
 // `BENCH_ONLY=cost`: the rows a message costs on each path, printed
 // (BENCHMARKS.md is written by a whole run only).
 if (process.env.BENCH_ONLY === "cost") {
-  const cost = await withPreviousWorker(log, (previous) => runCost(call, previous, log, COST_MESSAGES));
+  const cost = await withPreviousWorker(log, (previousCall) => runCost(call, previousCall, log, COST_MESSAGES));
   console.log(JSON.stringify(cost, null, 2));
   await mf.dispose();
   process.exit(0);
 }
 
-const results = { date: new Date().toISOString(), d1: {}, sqlite: {} };
+// Built before anything is measured: a clone without the history fails here, not an hour in.
+buildPrevious(log);
+
+const results = {
+  date: new Date().toISOString(),
+  machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model ?? "unknown CPU", memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version },
+  settings: benchSettings(),
+  d1: {},
+  sqlite: {},
+};
 
 results.d1.drainRuns = [];
 for (let repetition = 0; repetition < DRAIN_REPS; repetition++) {
@@ -268,9 +290,9 @@ for (let rows = 1_000; rows <= LARGEST; rows *= 10) {
 
 results.d1.console = await runConsole();
 // The previous version's Worker, beside ours: its console on the same table, and its cost per path.
-await withPreviousWorker(log, async (previous) => {
-  results.previous = { console: await runConsole(previous, PREVIOUS.name) };
-  results.d1.cost = await runCost(call, previous, log, COST_MESSAGES);
+await withPreviousWorker(log, async (previousCall) => {
+  results.d1.previousConsole = await runConsole(previousCall, PREVIOUS.name, { alertSweeps: false });
+  results.d1.cost = await runCost(call, previousCall, log, COST_MESSAGES);
 });
 
 results.d1.stuck = [];
@@ -452,7 +474,6 @@ function ratioSpread(runs, batch) {
 function markdown(r) {
   const find = (list, algo, key, value) => list.find((x) => x.algo === algo && x[key] === value);
   const fmt = (n, digits = 2) => (n === undefined || n === null ? "–" : Number(n).toFixed(digits));
-  const cpu = os.cpus()[0]?.model ?? "unknown CPU";
   const lines = [];
   const table = tableInto(lines);
   lines.push(
@@ -461,7 +482,7 @@ function markdown(r) {
     "Regenerated by `npm run bench` (`scripts/bench.sh` → `benches/run.mjs`); do not edit by hand.",
     "",
     `- Date: ${r.date.slice(0, 10)}`,
-    `- Machine: ${os.cpus().length} × ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`,
+    `- Machine: ${r.machine.cpus} × ${r.machine.cpu}, ${r.machine.memoryGiB} GiB, Node ${r.machine.node}`,
     "- D1: local D1 inside workerd (Miniflare 4.20260426.0), in-memory; one HTTP invocation per drain",
     "  of at most 900 D1 calls, like one cron run on the Paid plan. SQLite: a file in WAL mode.",
     "- Baseline: the original algorithm (`shared/reference/outbox.rs`) rebuilt on the same `Database`",
@@ -639,22 +660,15 @@ function markdown(r) {
     "in each order), and a member's report",
     "of this outbox after a drain: its summary read (counts stop at 101) and its row written, then",
     "again with nothing changed. Rows read and written as D1 reports them (written: index entries",
-    "included).",
+    `included). Beside ours, the rows the ${PREVIOUS.name} read for the requests it made, on the same table.`,
     "",
   );
-  // The previous version's request of the same name (the n-th of that name), where it made one.
-  const previousReads = new Map();
-  for (const x of r.previous.console.reads) previousReads.set(x.request, [...(previousReads.get(x.request) ?? []), x]);
-  const seen = new Map();
-  const previousOf = (x) => {
-    const n = seen.get(x.request) ?? 0;
-    seen.set(x.request, n + 1);
-    return previousReads.get(x.request)?.[n];
-  };
+  // The previous version's request of the same name, where it made one (names are unique).
+  const previousReads = new Map(r.d1.previousConsole.reads.map((x) => [x.request, x]));
   table(
     ["request", "path", "status", "D1 calls", "rows read", `rows read, ${PREVIOUS.name}`, "rows written", "ms"],
     r.d1.console.reads.map((x) => {
-      const previous = previousOf(x);
+      const previous = previousReads.get(x.request);
       return [
         x.request,
         `\`${x.path.replace(/ep_[0-9A-Z]{26}/, "ep_…")}\``,
@@ -672,7 +686,7 @@ function markdown(r) {
   const read = (name) => r.d1.console.reads.find((x) => x.request === name)?.meter.rows_read ?? 0;
   const refreshRows = read("an auto-refresh: due now, oldest, paused") + read("an auto-refresh: the charts' last 2 minutes");
   const FREE_READS_A_DAY = 5_000_000;
-  const previousOverview = r.previous.console.reads.find((x) => x.request === "overview: counts per state")?.meter.rows_read ?? 0;
+  const previousOverview = r.d1.previousConsole.reads.find((x) => x.request === "overview: counts per state")?.meter.rows_read ?? 0;
   lines.push(
     `**An auto-refresh reads ${int(refreshRows)} rows** (the two requests above); the overview's counts are read`,
     "on a page view, after an action and on \"Refresh now\" only. The previous version's auto-refresh read the",
@@ -804,6 +818,8 @@ function postgresOnly() {
     const end = report.indexOf("\n## ", start + heading.length + 1);
     report = `${report.slice(0, start + 1)}${text}\n${report.slice(end + 1)}`;
   };
+  // BENCHMARKS.md now holds figures the kept results do not: a render of them would put the old ones back.
+  rmSync(RESULTS, { force: true });
   const claim = postgresClaimMarkdown(runPostgresClaim(root, log));
   replaceSection(claim, claim[0], "## The fault simulation");
   const simulation = simulationMarkdown(runSimulation(root, log));
