@@ -3,7 +3,7 @@
 // and concurrent drainers on native Postgres beside SQLite — prints a table,
 // and rewrites BENCHMARKS.md and benches/chart.png. Run through `npm run bench`.
 import { execFileSync } from "node:child_process";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { gzipSync } from "node:zlib";
@@ -74,16 +74,25 @@ async function render(results) {
   console.log(report);
 }
 
-/** The run's settings: every BENCH_* variable but BENCH_ONLY (the tables' sizes are read from them). */
+/**
+ * The run's settings: the sizes this file states in the report, as resolved,
+ * and every BENCH_* variable but BENCH_ONLY (the other benches' sizes are read
+ * from them).
+ */
 function benchSettings() {
-  return Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith("BENCH_") && name !== "BENCH_ONLY").sort());
+  return {
+    sizes: { MESSAGES, LARGEST, LATENCY_MESSAGES, ROLLUP_MESSAGES, ROLLUP_PAIRS, DRAIN_REPS, SEAL_MESSAGES, SEAL_PAIRS, COST_MESSAGES },
+    variables: Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith("BENCH_") && name !== "BENCH_ONLY").sort()),
+  };
 }
 
 // `BENCH_ONLY=render`: BENCHMARKS.md and the chart rendered again from the
 // last whole run's figures, after a change of a table's words or layout,
 // with the settings that run had (the text states its sizes from them).
 if (process.env.BENCH_ONLY === "render") {
+  if (!existsSync(RESULTS)) throw new Error(`no kept run at ${RESULTS}: run \`npm run bench\` whole`);
   const kept = JSON.parse(readFileSync(RESULTS, "utf8"));
+  if (!kept.settings) throw new Error(`the kept run at ${RESULTS} is of an older format: run \`npm run bench\` whole`);
   const now = JSON.stringify(benchSettings());
   if (JSON.stringify(kept.settings) !== now) {
     throw new Error(`the kept run had the settings ${JSON.stringify(kept.settings)}, not ${now}: render with the same`);
@@ -91,6 +100,10 @@ if (process.env.BENCH_ONLY === "render") {
   await render(kept);
   process.exit(0);
 }
+
+// The previous version's Worker is built before anything is measured: a
+// clone without the history fails here, not an hour in.
+if ([undefined, "console", "cost"].includes(process.env.BENCH_ONLY)) buildPrevious(log);
 
 const mf = await start("benches/outbox-bench", benchWorkerOptions(sink));
 const call = benchCaller(mf);
@@ -127,8 +140,9 @@ function workerdCpuMs() {
 
 // The operator console over a table of LARGEST rows (500 due, 500
 // delivered a minute before, so the rollups have something to read, the
-// rest half scheduled for tomorrow, half dead), then a drain's alert sweeps
-// over the same rows.
+// rest half scheduled for tomorrow, half dead), through the bench Worker
+// `on` calls, then, unless told not to, a drain's alert sweeps over the same
+// rows.
 async function runConsole(on = call, who = "ours", { alertSweeps: sweep = true } = {}) {
   await on("reset");
   await on("seed", { algo: "ours", kind: "due", count: 1_000 });
@@ -145,7 +159,8 @@ async function runConsole(on = call, who = "ours", { alertSweeps: sweep = true }
 }
 
 // `BENCH_ONLY=console`: the console's requests and the alert sweeps alone,
-// printed (BENCHMARKS.md is written by a whole run only).
+// ours, then the previous version's requests, printed (BENCHMARKS.md is
+// written by a whole run only).
 if (process.env.BENCH_ONLY === "console") {
   const ours = await runConsole();
   const previous = await withPreviousWorker(log, (previousCall) => runConsole(previousCall, PREVIOUS.name, { alertSweeps: false }));
@@ -224,9 +239,6 @@ if (process.env.BENCH_ONLY === "cost") {
   await mf.dispose();
   process.exit(0);
 }
-
-// Built before anything is measured: a clone without the history fails here, not an hour in.
-buildPrevious(log);
 
 const results = {
   date: new Date().toISOString(),
@@ -818,13 +830,13 @@ function postgresOnly() {
     const end = report.indexOf("\n## ", start + heading.length + 1);
     report = `${report.slice(0, start + 1)}${text}\n${report.slice(end + 1)}`;
   };
-  // BENCHMARKS.md now holds figures the kept results do not: a render of them would put the old ones back.
-  rmSync(RESULTS, { force: true });
   const claim = postgresClaimMarkdown(runPostgresClaim(root, log));
   replaceSection(claim, claim[0], "## The fault simulation");
   const simulation = simulationMarkdown(runSimulation(root, log));
   replaceSection(simulation, simulation[0], "## Size");
   writeFileSync(file, report);
+  // BENCHMARKS.md now holds figures the kept results do not: a render of them would put the old ones back.
+  rmSync(RESULTS, { force: true });
   console.log([...claim, ...simulation].join("\n"));
 }
 

@@ -85,7 +85,7 @@ let unguardedCreateServer;
 
 /**
  * Runs `create` (which builds a Miniflare and awaits its readiness) so that,
- * when `hyperdrive` is set, every socket of Miniflare's Hyperdrive proxy has
+ * when `hyperdrive` is set, the sockets of Miniflare's Hyperdrive proxy have
  * an error listener. The proxy pipes workerd's connection to Postgres and back
  * with none (cloudflare/workers-sdk#15768): when workerd closes a connection
  * while Postgres is still answering on it, the write into the closed socket
@@ -113,7 +113,9 @@ export async function hyperdriveProxiesWithErrorListeners(hyperdrive, create) {
  * any socket the listener opens synchronously, error listeners that destroy
  * the other. Miniflare creates the proxy's server while it gets ready, and the
  * proxy opens its Postgres socket synchronously in that listener, both through
- * the `net` module's own functions.
+ * the `net` module's own functions. (With an `sslmode` other than `disable`
+ * the proxy opens its socket to Postgres after an await, out of this pair,
+ * with a listener of its own; no test sets one.)
  */
 function guardedCreateServer(createServer) {
   return function (...args) {

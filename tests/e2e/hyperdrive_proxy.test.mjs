@@ -48,7 +48,7 @@ describe("Miniflare's Hyperdrive proxy in the harness", () => {
   });
 
   it("lets a Worker close a connection the database is still sending on", async () => {
-    const before = hyperdriveProxy.errors;
+    const errorsBefore = hyperdriveProxy.errors;
     for (let i = 0; i < 20; i++) {
       const response = await mf.dispatchFetch("http://worker/");
       assert.equal(await response.text(), "true");
@@ -56,6 +56,6 @@ describe("Miniflare's Hyperdrive proxy in the harness", () => {
     // The proxy's writes into the closed sockets fail after the responses.
     // None failing would mean this Miniflare proxies differently, and the
     // harness's listeners are to be looked at again.
-    await eventually(() => hyperdriveProxy.errors > before, { timeoutMs: 5000 });
+    await eventually(() => hyperdriveProxy.errors > errorsBefore, { timeoutMs: 5000 });
   });
 });
