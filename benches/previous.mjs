@@ -17,30 +17,30 @@ import { benchCaller, benchWorkerOptions } from "./bench_worker.mjs";
  */
 export const PREVIOUS = { commit: "420847d", name: "previous version (420847d)" };
 
-/** Builds the previous version's bench Worker unless built; its directory. Call it before measuring: it fails early where the history is missing. */
+/** Where its tree is extracted and its bench Worker built. */
+const DIR = path.join(root, "target", "previous", PREVIOUS.commit);
+
+/** Builds the previous version's bench Worker unless built. Call it before measuring: it fails early where the history is missing. */
 export function buildPrevious(log) {
-  const dir = path.join(root, "target", "previous", PREVIOUS.commit);
-  if (!existsSync(dir)) {
+  if (!existsSync(DIR)) {
     // Extracted beside, then moved in whole: an interrupted extraction is not taken for a tree.
-    const partial = `${dir}.partial`;
+    const partial = `${DIR}.partial`;
     rmSync(partial, { recursive: true, force: true });
     mkdirSync(partial, { recursive: true });
-    log(`the ${PREVIOUS.name}: extracting ${PREVIOUS.commit} into ${path.relative(root, dir)}`);
+    log(`the ${PREVIOUS.name}: extracting ${PREVIOUS.commit} into ${path.relative(root, DIR)}`);
     const archive = execFileSync("git", ["-C", root, "archive", "--format=tar", PREVIOUS.commit], { maxBuffer: 1 << 30 });
     execFileSync("tar", ["-x", "-C", partial], { input: archive });
-    renameSync(partial, dir);
+    renameSync(partial, DIR);
   }
   const env = { ...process.env, WASM_OPT_BIN: path.join(root, "node_modules", ".bin", "wasm-opt") };
   delete env.FORCE_BUILD;
   // Its output goes to stderr: stdout carries the benches' results.
-  execFileSync("bash", ["scripts/build-worker.sh", "benches/outbox-bench"], { cwd: dir, stdio: ["ignore", 2, "inherit"], env });
-  return dir;
+  execFileSync("bash", ["scripts/build-worker.sh", "benches/outbox-bench"], { cwd: DIR, stdio: ["ignore", 2, "inherit"], env });
 }
 
-/** Runs `use` with the previous version's bench Worker (built if missing): `use(call)`, `call` as `benchCaller`'s. */
-export async function withPreviousWorker(log, use) {
-  const dir = buildPrevious(log);
-  const mf = await start(path.relative(root, path.join(dir, "benches", "outbox-bench")), benchWorkerOptions());
+/** Runs `use` with the previous version's bench Worker, which `buildPrevious` built: `use(call)`, `call` as `benchCaller`'s. */
+export async function withPreviousWorker(use) {
+  const mf = await start(path.relative(root, path.join(DIR, "benches", "outbox-bench")), benchWorkerOptions());
   try {
     return await use(benchCaller(mf));
   } finally {

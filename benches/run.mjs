@@ -143,7 +143,7 @@ function workerdCpuMs() {
 // rest half scheduled for tomorrow, half dead), through the bench Worker
 // `on` calls, then, unless told not to, a drain's alert sweeps over the same
 // rows.
-async function runConsole(on = call, who = "ours", { alertSweeps: sweep = true } = {}) {
+async function runConsole(on = call, who = "ours", { alertSweeps: withAlertSweeps = true } = {}) {
   await on("reset");
   await on("seed", { algo: "ours", kind: "due", count: 1_000 });
   await on("drain", { algo: "ours", batch: 100, max_calls: 900, max_messages: 500 });
@@ -152,7 +152,7 @@ async function runConsole(on = call, who = "ours", { alertSweeps: sweep = true }
   await on("seed", { algo: "ours", kind: "dead", count: rest - Math.floor(rest / 2) });
   const { body: reads } = await on("console");
   for (const read of reads) log(`D1 console (${who}) ${read.request}: ${read.status}, ${read.meter.rows_read} rows read`);
-  if (!sweep) return { rows: LARGEST, reads };
+  if (!withAlertSweeps) return { rows: LARGEST, reads };
   const { body: alertSweeps } = await on("alert_sweeps");
   for (const sweep of alertSweeps) log(`D1 alert sweep (${who}, ${sweep.rules}, told ${sweep.told}): ${sweep.meter.rows_read} rows read`);
   return { rows: LARGEST, reads, alertSweeps };
@@ -163,7 +163,7 @@ async function runConsole(on = call, who = "ours", { alertSweeps: sweep = true }
 // written by a whole run only).
 if (process.env.BENCH_ONLY === "console") {
   const ours = await runConsole();
-  const previous = await withPreviousWorker(log, (previousCall) => runConsole(previousCall, PREVIOUS.name, { alertSweeps: false }));
+  const previous = await withPreviousWorker((previousCall) => runConsole(previousCall, PREVIOUS.name, { alertSweeps: false }));
   console.log(JSON.stringify({ ours, previous }, null, 2));
   await mf.dispose();
   process.exit(0);
@@ -234,7 +234,7 @@ async function d1Drain(algo, batch, messages = MESSAGES) {
 // `BENCH_ONLY=cost`: the rows a message costs on each path, printed
 // (BENCHMARKS.md is written by a whole run only).
 if (process.env.BENCH_ONLY === "cost") {
-  const cost = await withPreviousWorker(log, (previousCall) => runCost(call, previousCall, log, COST_MESSAGES));
+  const cost = await withPreviousWorker((previousCall) => runCost(call, previousCall, log, COST_MESSAGES));
   console.log(JSON.stringify(cost, null, 2));
   await mf.dispose();
   process.exit(0);
@@ -302,7 +302,7 @@ for (let rows = 1_000; rows <= LARGEST; rows *= 10) {
 
 results.d1.console = await runConsole();
 // The previous version's Worker, beside ours: its console on the same table, and its cost per path.
-await withPreviousWorker(log, async (previousCall) => {
+await withPreviousWorker(async (previousCall) => {
   results.d1.previousConsole = await runConsole(previousCall, PREVIOUS.name, { alertSweeps: false });
   results.d1.cost = await runCost(call, previousCall, log, COST_MESSAGES);
 });
